@@ -1,0 +1,55 @@
+"""churn_connector: push warehouse exports of product events and identities to the ingestion API.
+
+Validate with pandera, transform to exact wire JSON with stable message ids, send in chunks
+with retries, and get a result frame that accounts for every row.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ._client import Client, send_events
+from ._config import ClientConfig, Secret
+from ._events import events_to_wire, validate_events
+from ._exceptions import (
+    AuthenticationError,
+    ChurnConnectorError,
+    ConfigurationError,
+    DataValidationError,
+    DeliveryError,
+    InputError,
+    TransportError,
+)
+from ._ids import message_id
+from ._results import SendResult
+from ._retry import RetryPolicy, instant_retries, set_retry_testing
+from ._sandbox import Fault, Sandbox
+from ._schemas import EVENT_TYPE_PATTERN, events_schema
+from ._validation import ValidationReport
+
+__all__ = [
+    "EVENT_TYPE_PATTERN",
+    "AuthenticationError",
+    "ChurnConnectorError",
+    "Client",
+    "ClientConfig",
+    "ConfigurationError",
+    "DataValidationError",
+    "DeliveryError",
+    "Fault",
+    "InputError",
+    "RetryPolicy",
+    "Sandbox",
+    "Secret",
+    "SendResult",
+    "TransportError",
+    "ValidationReport",
+    "__version__",
+    "events_schema",
+    "events_to_wire",
+    "instant_retries",
+    "message_id",
+    "send_events",
+    "set_retry_testing",
+    "validate_events",
+]

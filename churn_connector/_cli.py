@@ -1,0 +1,169 @@
+"""The ``churn-connector`` command line.
+
+Exit codes (PRODUCT.md): 0 every row delivered or skipped; 1 some rows invalid (not sent),
+the rest delivered; 2 some valid rows could not be delivered; 3 usage, configuration or
+authentication error. The API key comes only from CHURN_API_KEY, never from an argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pandas as pd
+
+from ._exceptions import AuthenticationError, ChurnConnectorError
+
+EXIT_OK, EXIT_INVALID, EXIT_UNDELIVERED, EXIT_USAGE = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kind", choices=["events", "identities"])
+    p.add_argument("file", type=Path, help=".parquet, .csv or .ndjson")
+    p.add_argument("--naive-timezone", metavar="TZ", help="zone of timestamps without an offset")
+    p.add_argument(
+        "--extra-columns",
+        choices=["error", "ignore"],
+        default="error",
+        help="unknown columns: report them (default) or ignore them",
+    )
+    p.add_argument("--namespace", help="salt for hashed event message ids")
+    p.add_argument("--phone-region", metavar="CC", help="identities: region of national numbers")
+    p.add_argument(
+        "--duplicates",
+        choices=["error", "keep_last", "in_order"],
+        default="error",
+        help="identities: what to do with several rows for one user",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="churn-connector", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    validate = sub.add_parser("validate", help="check a file; send nothing")
+    _add_data_options(validate)
+    validate.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
+
+    send = sub.add_parser("send", help="validate, then send the valid rows")
+    _add_data_options(send)
+    send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
+    send.add_argument("--concurrency", type=int, help="requests in flight at most")
+    send.add_argument("--batch-size", type=int, help="events per request (at most 500)")
+    send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
+    send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
+    send.add_argument("--dry-run", action="store_true", help="build every request, send none")
+    send.add_argument(
+        "--auth-header",
+        choices=["bearer", "x-api-key"],
+        default="bearer",
+        help="how to send the key",
+    )
+
+    sub.add_parser(
+        "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
+    )
+    demo = sub.add_parser("demo", help="sandbox + sample export + validate + send, offline")
+    demo.add_argument("--out", type=Path, default=Path("demo-output"), help="where files go")
+    return parser
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> None:
+    """Write a result frame as CSV or Parquet, by the file's suffix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".parquet":
+        # labels and values may mix types; Parquet columns cannot
+        frame = frame.astype({c: str for c in frame.columns if frame[c].dtype == object})
+        frame.to_parquet(path, index=False)
+    elif path.suffix.lower() == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        raise ChurnConnectorError(f"{path}: use a .csv or .parquet file name")
+
+
+def _data_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "naive_timezone": args.naive_timezone,
+        "extra_columns": args.extra_columns,
+    }
+    if args.kind == "events":
+        options["namespace"] = args.namespace
+    else:
+        options["phone_region"] = args.phone_region
+        options["duplicates"] = args.duplicates
+    return options
+
+
+def _validate(args: argparse.Namespace) -> int:
+    if args.kind == "events":
+        from ._events import validate_events as validate
+    else:
+        from ._identities import validate_identities as validate
+    report = validate(args.file, **_data_options(args))
+    print(report.summary())
+    if args.report is not None:
+        write_frame(report.failures, args.report)
+        print(f"failures written to {args.report}")
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _send(args: argparse.Namespace) -> int:
+    from ._client import Client
+
+    client_options: dict[str, Any] = {"auth_header": args.auth_header}
+    if args.concurrency is not None:
+        key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
+        client_options[key] = args.concurrency
+    if args.batch_size is not None:
+        client_options["batch_size"] = args.batch_size
+    client = Client(args.base_url, None, **client_options)
+    send = client.send_events if args.kind == "events" else client.identify
+    result = send(args.file, dry_run=args.dry_run, **_data_options(args))
+    print(result.summary())
+    if not result.failures.empty:
+        print(result.failures.head(10).to_string(index=False))
+    if args.results is not None:
+        write_frame(result.chunks, args.results)
+    if args.rows is not None:
+        write_frame(result.rows, args.rows)
+    return result.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["sandbox"]:
+        from ._sandbox._cli import main as sandbox_main
+
+        return sandbox_main(args_list[1:])
+    args = build_parser().parse_args(args_list)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        if args.command == "validate":
+            return _validate(args)
+        if args.command == "send":
+            return _send(args)
+        from ._demo import run_demo
+
+        return run_demo(args.out)
+    except AuthenticationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ChurnConnectorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

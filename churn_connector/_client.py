@@ -1,0 +1,126 @@
+"""The Client: an immutable config plus the send operations. No global client exists."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._config import ClientConfig, Secret
+from ._events import event_stream
+from ._exceptions import AuthenticationError
+from ._progress import Progress
+from ._readers import DEFAULT_SLICE_ROWS, iter_frames
+from ._results import RowBook, SendResult
+from ._schemas import ExtraColumns
+from ._sender import Request, Sender, chunk_events, stopped_error
+from ._transport import Transport
+
+log = logging.getLogger("churn_connector")
+
+
+class Client:
+    """Sends validated data to the ingestion API.
+
+    ``base_url``/``api_key`` default to CHURN_BASE_URL/CHURN_API_KEY. Options are those of
+    :class:`ClientConfig` (timeouts, concurrency, batch size, retry policy, ...). The
+    config is immutable; ``client.config`` shows it without the key.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        *,
+        config: ClientConfig | None = None,
+        **options: Any,
+    ) -> None:
+        self.config = (
+            config if config is not None else ClientConfig.create(base_url, api_key, **options)
+        )
+
+    def __repr__(self) -> str:
+        return f"Client(base_url={self.config.base_url!r})"
+
+    def send_events(
+        self,
+        data: Any,
+        *,
+        dry_run: bool = False,
+        now: Any = None,
+        naive_timezone: str | None = None,
+        extra_columns: ExtraColumns = "error",
+        namespace: str | None = None,
+        id_columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+        max_concurrency: int | None = None,
+        progress: bool | None = None,
+        slice_rows: int = DEFAULT_SLICE_ROWS,
+    ) -> SendResult:
+        """Validate, convert and send events; invalid rows are reported and never sent.
+
+        Returns a SendResult accounting for every input row. Raises AuthenticationError
+        (the run stops) when the API refuses the key. ``dry_run`` builds every request
+        without sending. ``batch_size`` may lower the configured size, never exceed 500.
+        """
+        config = self.config
+        if batch_size is not None:
+            config = config.with_options(batch_size=batch_size)
+        concurrency = max_concurrency or config.max_concurrency
+        stream = event_stream(
+            now=now,
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            namespace=namespace,
+            id_columns=id_columns,
+        )
+        started = time.monotonic()
+        requests = chunk_events(
+            stream.run(iter_frames(data, slice_rows)), config.batch_size, config.max_request_bytes
+        )
+        sender = self._deliver(config, stream.book, requests, concurrency, dry_run, progress)
+        result = SendResult(
+            "events", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
+        )
+        log.info("%s", result.summary())
+        return result
+
+    def _deliver(
+        self,
+        config: ClientConfig,
+        book: RowBook,
+        requests: Iterable[Request],
+        concurrency: int,
+        dry_run: bool,
+        progress: bool | None,
+        gate: Any = None,
+        on_done: Any = None,
+    ) -> Sender:
+        bar = Progress("sending", enabled=False if dry_run else progress)
+        if dry_run:
+            sender = Sender(None, book, concurrency, False, bar)
+            sender.dry_run(requests)
+            bar.close()
+            return sender
+        transport = Transport(config, pool_size=concurrency)
+        sender = Sender(transport, book, concurrency, config.bisect_rejected, bar)
+        try:
+            sender.run(requests, gate=gate, on_done=on_done)
+        except AuthenticationError as exc:
+            raise stopped_error(exc, book) from None
+        finally:
+            transport.close()
+            bar.close()
+        return sender
+
+
+def send_events(
+    data: Any, base_url: str | None = None, api_key: str | None = None, **options: Any
+) -> SendResult:
+    """One-call form: ``Client(base_url, api_key, **client_options).send_events(data, ...)``."""
+    client_opts = {k: options.pop(k) for k in list(options) if k in _CONFIG_FIELDS}
+    return Client(base_url, api_key, **client_opts).send_events(data, **options)
+
+
+_CONFIG_FIELDS = frozenset(ClientConfig.__dataclass_fields__) - {"base_url", "api_key"}

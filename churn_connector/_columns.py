@@ -1,0 +1,193 @@
+"""Column-level helpers shared by validation and the wire transform (one place for each rule)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import _timestamps
+from ._values import InexactValue, is_missing, object_value, to_json
+
+MISSING: Any = object()  # a cell that is omitted from the wire (null, NaN, NA)
+
+
+def is_float_dtype(s: pd.Series) -> bool:
+    return pd.api.types.is_float_dtype(s.dtype)
+
+
+def is_int_dtype(s: pd.Series) -> bool:
+    dtype = s.dtype
+    return pd.api.types.is_integer_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+
+
+def _is_object(dtype: Any) -> bool:
+    return pd.api.types.is_object_dtype(dtype)
+
+
+def is_text_dtype(s: pd.Series) -> bool:
+    """A dedicated string dtype (``str``, ``string``, pyarrow strings), not ``object``."""
+    return not _is_object(s.dtype) and pd.api.types.is_string_dtype(s.dtype)
+
+
+def elementwise(s: pd.Series, test: Callable[[Any], bool]) -> pd.Series:
+    """Apply ``test`` to each non-null cell; null cells pass (``not_nullable`` reports them)."""
+    out = np.ones(len(s), dtype=bool)
+    values = s.to_numpy(dtype=object)
+    for i, v in enumerate(values):
+        if not is_missing(v):
+            out[i] = test(v)
+    return pd.Series(out, index=s.index)
+
+
+def _is_id_value(v: Any) -> bool:
+    if isinstance(v, bool | np.bool_):
+        return False
+    if isinstance(v, int | np.integer):
+        return True
+    # lone surrogates cannot be encoded as UTF-8 JSON
+    return isinstance(v, str) and not _has_surrogate(v)
+
+
+def _has_surrogate(text: str) -> bool:
+    return not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def id_type_ok(s: pd.Series) -> pd.Series:
+    """external_user_id: strings or integers; floats are a warehouse bug, never accepted."""
+    if is_int_dtype(s) or is_text_dtype(s):
+        return pd.Series(True, index=s.index)
+    if is_float_dtype(s) or pd.api.types.is_bool_dtype(s.dtype):
+        return s.isna()
+    return elementwise(s, _is_id_value)
+
+
+def id_not_blank(s: pd.Series) -> pd.Series:
+    if is_int_dtype(s):
+        return pd.Series(True, index=s.index)
+    return elementwise(s, lambda v: not isinstance(v, str) or bool(v.strip()))
+
+
+def ids_to_wire(s: pd.Series) -> list[str]:
+    """Ids as wire strings: integers rendered as their decimal digits, never ``12.0``."""
+    if is_int_dtype(s):
+        return [str(v) for v in s.tolist()]
+    return [v if isinstance(v, str) else str(int(v)) for v in s.tolist()]
+
+
+def strings_ok(s: pd.Series) -> pd.Series:
+    if is_text_dtype(s):
+        return pd.Series(True, index=s.index)
+    return elementwise(s, lambda v: isinstance(v, str) and not _has_surrogate(v))
+
+
+def fullmatch(s: pd.Series, pattern: str) -> pd.Series:
+    """Whole-string match; non-strings pass here because the type check reports them."""
+    objects = _is_object(s.dtype)
+    text = s.astype("string[python]") if objects else s
+    is_str = s.map(lambda v: isinstance(v, str)) if objects else s.notna()
+    matched = text.where(is_str).str.fullmatch(pattern)
+    return pd.Series(
+        matched.fillna(True).to_numpy(dtype=bool) | ~is_str.to_numpy(dtype=bool), index=s.index
+    )
+
+
+def scalar_column(
+    s: pd.Series, path: str, naive_timezone: str | None
+) -> tuple[list[Any], dict[int, str]]:
+    """A flattened ``properties.<key>``-style column -> (wire values or MISSING, problems by pos).
+
+    Nulls are omitted (MISSING), never sent as null. Vectorised by dtype; object columns are
+    checked cell by cell because they may hold anything.
+    """
+    n = len(s)
+    null = s.isna().to_numpy(dtype=bool)
+    problems: dict[int, str] = {}
+    dtype = s.dtype
+    values: list[Any]
+    if isinstance(dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(dtype):
+        norm = _timestamps.normalize(s, naive_timezone)
+        texts = _timestamps.format_ms(norm.ms)
+        values = [MISSING] * n
+        for i in range(n):
+            code = norm.problem[i]
+            if code == _timestamps.OK:
+                values[i] = texts[i]
+            elif code != _timestamps.NULL:
+                problems[i] = f"{path}: naive or invalid local datetime; pass naive_timezone"
+        return values, problems
+    if pd.api.types.is_timedelta64_dtype(dtype) or isinstance(
+        dtype, pd.PeriodDtype | pd.IntervalDtype
+    ):
+        for i in np.flatnonzero(~null).tolist():
+            problems[i] = f"{path}: a {dtype} value has no exact JSON form; convert it"
+        return [MISSING] * n, problems
+    if isinstance(dtype, pd.CategoricalDtype):
+        s = s.astype(object)
+        dtype = s.dtype
+    if pd.api.types.is_float_dtype(dtype):
+        arr = s.to_numpy(dtype="float64", na_value=np.nan)
+        for i in np.flatnonzero(np.isinf(arr)).tolist():
+            problems[i] = f"{path}: {arr[i]} is not a JSON number (infinity)"
+        values = [MISSING if (null[i] or i in problems) else v for i, v in enumerate(arr.tolist())]
+        return values, problems
+    raw = s.tolist()
+    if not _is_object(dtype):
+        # int, bool, nullable and string dtypes: every non-null value is already exact
+        return [MISSING if null[i] else v for i, v in enumerate(raw)], problems
+    values = [MISSING] * n
+    for i, v in enumerate(raw):
+        if is_missing(v):
+            continue
+        try:
+            values[i] = to_json(v, path, naive_timezone)
+        except InexactValue as exc:
+            problems[i] = str(exc)
+    return values, problems
+
+
+def flat_columns(df: pd.DataFrame, kind: str) -> list[str]:
+    """The ``<kind>.<key>`` columns of a frame, in column order."""
+    prefix = kind + "."
+    return [
+        c
+        for c in df.columns
+        if isinstance(c, str) and c.startswith(prefix) and len(c) > len(prefix)
+    ]
+
+
+def key_conflicts(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> pd.Series:
+    """True where a row's ``<kind>`` object and a non-null ``<kind>.<key>`` both set one key."""
+    ok = pd.Series(True, index=df.index)
+    flats = flat_columns(df, kind)
+    if kind not in df.columns or not flats:
+        return ok
+    objects = df[kind].tolist()
+    for column in flats:
+        key = column[len(kind) + 1 :]
+        for i in np.flatnonzero(df[column].notna().to_numpy(dtype=bool)).tolist():
+            try:
+                obj = object_value(objects[i], kind, naive_timezone)
+            except InexactValue:
+                continue  # reported by the object's own check
+            if key in obj:
+                ok.iloc[i] = False
+    return ok
+
+
+def merged_objects(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> list[dict[str, Any]]:
+    """Per row: the ``<kind>`` object merged with its flattened columns (validated rows only)."""
+    n = len(df)
+    if kind in df.columns:
+        out = [object_value(v, kind, naive_timezone) for v in df[kind].tolist()]
+    else:
+        out = [{} for _ in range(n)]
+    for column in flat_columns(df, kind):
+        key = column[len(kind) + 1 :]
+        values, _ = scalar_column(df[column], column, naive_timezone)
+        for obj, value in zip(out, values, strict=True):
+            if value is not MISSING:
+                obj[key] = value
+    return out

@@ -1,0 +1,116 @@
+"""Immutable client configuration with explicit timeouts; the API key is never shown."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from ._exceptions import ConfigurationError
+from ._retry import RetryPolicy
+
+MAX_BATCH_SIZE = 500
+AuthHeader = Literal["bearer", "x-api-key"]
+
+
+class Secret:
+    """A string that does not print itself (repr, str, f-strings, logs, pickles of reprs)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything a Client needs; build it with :meth:`create` to read the environment."""
+
+    base_url: str
+    api_key: Secret = field(repr=False)
+    auth_header: AuthHeader = "bearer"
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    max_concurrency: int = 8
+    identify_concurrency: int = 32
+    batch_size: int = MAX_BATCH_SIZE
+    max_request_bytes: int | None = None
+    bisect_rejected: bool = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    allow_insecure_http: bool = False
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        if (
+            parts.scheme == "http"
+            and not _is_loopback(parts.hostname)
+            and not self.allow_insecure_http
+        ):
+            raise ConfigurationError(
+                "plain http:// is refused for a non-loopback host (the key would travel in "
+                "clear text); use https:// or pass allow_insecure_http=True"
+            )
+        if not self.api_key.reveal():
+            raise ConfigurationError("the API key is empty")
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise ConfigurationError(
+                f"batch_size must be between 1 and {MAX_BATCH_SIZE} (the API's limit), "
+                f"got {self.batch_size}"
+            )
+        for name in ("max_concurrency", "identify_concurrency"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be at least 1")
+        if self.connect_timeout <= 0 or self.read_timeout <= 0:
+            raise ConfigurationError("timeouts must be positive")
+        if self.auth_header not in ("bearer", "x-api-key"):
+            raise ConfigurationError("auth_header must be 'bearer' or 'x-api-key'")
+
+    @classmethod
+    def create(
+        cls, base_url: str | None = None, api_key: str | Secret | None = None, **options: Any
+    ) -> ClientConfig:
+        """Fill ``base_url``/``api_key`` from CHURN_BASE_URL/CHURN_API_KEY when not given."""
+        url = base_url or os.environ.get("CHURN_BASE_URL")
+        if not url:
+            raise ConfigurationError("no base_url given and CHURN_BASE_URL is not set")
+        key = api_key if api_key is not None else os.environ.get("CHURN_API_KEY")
+        if not key:
+            raise ConfigurationError("no api_key given and CHURN_API_KEY is not set")
+        secret = key if isinstance(key, Secret) else Secret(key)
+        try:
+            return cls(base_url=url.rstrip("/"), api_key=secret, **options)
+        except TypeError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def with_options(self, **options: Any) -> ClientConfig:
+        try:
+            return replace(self, **options)
+        except TypeError as exc:
+            raise ConfigurationError(str(exc)) from None

@@ -1,0 +1,168 @@
+"""Inputs -> a stream of DataFrame slices, so memory does not grow with the input.
+
+Accepted: a pandas DataFrame, a pyarrow Table, a path to ``.parquet``, ``.csv`` or ``.ndjson``
+(``.jsonl``), or an iterable of DataFrames. Row labels: a DataFrame keeps its own index; files
+and tables are labelled by their 0-based row number.
+
+Readers never change a value's meaning: Arrow integers stay integers when nulls are present
+(nullable dtypes), NDJSON values keep their JSON types, and CSV cells (which carry no types)
+are read as text and typed cell by cell, the same way whatever the slice size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._exceptions import InputError
+
+DEFAULT_SLICE_ROWS = 50_000
+_FLAT = ("properties.", "context.", "traits.")
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
+
+_ARROW_NULLABLE = {
+    pa.int8(): pd.Int8Dtype(),
+    pa.int16(): pd.Int16Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+    pa.uint8(): pd.UInt8Dtype(),
+    pa.uint16(): pd.UInt16Dtype(),
+    pa.uint32(): pd.UInt32Dtype(),
+    pa.uint64(): pd.UInt64Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+}
+
+
+def _arrow_to_pandas(batch: pa.RecordBatch | pa.Table, offset: int) -> pd.DataFrame:
+    frame: pd.DataFrame = batch.to_pandas(
+        types_mapper=_ARROW_NULLABLE.get, maps_as_pydicts="strict"
+    )
+    return frame.set_axis(pd.RangeIndex(offset, offset + len(frame)), axis=0)
+
+
+def _slices(df: pd.DataFrame, rows: int) -> Iterator[pd.DataFrame]:
+    for start in range(0, len(df), rows):
+        yield df.iloc[start : start + rows]
+    if len(df) == 0:
+        yield df
+
+
+def _read_parquet(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+    offset = 0
+    with pq.ParquetFile(path) as file:
+        for batch in file.iter_batches(batch_size=rows):
+            yield _arrow_to_pandas(batch, offset)
+            offset += batch.num_rows
+
+
+def _csv_cell(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return text
+
+
+def _read_csv(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+    # only empty cells are null: "NA" or "null" can be somebody's id or event name
+    reader = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], chunksize=rows)
+    with reader:
+        for chunk in reader:
+            for column in chunk.columns:
+                if isinstance(column, str) and column.startswith(_FLAT):
+                    # object dtype: a column of ints with gaps must not turn into floats
+                    cells = [_csv_cell(v) for v in chunk[column].tolist()]
+                    chunk[column] = pd.Series(cells, index=chunk.index, dtype=object)
+            yield chunk
+
+
+def _read_ndjson(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+    offset = 0
+    records: list[dict[str, Any]] = []
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"{path.name} line {number} is not valid JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise InputError(f"{path.name} line {number} is not a JSON object")
+            records.append(record)
+            if len(records) >= rows:
+                yield _records_frame(records, offset)
+                offset += len(records)
+                records = []
+    if records or offset == 0:
+        yield _records_frame(records, offset)
+
+
+def _records_frame(records: list[dict[str, Any]], offset: int) -> pd.DataFrame:
+    columns: dict[str, None] = {}
+    for record in records:
+        columns.update(dict.fromkeys(record))
+    # object columns keep each JSON value's own type (no int -> float promotion on nulls)
+    index = pd.RangeIndex(offset, offset + len(records))
+    data = {c: pd.Series([r.get(c) for r in records], index=index, dtype=object) for c in columns}
+    return pd.DataFrame(data, index=index)
+
+
+def iter_frames(data: Any, rows: int = DEFAULT_SLICE_ROWS) -> Iterator[pd.DataFrame]:
+    """Yield the input as DataFrame slices of at most ``rows`` rows."""
+    if isinstance(data, pd.DataFrame):
+        yield from _slices(data, rows)
+    elif isinstance(data, pa.Table):
+        offset = 0
+        for batch in data.to_batches(max_chunksize=rows):
+            yield _arrow_to_pandas(batch, offset)
+            offset += batch.num_rows
+        if data.num_rows == 0:
+            yield _arrow_to_pandas(data, 0)
+    elif isinstance(data, str | os.PathLike):
+        path = Path(data)
+        if not path.is_file():
+            raise InputError(f"no such file: {path}")
+        suffix = path.suffix.lower()
+        if suffix in (".parquet", ".pq"):
+            yield from _read_parquet(path, rows)
+        elif suffix == ".csv":
+            yield from _read_csv(path, rows)
+        elif suffix in (".ndjson", ".jsonl"):
+            yield from _read_ndjson(path, rows)
+        else:
+            raise InputError(f"unsupported file type {suffix!r}: use .parquet, .csv or .ndjson")
+    elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
+        for item in data:
+            if not isinstance(item, pd.DataFrame):
+                raise InputError(
+                    f"an iterable input must yield DataFrames, got {type(item).__name__}"
+                )
+            yield from _slices(item, rows)
+    else:
+        raise InputError(
+            f"unsupported input {type(data).__name__}: pass a DataFrame, a pyarrow Table, "
+            "a .parquet/.csv/.ndjson path or an iterable of DataFrames"
+        )
+
+
+def read_all(data: Any) -> pd.DataFrame:
+    """The whole input as one DataFrame (for small inputs and reports)."""
+    frames = list(iter_frames(data))
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames)

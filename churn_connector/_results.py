@@ -1,0 +1,221 @@
+"""Result bookkeeping: one state per input row, one record per request, and SendResult."""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._exceptions import DeliveryError
+
+PENDING, SENT, INVALID, REJECTED, FAILED, SKIPPED = range(6)
+STATUS_NAMES = ("pending", "sent", "invalid", "rejected", "failed", "skipped")
+FINAL_STATUSES = STATUS_NAMES[1:]
+RESPONSE_TEXT_LIMIT = 300
+
+CHUNK_COLUMNS = [
+    "chunk",
+    "parent_chunk",
+    "endpoint",
+    "events",
+    "first_row",
+    "last_row",
+    "status",
+    "http_status",
+    "attempts",
+    "elapsed_s",
+    "bytes",
+    "error",
+    "response",
+]
+
+
+@dataclass
+class ChunkRecord:
+    """One request (or one bisected part of a rejected request) and how it ended."""
+
+    chunk: int
+    parent_chunk: int | None
+    endpoint: str
+    events: int
+    first_row: Any
+    last_row: Any
+    status: str
+    http_status: int | None
+    attempts: int
+    elapsed_s: float
+    bytes: int
+    error: str | None
+    response: str | None
+
+
+class RowBook:
+    """Per-row state, stored column-wise so that millions of rows stay small."""
+
+    def __init__(self) -> None:
+        self.labels: list[Any] = []
+        self.status = np.zeros(0, dtype=np.int8)
+        self.message_ids: list[str | None] = []
+        self.chunk = np.zeros(0, dtype=np.int64)
+        self.errors: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def extend(self, labels: list[Any]) -> int:
+        """Add rows (all pending); return the position of the first."""
+        start = len(self.labels)
+        self.labels.extend(labels)
+        n = len(labels)
+        self.status = np.concatenate([self.status, np.full(n, PENDING, dtype=np.int8)])
+        self.chunk = np.concatenate([self.chunk, np.full(n, -1, dtype=np.int64)])
+        self.message_ids.extend([None] * n)
+        return start
+
+    def set(self, positions: Any, status: int, error: str | None = None, chunk: int = -1) -> None:
+        pos = np.asarray(positions, dtype=np.int64)
+        self.status[pos] = status
+        if chunk >= 0:
+            self.chunk[pos] = chunk
+        if error is not None:
+            for p in pos.tolist():
+                self.errors[p] = error
+
+    def add_error(self, position: int, error: str) -> None:
+        old = self.errors.get(position)
+        self.errors[position] = error if old is None else f"{old}; {error}"
+
+    def counts(self) -> dict[str, int]:
+        found = np.bincount(self.status, minlength=len(STATUS_NAMES))
+        return {name: int(found[i]) for i, name in enumerate(STATUS_NAMES)}
+
+    def frame(self) -> pd.DataFrame:
+        n = len(self)
+        errors: list[str | None] = [None] * n
+        for p, e in self.errors.items():
+            errors[p] = e
+        chunk = pd.array(self.chunk, dtype="Int64")
+        chunk[self.chunk < 0] = pd.NA
+        return pd.DataFrame(
+            {
+                "row": pd.Series(self.labels, dtype=object),
+                "position": np.arange(n, dtype=np.int64),
+                "message_id": pd.Series(self.message_ids, dtype=object),
+                "chunk": chunk,
+                "status": pd.Categorical.from_codes(
+                    self.status.astype(np.int64), categories=pd.Index(list(STATUS_NAMES))
+                ),
+                "error": pd.Series(errors, dtype=object),
+            }
+        )
+
+
+def trim(text: str | None, limit: int = RESPONSE_TEXT_LIMIT) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class SendResult:
+    """What happened to every row and every request of one send.
+
+    ``chunks``: one row per request; ``rows``: one row per input row (state, message id,
+    chunk, error); ``counts``: rows per state; ``ok``: every valid row was acknowledged.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        book: RowBook,
+        chunks: list[ChunkRecord],
+        elapsed_s: float,
+        dry_run: bool = False,
+        validation: Any = None,
+    ) -> None:
+        self.kind = kind
+        self._book = book
+        self._chunks = chunks
+        self.elapsed_s = elapsed_s
+        self.dry_run = dry_run
+        self.validation = validation
+        self.counts = book.counts()
+        pending = self.counts.pop("pending")
+        if pending and not dry_run:
+            raise AssertionError(f"{pending} rows were left without a final state")
+        delivered = np.isin(book.status, (SENT, REJECTED, FAILED))
+        if (book.chunk[delivered] < 0).any():
+            raise AssertionError("a row was sent without being recorded in a chunk")
+        if dry_run:
+            self.counts["would_send"] = pending
+        self.n_rows = len(book)
+        self._rows: pd.DataFrame | None = None
+        self._chunk_frame: pd.DataFrame | None = None
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        if self._rows is None:
+            self._rows = self._book.frame()
+        return self._rows
+
+    @property
+    def chunks(self) -> pd.DataFrame:
+        if self._chunk_frame is None:
+            self._chunk_frame = pd.DataFrame(
+                [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
+                columns=CHUNK_COLUMNS,
+            ).astype({"parent_chunk": "Int64", "http_status": "Int64"})
+        return self._chunk_frame
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        """Rows that were not delivered (invalid, rejected or failed)."""
+        rows = self.rows
+        return rows[rows["status"].isin(["invalid", "rejected", "failed"])]
+
+    @property
+    def ok(self) -> bool:
+        return self.counts["rejected"] == 0 and self.counts["failed"] == 0 and not self.dry_run
+
+    @property
+    def exit_code(self) -> int:
+        """PRODUCT.md's exit codes: 2 undelivered valid rows, 1 invalid rows, else 0."""
+        if self.counts["rejected"] or self.counts["failed"]:
+            return 2
+        return 1 if self.counts["invalid"] else 0
+
+    def raise_for_failures(self, *, allow_invalid: bool = False) -> None:
+        """Raise DeliveryError when rows were rejected or failed (or invalid, by default)."""
+        bad = self.counts["rejected"] + self.counts["failed"]
+        if not allow_invalid:
+            bad += self.counts["invalid"]
+        if bad:
+            raise DeliveryError(self.summary(), counts=dict(self.counts))
+
+    def summary(self) -> str:
+        c = self.counts
+        requests = Counter(ch.status for ch in self._chunks)
+        head = "dry run: " if self.dry_run else ""
+        text = (
+            f"{head}{self.kind}: {self.n_rows} rows -> sent {c['sent']}, "
+            f"skipped {c['skipped']}, invalid {c['invalid']}, rejected {c['rejected']}, "
+            f"failed {c['failed']}; {len(self._chunks)} requests "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
+            f"in {self.elapsed_s:.2f} s"
+        )
+        return text
+
+    def __repr__(self) -> str:
+        return f"<SendResult {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        parts = [f"<div><strong>{html.escape(self.summary())}</strong>"]
+        parts.append(self.chunks.head(20).to_html(index=False))
+        if not self.failures.empty:
+            parts.append("<p>Rows not delivered (first 20):</p>")
+            parts.append(self.failures.head(20).to_html(index=False))
+        parts.append("</div>")
+        return "".join(parts)

@@ -1,0 +1,210 @@
+"""Delivery: chunk the stream, post with bounded concurrency, record every request and row.
+
+At most ``2 × concurrency`` requests are built ahead of the network, so memory stays flat
+however long the input. A rejected batch (a 4xx other than 401/403, or 413) is split in
+halves and the halves are sent again, isolating the offending events and delivering the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from ._exceptions import AuthenticationError
+from ._progress import Progress
+from ._results import FAILED, REJECTED, SENT, ChunkRecord, RowBook
+from ._transport import Outcome, Transport
+from ._wire import batch_body
+
+EVENTS_PATH = "/v1/events/batch"
+IDENTIFY_PATH = "/v1/identify"
+
+
+@dataclass
+class Request:
+    """One request to make: its rows (positions) and either event parts or a whole body."""
+
+    path: str
+    positions: list[int]
+    parts: list[bytes] | None = None  # events: one serialised event per position
+    body: bytes | None = None  # identify: the whole body
+    parent: int | None = None
+
+    def payload(self) -> bytes:
+        return self.body if self.body is not None else batch_body(self.parts or [])
+
+
+def chunk_events(
+    stream: Iterable[list[tuple[int, bytes]]], batch_size: int, max_bytes: int | None
+) -> Iterator[Request]:
+    """Group (position, event bytes) items into batch requests of at most ``batch_size``."""
+    positions: list[int] = []
+    parts: list[bytes] = []
+    size = len(batch_body([]))
+    for items in stream:
+        for pos, row in items:
+            too_big = max_bytes is not None and parts and size + len(row) + 1 > max_bytes
+            if len(parts) >= batch_size or too_big:
+                yield Request(EVENTS_PATH, positions, parts)
+                positions, parts, size = [], [], len(batch_body([]))
+            positions.append(pos)
+            parts.append(row)
+            size += len(row) + 1
+    if parts:
+        yield Request(EVENTS_PATH, positions, parts)
+
+
+class Sender:
+    """Posts requests concurrently over one Transport and keeps the books."""
+
+    def __init__(
+        self,
+        transport: Transport | None,
+        book: RowBook,
+        concurrency: int,
+        bisect: bool,
+        progress: Progress,
+    ) -> None:
+        self.transport = transport
+        self.book = book
+        self.concurrency = concurrency
+        self.bisect = bisect
+        self.progress = progress
+        self.chunks: list[ChunkRecord] = []
+        self._lock = threading.Lock()
+        self._next_chunk = 0
+
+    def _new_chunk_number(self) -> int:
+        with self._lock:
+            self._next_chunk += 1
+            return self._next_chunk
+
+    def _record(self, req: Request, number: int, outcome: Outcome, status: str) -> None:
+        labels = self.book.labels
+        record = ChunkRecord(
+            chunk=number,
+            parent_chunk=req.parent,
+            endpoint=req.path,
+            events=len(req.positions),
+            first_row=labels[req.positions[0]],
+            last_row=labels[req.positions[-1]],
+            status=status,
+            http_status=outcome.http_status,
+            attempts=outcome.attempts,
+            elapsed_s=round(outcome.elapsed_s, 4),
+            bytes=len(req.payload()),
+            error=outcome.error,
+            response=outcome.response,
+        )
+        with self._lock:
+            self.chunks.append(record)
+
+    def deliver(self, req: Request) -> None:
+        """Send one request (and, if it is rejected, its halves); set every row's state."""
+        assert self.transport is not None
+        number = self._new_chunk_number()
+        outcome = self.transport.post(req.path, req.payload())
+        splittable = req.parts is not None and len(req.parts) > 1
+        if outcome.status == "rejected" and self.bisect and splittable:
+            self._record(req, number, outcome, "split")
+            assert req.parts is not None
+            half = len(req.parts) // 2
+            for lo, hi in ((0, half), (half, len(req.parts))):
+                self.deliver(
+                    Request(req.path, req.positions[lo:hi], req.parts[lo:hi], parent=number)
+                )
+            return
+        self._record(req, number, outcome, outcome.status)
+        code = {"sent": SENT, "rejected": REJECTED, "failed": FAILED}[outcome.status]
+        error = None if code == SENT else f"{outcome.error}: {outcome.response or ''}".rstrip(": ")
+        with self._lock:
+            self.book.set(req.positions, code, error=error, chunk=number)
+        self.progress.update(len(req.positions))
+
+    def dry_run(self, requests: Iterable[Request]) -> None:
+        """Build every request without sending; record them with status ``dry_run``."""
+        empty = Outcome("dry_run", None, 0, 0.0, None, None)
+        for req in requests:
+            number = self._new_chunk_number()
+            self._record(req, number, empty, "dry_run")
+            self.book.chunk[req.positions] = number
+
+    def run(
+        self,
+        requests: Iterable[Request],
+        on_done: Callable[[Request], None] | None = None,
+        gate: Callable[[Request], bool] | None = None,
+    ) -> None:
+        """Deliver all requests with at most ``concurrency`` in flight.
+
+        ``gate(req)`` may hold a request back (it is retried as others finish); ``on_done``
+        runs after each request, in the caller's thread.
+        """
+        assert self.transport is not None
+        in_flight: dict[Future[None], Request] = {}
+        held: list[Request] = []
+        source = iter(requests)
+        exhausted = False
+        error: BaseException | None = None
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="churn-send") as pool:
+            try:
+                while True:
+                    # fill: held requests first (in order), then new ones
+                    while len(in_flight) < 2 * self.concurrency:
+                        req = None
+                        for k, cand in enumerate(held):
+                            if gate is None or gate(cand):
+                                req = held.pop(k)
+                                break
+                        if req is None:
+                            if exhausted or len(held) >= 4 * self.concurrency:
+                                break
+                            nxt = next(source, None)
+                            if nxt is None:
+                                exhausted = True
+                                continue
+                            if gate is not None and not gate(nxt):
+                                held.append(nxt)
+                                continue
+                            req = nxt
+                        in_flight[pool.submit(self.deliver, req)] = req
+                    if not in_flight:
+                        if exhausted and not held:
+                            break
+                        continue
+                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        req = in_flight.pop(fut)
+                        fut.result()
+                        if on_done is not None:
+                            on_done(req)
+            except BaseException as exc:
+                error = exc
+                if self.transport is not None:
+                    self.transport.stop.set()
+                for fut in in_flight:
+                    fut.cancel()
+        if error is not None:
+            raise error
+
+
+def stopped_error(exc: AuthenticationError, book: RowBook) -> AuthenticationError:
+    """Mark every undecided row failed and attach the counts to the error."""
+    import numpy as np
+
+    from ._results import PENDING
+
+    pending = np.flatnonzero(book.status == PENDING)
+    book.set(pending, FAILED, error="not sent: the run stopped after the API refused the key")
+    return AuthenticationError(
+        exc.message, status=getattr(exc, "status", None), counts=book.counts()
+    )
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    started = time.monotonic()
+    return fn(), time.monotonic() - started

@@ -1,0 +1,149 @@
+"""Running a schema on one slice of input, and the ValidationReport users see."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+from pandera.config import ValidationDepth, config_context
+
+from ._exceptions import DataValidationError
+from ._schemas import explanations
+
+FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
+
+
+@dataclass
+class SliceFailures:
+    """Failures of one slice: ``invalid`` marks rows (by position in the slice) that failed."""
+
+    invalid: np.ndarray
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_schema(
+    df: pd.DataFrame, schema: pa.DataFrameSchema, offset: int, labels: pd.Index
+) -> SliceFailures:
+    """Validate ``df`` (any index) and return per-row failures with messages.
+
+    Rows are addressed by position, so duplicate index labels cannot hide a failure.
+    Validation is forced on: pandera's environment switches cannot turn it off.
+    """
+    n = len(df)
+    work = df.set_axis(pd.RangeIndex(n), axis=0)
+    invalid = np.zeros(n, dtype=bool)
+    explain = explanations(schema)
+    records: list[dict[str, Any]] = []
+    with config_context(validation_enabled=True, validation_depth=ValidationDepth.SCHEMA_AND_DATA):
+        try:
+            schema.validate(work, lazy=True, inplace=True)
+            return SliceFailures(invalid)
+        except pa.errors.SchemaErrors as exc:
+            cases = exc.failure_cases
+    for case in cases.itertuples(index=False):
+        column = None if _missing(case.column) else str(case.column)
+        check = str(case.check)
+        value = case.failure_case
+        if check in ("column_in_schema", "column_in_dataframe"):
+            column = str(value)
+        maker = explain.get(check)
+        message = maker(column, value) if maker else f"{column}: failed check {check} ({value!r})"
+        if _missing(case.index):
+            invalid[:] = True
+            records.append(_record(None, None, column, check, value, message))
+            continue
+        pos = int(case.index)
+        invalid[pos] = True
+        records.append(_record(labels[pos], offset + pos, column, check, value, message))
+    return SliceFailures(invalid, records)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def _record(
+    row: Any, position: int | None, column: str | None, check: str, value: Any, message: str
+) -> dict[str, Any]:
+    return {
+        "row": row,
+        "position": position,
+        "column": column,
+        "check": check,
+        "value": value,
+        "message": message,
+    }
+
+
+def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+    data = {c: pd.Series([r[c] for r in records], dtype=object) for c in FAILURE_COLUMNS}
+    frame = pd.DataFrame(data)
+    frame["position"] = frame["position"].astype("Int64")
+    return frame
+
+
+class ValidationReport:
+    """The outcome of validating a table.
+
+    ``valid``: the valid rows (original index kept); ``failures``: one row per problem with
+    ``row`` (the input's index label), ``position`` (0-based row number), ``column``,
+    ``check`` (a stable name), ``value`` and ``message`` (what is wrong and how to fix it).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        valid: pd.DataFrame,
+        failures: pd.DataFrame,
+        n_rows: int,
+        n_invalid: int,
+        duplicates: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.valid = valid
+        self.failures = failures
+        self.n_rows = n_rows
+        self.n_invalid = n_invalid
+        self.n_valid = n_rows - n_invalid
+        self.duplicates = duplicates
+
+    @property
+    def ok(self) -> bool:
+        return self.n_invalid == 0 and self.failures.empty
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.kind}: {self.n_rows} rows, {self.n_valid} valid, {self.n_invalid} invalid"
+            + (f", {self.duplicates} exact duplicates (sent once)" if self.duplicates else "")
+        ]
+        if not self.failures.empty:
+            counts = self.failures["check"].value_counts()
+            lines.append("failures by check: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+            for rec in self.failures.head(5).itertuples(index=False):
+                where = "table" if rec.position is pd.NA else f"row {rec.row!r}"
+                lines.append(f"  {where}, {rec.column}: {rec.message}")
+            if len(self.failures) > 5:
+                lines.append(f"  ... {len(self.failures) - 5} more in .failures")
+        return "\n".join(lines)
+
+    def raise_for_failures(self) -> None:
+        """Raise DataValidationError when any row is invalid (for pipelines and Airflow)."""
+        if not self.ok:
+            raise DataValidationError(self.summary(), n_invalid=self.n_invalid, n_rows=self.n_rows)
+
+    def __repr__(self) -> str:
+        return f"<ValidationReport {self.summary().splitlines()[0]}>"
+
+    def _repr_html_(self) -> str:
+        head = html.escape(self.summary().splitlines()[0])
+        table = self.failures.head(20).to_html(index=False) if not self.failures.empty else ""
+        more = (
+            f"<p>… {len(self.failures) - 20} more failures in <code>.failures</code></p>"
+            if len(self.failures) > 20
+            else ""
+        )
+        return f"<div><strong>{head}</strong>{table}{more}</div>"

@@ -1,0 +1,114 @@
+"""Valid rows -> exact wire objects and their serialised bytes.
+
+Only rows that passed validation reach this module, so it converts without re-checking.
+Each event is serialised once, canonically (sorted keys, compact, UTF-8); its message id is
+hashed from those bytes and spliced into ``context`` as its first key. Because ``$`` sorts
+before every letter, the bytes sent are themselves canonical JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from . import _columns, _ids, _timestamps
+
+_CONTEXT_OPEN = b'{"context":{'
+
+
+@dataclass(frozen=True)
+class EventOptions:
+    """How events are turned into wire objects (everything that changes the bytes)."""
+
+    naive_timezone: str | None = None
+    namespace: str | None = None
+    id_columns: tuple[str, ...] | None = None
+
+
+@dataclass
+class WireEvents:
+    """Wire form of a slice's valid rows, in row order."""
+
+    events: list[dict[str, Any]]  # without $message_id
+    body: list[bytes]  # each event's wire bytes, $message_id included
+    ids: list[str]
+    id_keys: list[int]  # 64-bit keys of the ids, for de-duplication across slices
+    content_keys: list[int]  # 64-bit keys of the content without the id
+
+
+def _keys(digests: np.ndarray) -> list[int]:
+    keys: list[int] = np.ascontiguousarray(digests[:, :8]).view("<i8").ravel().tolist()
+    return keys
+
+
+def _splice(row: bytes, id_json: bytes) -> bytes:
+    rest = row[len(_CONTEXT_OPEN) :]
+    sep = b"" if rest[:1] == b"}" else b","
+    return b'{"context":{"$message_id":' + id_json + sep + rest
+
+
+def _id_payload(event: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for column in columns:
+        kind, _, key = column.partition(".")
+        if key and kind in ("properties", "context"):
+            out[column] = event[kind].get(key)
+        else:
+            out[column] = event[column]
+    return out
+
+
+def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
+    """Wire events for validated rows of ``work`` (a RangeIndex frame)."""
+    tz = options.naive_timezone
+    n = len(work)
+    if n == 0:
+        return WireEvents([], [], [], [], [])
+    user_ids = _columns.ids_to_wire(work["external_user_id"])
+    event_types = work["event_type"].tolist()
+    times = _timestamps.format_ms(_timestamps.normalize(work["occurred_at"], tz).ms)
+    properties = _columns.merged_objects(work, "properties", tz)
+    context = _columns.merged_objects(work, "context", tz)
+    events = [
+        {
+            "context": c,
+            "event_type": e,
+            "external_user_id": u,
+            "occurred_at": t,
+            "properties": p,
+        }
+        for c, e, u, t, p in zip(context, event_types, user_ids, times, properties, strict=True)
+    ]
+    rows = [_ids.canonical(e) for e in events]
+    content = _ids.digests(rows, options.namespace)
+    if "message_id" in work.columns:
+        ids = [str(v) for v in work["message_id"].tolist()]
+        id_keys = [hash(v) for v in ids]
+    else:
+        if options.id_columns:
+            payloads = [_ids.canonical(_id_payload(e, options.id_columns)) for e in events]
+            digests = _ids.digests(payloads, options.namespace)
+        else:
+            digests = content
+        ids = _ids.format_uuids(digests).astype("U36").tolist()
+        id_keys = _keys(digests)
+    body = [_splice(row, orjson.dumps(i)) for row, i in zip(rows, ids, strict=True)]
+    return WireEvents(events, body, ids, id_keys, _keys(content))
+
+
+def with_ids(wire: WireEvents) -> list[dict[str, Any]]:
+    """The wire objects as dicts, ``context.$message_id`` first."""
+    return [
+        {**e, "context": {"$message_id": i, **e["context"]}}
+        for e, i in zip(wire.events, wire.ids, strict=True)
+    ]
+
+
+def batch_body(rows: Sequence[bytes]) -> bytes:
+    """``{"events":[...]}`` from already-serialised events, without re-encoding them."""
+    return b'{"events":[' + b",".join(rows) + b"]}"

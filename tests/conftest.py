@@ -1,0 +1,58 @@
+"""Shared fixtures: a sandbox per test, a client for it, and a small events table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+import pytest
+
+import churn_connector as cc
+
+
+@pytest.fixture(autouse=True)
+def _instant_retries() -> Iterator[None]:
+    # retry tests keep every attempt but skip the sleeping (stamina-style test mode)
+    with cc.instant_retries():
+        yield
+
+
+@pytest.fixture
+def now() -> pd.Timestamp:
+    return pd.Timestamp.now(tz="UTC").floor("s")
+
+
+@pytest.fixture
+def sandbox() -> Iterator[cc.Sandbox]:
+    with cc.Sandbox() as sb:
+        yield sb
+
+
+@pytest.fixture
+def client(sandbox: cc.Sandbox) -> cc.Client:
+    return cc.Client(sandbox.base_url, sandbox.api_key, read_timeout=5.0)
+
+
+def make_events(now: pd.Timestamp, n: int = 10, users: int = 3) -> pd.DataFrame:
+    """A valid events table of ``n`` rows, one minute apart, ending an hour before ``now``."""
+    return pd.DataFrame(
+        {
+            "external_user_id": [f"user_{i % users}" for i in range(n)],
+            "event_type": ["page_view" if i % 2 else "login" for i in range(n)],
+            "occurred_at": [
+                now - pd.Timedelta(hours=1) - pd.Timedelta(minutes=i) for i in range(n)
+            ],
+            "properties.plan": ["pro" if i % 3 else "free" for i in range(n)],
+            "properties.seq": list(range(n)),
+        }
+    )
+
+
+@pytest.fixture
+def events(now: pd.Timestamp) -> pd.DataFrame:
+    return make_events(now)
+
+
+@pytest.fixture(name="make_events")
+def make_events_fixture() -> object:
+    return make_events

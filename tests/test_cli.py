@@ -1,0 +1,118 @@
+"""The command line: exit codes, summaries and result files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import churn_connector as cc
+from churn_connector._cli import main
+
+
+@pytest.fixture
+def export(events: pd.DataFrame, tmp_path: Path) -> Path:
+    path = tmp_path / "events.parquet"
+    events.to_parquet(path)
+    return path
+
+
+@pytest.fixture
+def bad_export(events: pd.DataFrame, tmp_path: Path) -> Path:
+    events.loc[3, "event_type"] = "Not Snake"
+    path = tmp_path / "bad.csv"
+    events.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def api_env(sandbox: cc.Sandbox, monkeypatch: pytest.MonkeyPatch) -> cc.Sandbox:
+    monkeypatch.setenv("CHURN_BASE_URL", sandbox.base_url)
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
+    return sandbox
+
+
+def test_validate_exits_0_when_every_row_is_valid(
+    export: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", "events", str(export)]) == 0
+    assert "10 valid, 0 invalid" in capsys.readouterr().out
+
+
+def test_validate_exits_1_and_writes_the_report(bad_export: Path, tmp_path: Path) -> None:
+    report = tmp_path / "failures.csv"
+    assert main(["validate", "events", str(bad_export), "--report", str(report)]) == 1
+    failures = pd.read_csv(report)
+    assert list(failures["check"]) == ["event_type_pattern"]
+    assert list(failures["row"]) == [3]
+
+
+def test_send_exits_0_and_writes_chunk_and_row_frames(
+    api_env: cc.Sandbox, export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chunks, rows = tmp_path / "chunks.csv", tmp_path / "rows.parquet"
+    code = main(
+        [
+            "send",
+            "events",
+            str(export),
+            "--batch-size",
+            "4",
+            "--results",
+            str(chunks),
+            "--rows",
+            str(rows),
+        ]
+    )
+    assert code == 0
+    assert "sent 10" in capsys.readouterr().out
+    assert list(pd.read_csv(chunks)["events"]) == [4, 4, 2]
+    assert (pd.read_parquet(rows)["status"] == "sent").all()
+    assert len(api_env.events()) == 10
+
+
+def test_send_exits_1_when_some_rows_are_invalid(api_env: cc.Sandbox, bad_export: Path) -> None:
+    assert main(["send", "events", str(bad_export)]) == 1
+    assert len(api_env.events()) == 9
+
+
+def test_send_exits_2_when_valid_rows_are_not_delivered(api_env: cc.Sandbox, export: Path) -> None:
+    api_env.set_faults(error_rate=1.0)
+    assert main(["send", "events", str(export)]) == 2
+
+
+def test_send_exits_3_when_the_key_is_refused(
+    api_env: cc.Sandbox,
+    export: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("CHURN_API_KEY", "sk_test_wrong_wrong_wrong")
+    assert main(["send", "events", str(export)]) == 3
+    err = capsys.readouterr().err
+    assert "refused the key" in err
+    assert "sk_test_wrong_wrong_wrong" not in err
+
+
+def test_send_exits_3_without_a_key(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHURN_API_KEY", raising=False)
+    assert main(["send", "events", str(export), "--base-url", "http://127.0.0.1:9"]) == 3
+
+
+def test_usage_errors_exit_3(export: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["send", "events", str(export), "--api-key", "x"])
+    assert info.value.code == 3
+
+
+def test_batch_size_over_500_exits_3(api_env: cc.Sandbox, export: Path) -> None:
+    assert main(["send", "events", str(export), "--batch-size", "501"]) == 3
+
+
+def test_dry_run_sends_nothing(
+    api_env: cc.Sandbox, export: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["send", "events", str(export), "--dry-run"]) == 0
+    assert "dry run" in capsys.readouterr().out
+    assert api_env.requests_log().empty

@@ -1,0 +1,262 @@
+"""Delivery over real HTTP against the sandbox: exactly once, retries, refusals, accounting."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+import pandas as pd
+import pytest
+
+import churn_connector as cc
+
+
+def stored_wire(sb: cc.Sandbox) -> list[dict]:
+    stored = sb.events()
+    return [
+        {
+            "external_user_id": r.external_user_id,
+            "event_type": r.event_type,
+            "occurred_at": r.occurred_at,
+            "properties": r.properties,
+            "context": r.context,
+        }
+        for r in stored.itertuples()
+    ]
+
+
+def by_id(events: list[dict]) -> dict[str, dict]:
+    return {e["context"]["$message_id"]: e for e in events}
+
+
+def test_every_valid_row_lands_exactly_once_as_the_expected_wire_object(
+    client: cc.Client, sandbox: cc.Sandbox, now: pd.Timestamp, make_events: object
+) -> None:
+    df = make_events(now, n=1234)  # type: ignore[operator]
+    result = client.send_events(df, now=now)
+    assert result.ok and result.counts["sent"] == 1234
+    assert by_id(stored_wire(sandbox)) == by_id(cc.events_to_wire(df, now=now))
+    assert len(sandbox.events()) == 1234
+
+
+def test_chunks_hold_at_most_the_batch_size(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    result = client.send_events(events, now=now, batch_size=4)
+    assert list(result.chunks["events"]) == [4, 4, 2]
+    assert list(result.chunks["first_row"]) == [0, 4, 8]
+
+
+def test_batch_size_above_the_api_limit_is_refused(client: cc.Client, events: pd.DataFrame) -> None:
+    with pytest.raises(cc.ConfigurationError, match="500"):
+        client.send_events(events, batch_size=501)
+
+
+def test_invalid_rows_never_reach_the_server(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    events.loc[[2, 5], "event_type"] = ["Bad Type", "oops\n"]
+    result = client.send_events(events, now=now)
+    assert result.counts == {"sent": 8, "invalid": 2, "rejected": 0, "failed": 0, "skipped": 0}
+    sent_ids = set(sandbox.events()["message_id"])
+    invalid_rows = result.rows[result.rows["status"] == "invalid"]
+    assert list(invalid_rows["row"]) == [2, 5]
+    assert sent_ids.isdisjoint(set(invalid_rows["message_id"].dropna()))
+    assert sandbox.stats()["rejected"] == 0
+    assert result.exit_code == 1
+
+
+def test_resending_the_same_export_stores_nothing_new(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    client.send_events(events, now=now)
+    client.send_events(events.sample(frac=1, random_state=1), now=now, batch_size=3)
+    stats = sandbox.stats()
+    assert stats["stored"] == len(events)
+    assert stats["duplicates"] == len(events)
+    assert stats["conflicts"] == 0
+
+
+def test_exact_duplicate_rows_are_sent_once_and_reported_as_skipped(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    result = client.send_events(pd.concat([events, events.iloc[:2]], ignore_index=True), now=now)
+    assert result.counts["skipped"] == 2
+    assert list(result.rows.loc[10:, "error"]) == [
+        "duplicate of row 0 (same message id)",
+        "duplicate of row 1 (same message id)",
+    ]
+    assert len(sandbox.events()) == len(events)
+
+
+def test_server_errors_are_retried_with_byte_identical_bodies(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    sandbox.script_faults([cc.Fault("5xx", status=503), cc.Fault("5xx", status=500)])
+    result = client.send_events(events, now=now)
+    assert result.ok
+    assert result.chunks.iloc[0]["attempts"] == 3
+    log = sandbox.requests_log()
+    assert list(log["status"]) == [503, 500, 200]
+    assert log["body_sha256"].nunique() == 1
+
+
+def test_rate_limits_are_retried(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    sandbox.script_faults([cc.Fault("429", retry_after=1)])
+    result = client.send_events(events, now=now)
+    assert result.ok and result.chunks.iloc[0]["attempts"] == 2
+
+
+def test_a_lost_response_is_retried_and_the_server_deduplicates(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    sandbox.script_faults([cc.Fault("drop")])
+    result = client.send_events(events, now=now)
+    assert result.ok
+    assert sandbox.stats()["stored"] == len(events)
+    assert sandbox.stats()["duplicates"] == len(events)
+
+
+def test_a_stalled_response_times_out_and_is_retried(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    client = cc.Client(sandbox.base_url, sandbox.api_key, read_timeout=0.3)
+    sandbox.script_faults([cc.Fault("stall", seconds=1.0)])
+    result = client.send_events(events, now=now)
+    assert result.ok
+    assert result.chunks.iloc[0]["attempts"] == 2
+
+
+def test_giving_up_after_max_attempts_marks_rows_failed(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    client = cc.Client(sandbox.base_url, sandbox.api_key, retry=cc.RetryPolicy(max_attempts=3))
+    sandbox.set_faults(error_rate=1.0)
+    result = client.send_events(events, now=now)
+    assert result.counts["failed"] == len(events)
+    assert result.chunks.iloc[0]["attempts"] == 3
+    assert result.exit_code == 2
+    with pytest.raises(cc.DeliveryError):
+        result.raise_for_failures()
+
+
+def test_the_deadline_stops_retrying(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    client = cc.Client(sandbox.base_url, sandbox.api_key, retry=cc.RetryPolicy(deadline=0.0))
+    result = client.send_events(events, now=now)
+    assert result.counts["failed"] == len(events)
+    assert "deadline" in result.chunks.iloc[0]["error"]
+    assert sandbox.requests_log().empty
+
+
+def test_other_client_errors_are_not_retried_but_bisected(
+    client: cc.Client, sandbox: cc.Sandbox, make_events: object
+) -> None:
+    # the client is told it is 10 days earlier, so two rows 35 days old look valid to it
+    # but are outside the API's window
+    server_now = pd.Timestamp.now(tz="UTC")
+    df = make_events(server_now - pd.Timedelta(days=20), n=8)  # type: ignore[operator]
+    df.loc[[1, 6], "occurred_at"] = server_now - pd.Timedelta(days=35)
+    result = client.send_events(df, now=server_now - pd.Timedelta(days=10))
+    assert result.counts["sent"] == 6 and result.counts["rejected"] == 2
+    rejected = result.rows[result.rows["status"] == "rejected"]
+    assert list(rejected["row"]) == [1, 6]
+    assert "HTTP 400" in rejected.iloc[0]["error"]
+    assert set(result.chunks["attempts"]) == {1}
+    assert result.chunks.iloc[0]["status"] == "split"
+    assert len(sandbox.events()) == 6
+
+
+def test_an_oversized_request_is_split(now: pd.Timestamp, make_events: object) -> None:
+    df = make_events(now, n=40)  # type: ignore[operator]
+    with cc.Sandbox(max_body_bytes=3000) as sb:
+        result = cc.Client(sb.base_url, sb.api_key).send_events(df, now=now)
+        assert result.ok
+        assert (result.chunks["http_status"] == 413).any()
+        assert len(sb.events()) == 40
+
+
+def test_max_request_bytes_keeps_requests_small(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    small = cc.Client(config=client.config.with_options(max_request_bytes=700))
+    result = small.send_events(events, now=now)
+    assert result.ok and (result.chunks["bytes"] <= 700).all()
+    assert len(result.chunks) > 1
+
+
+def test_a_refused_key_stops_the_run_without_showing_the_key(
+    sandbox: cc.Sandbox, now: pd.Timestamp, make_events: object
+) -> None:
+    key = "sk_test_not_the_right_one_123456"
+    client = cc.Client(sandbox.base_url, key, max_concurrency=1)
+    with pytest.raises(cc.AuthenticationError) as info:
+        client.send_events(make_events(now, n=2000), now=now)  # type: ignore[operator]
+    assert key not in str(info.value) and key not in repr(info.value)
+    assert info.value.status == 401
+    assert info.value.counts["failed"] == 2000
+    assert len(sandbox.requests_log()) == 1
+
+
+def test_x_api_key_header_is_supported(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    client = cc.Client(sandbox.base_url, sandbox.api_key, auth_header="x-api-key")
+    assert client.send_events(events, now=now).ok
+    headers = sandbox.requests_log().iloc[0]["headers"]
+    assert "x-api-key" in headers and "authorization" not in headers
+
+
+def test_dry_run_builds_requests_without_sending(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    result = client.send_events(events, now=now, dry_run=True, batch_size=4)
+    assert sandbox.requests_log().empty
+    assert list(result.chunks["status"]) == ["dry_run"] * 3
+    assert result.counts["would_send"] == len(events)
+    assert not result.ok
+
+
+def test_row_states_add_up_to_the_input(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    events.loc[0, "event_type"] = "BAD"
+    result = client.send_events(pd.concat([events, events.iloc[3:5]], ignore_index=True), now=now)
+    assert sum(result.counts.values()) == len(result.rows) == 12
+    assert result.chunks["events"].sum() == result.counts["sent"]
+
+
+def test_the_connection_pool_is_sized_to_the_concurrency(
+    sandbox: cc.Sandbox, now: pd.Timestamp, make_events: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    sandbox.set_faults(latency=0.02)
+    client = cc.Client(sandbox.base_url, sandbox.api_key, max_concurrency=16)
+    with caplog.at_level(logging.WARNING, logger="urllib3"):
+        result = client.send_events(make_events(now, n=3000), now=now, batch_size=100)  # type: ignore[operator]
+    assert result.ok
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+
+
+def test_one_call_form_reads_the_environment(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHURN_BASE_URL", sandbox.base_url)
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
+    assert cc.send_events(events, now=now, batch_size=5).counts["sent"] == len(events)
+
+
+def test_plain_http_to_a_remote_host_is_refused() -> None:
+    with pytest.raises(cc.ConfigurationError, match="https"):
+        cc.Client("http://api.example.com", "k")
+
+
+def test_any_2xx_is_success_whatever_the_body(sandbox: cc.Sandbox) -> None:
+    body = orjson.dumps({"x": 1})
+    from churn_connector._transport import Transport
+
+    with Transport(cc.ClientConfig.create(sandbox.base_url, sandbox.api_key), 1) as transport:
+        outcome = transport.post("/v1/nothing-here", body)
+    assert outcome.status == "rejected" and outcome.http_status == 404
