@@ -179,15 +179,22 @@ def key_conflicts(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> pd
 
 def merged_objects(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> list[dict[str, Any]]:
     """Per row: the ``<kind>`` object merged with its flattened columns (validated rows only)."""
-    n = len(df)
-    if kind in df.columns:
-        out = [object_value(v, kind, naive_timezone) for v in df[kind].tolist()]
+    flats = sorted(flat_columns(df, kind))
+    keys = [c[len(kind) + 1 :] for c in flats]
+    columns = [scalar_column(df[c], c, naive_timezone)[0] for c in flats]
+    # one dict per row built in a single comprehension: far fewer interpreter steps
+    # than assigning column by column
+    if columns:
+        flat = [
+            {k: v for k, v in zip(keys, row, strict=True) if v is not MISSING}
+            for row in zip(*columns, strict=True)
+        ]
     else:
-        out = [{} for _ in range(n)]
-    for column in flat_columns(df, kind):
-        key = column[len(kind) + 1 :]
-        values, _ = scalar_column(df[column], column, naive_timezone)
-        for obj, value in zip(out, values, strict=True):
-            if value is not MISSING:
-                obj[key] = value
-    return out
+        flat = [{} for _ in range(len(df))]
+    if kind not in df.columns:
+        return flat
+    objects = [object_value(v, kind, naive_timezone) for v in df[kind].tolist()]
+    if columns:
+        for obj, extra in zip(objects, flat, strict=True):
+            obj.update(extra)
+    return objects

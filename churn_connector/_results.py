@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -54,40 +55,65 @@ class ChunkRecord:
 
 
 class RowBook:
-    """Per-row state, stored column-wise so that millions of rows stay small."""
+    """Per-row state, stored column-wise so that millions of rows stay small.
+
+    The reader thread appends rows while sender threads set states, so every access
+    takes the lock (growing an array replaces it; an unlocked write could be lost).
+    """
 
     def __init__(self) -> None:
         self.labels: list[Any] = []
-        self.status = np.zeros(0, dtype=np.int8)
         self.message_ids: list[str | None] = []
-        self.chunk = np.zeros(0, dtype=np.int64)
         self.errors: dict[int, str] = {}
+        self._status = np.zeros(1024, dtype=np.int8)
+        self._chunk = np.full(1024, -1, dtype=np.int64)
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self.labels)
 
+    @property
+    def status(self) -> np.ndarray:
+        return self._status[: len(self.labels)]
+
+    @property
+    def chunk(self) -> np.ndarray:
+        return self._chunk[: len(self.labels)]
+
     def extend(self, labels: list[Any]) -> int:
         """Add rows (all pending); return the position of the first."""
-        start = len(self.labels)
-        self.labels.extend(labels)
-        n = len(labels)
-        self.status = np.concatenate([self.status, np.full(n, PENDING, dtype=np.int8)])
-        self.chunk = np.concatenate([self.chunk, np.full(n, -1, dtype=np.int64)])
-        self.message_ids.extend([None] * n)
-        return start
+        with self._lock:
+            start = len(self.labels)
+            need = start + len(labels)
+            if need > len(self._status):
+                size = max(need, 2 * len(self._status))  # doubling keeps appends O(n) overall
+                status = np.zeros(size, dtype=np.int8)
+                chunk = np.full(size, -1, dtype=np.int64)
+                status[:start] = self._status[:start]
+                chunk[:start] = self._chunk[:start]
+                self._status, self._chunk = status, chunk
+            self.labels.extend(labels)
+            self.message_ids.extend([None] * len(labels))
+            return start
 
     def set(self, positions: Any, status: int, error: str | None = None, chunk: int = -1) -> None:
         pos = np.asarray(positions, dtype=np.int64)
-        self.status[pos] = status
-        if chunk >= 0:
-            self.chunk[pos] = chunk
-        if error is not None:
-            for p in pos.tolist():
-                self.errors[p] = error
+        with self._lock:
+            self._status[pos] = status
+            if chunk >= 0:
+                self._chunk[pos] = chunk
+            if error is not None:
+                for p in pos.tolist():
+                    self.errors[p] = error
+
+    def set_chunk(self, positions: Any, chunk: int) -> None:
+        with self._lock:
+            self._chunk[np.asarray(positions, dtype=np.int64)] = chunk
 
     def add_error(self, position: int, error: str) -> None:
-        old = self.errors.get(position)
-        self.errors[position] = error if old is None else f"{old}; {error}"
+        with self._lock:
+            old = self.errors.get(position)
+            self.errors[position] = error if old is None else f"{old}; {error}"
 
     def counts(self) -> dict[str, int]:
         found = np.bincount(self.status, minlength=len(STATUS_NAMES))

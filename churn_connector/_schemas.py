@@ -31,6 +31,7 @@ CHANNELS = ("email", "sms", "push")
 PAST_WINDOW = timedelta(days=30)
 FUTURE_WINDOW = timedelta(minutes=5)
 ExtraColumns = Literal["error", "ignore"]
+Duplicates = Literal["error", "keep_last", "in_order"]
 Explain = Callable[[str | None, Any], str]
 EXPLAIN_KEY = "churn_connector.explain"
 

@@ -8,11 +8,9 @@ halves and the halves are sent again, isolating the offending events and deliver
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
 
 from ._exceptions import AuthenticationError
 from ._progress import Progress
@@ -33,6 +31,7 @@ class Request:
     parts: list[bytes] | None = None  # events: one serialised event per position
     body: bytes | None = None  # identify: the whole body
     parent: int | None = None
+    key: str | None = None  # requests with one key are sent one at a time, in order
 
     def payload(self) -> bytes:
         return self.body if self.body is not None else batch_body(self.parts or [])
@@ -121,8 +120,7 @@ class Sender:
         self._record(req, number, outcome, outcome.status)
         code = {"sent": SENT, "rejected": REJECTED, "failed": FAILED}[outcome.status]
         error = None if code == SENT else f"{outcome.error}: {outcome.response or ''}".rstrip(": ")
-        with self._lock:
-            self.book.set(req.positions, code, error=error, chunk=number)
+        self.book.set(req.positions, code, error=error, chunk=number)
         self.progress.update(len(req.positions))
 
     def dry_run(self, requests: Iterable[Request]) -> None:
@@ -131,61 +129,61 @@ class Sender:
         for req in requests:
             number = self._new_chunk_number()
             self._record(req, number, empty, "dry_run")
-            self.book.chunk[req.positions] = number
+            self.book.set_chunk(req.positions, number)
 
-    def run(
-        self,
-        requests: Iterable[Request],
-        on_done: Callable[[Request], None] | None = None,
-        gate: Callable[[Request], bool] | None = None,
-    ) -> None:
+    def run(self, requests: Iterable[Request]) -> None:
         """Deliver all requests with at most ``concurrency`` in flight.
 
-        ``gate(req)`` may hold a request back (it is retried as others finish); ``on_done``
-        runs after each request, in the caller's thread.
+        Requests that share a ``key`` (one user's identifies) are never in flight together
+        and go out in their input order; a held request waits while others overtake it.
         """
         assert self.transport is not None
         in_flight: dict[Future[None], Request] = {}
+        busy: set[str] = set()
         held: list[Request] = []
         source = iter(requests)
         exhausted = False
         error: BaseException | None = None
+
+        def free(req: Request) -> bool:
+            return req.key is None or req.key not in busy
+
+        def take() -> Request | None:
+            nonlocal exhausted
+            for k, cand in enumerate(held):
+                if free(cand):
+                    return held.pop(k)
+            while not exhausted and len(held) < 4 * self.concurrency:
+                nxt = next(source, None)
+                if nxt is None:
+                    exhausted = True
+                elif free(nxt) and not any(h.key == nxt.key for h in held if h.key):
+                    return nxt
+                else:
+                    held.append(nxt)
+            return None
+
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="churn-send") as pool:
             try:
                 while True:
-                    # fill: held requests first (in order), then new ones
                     while len(in_flight) < 2 * self.concurrency:
-                        req = None
-                        for k, cand in enumerate(held):
-                            if gate is None or gate(cand):
-                                req = held.pop(k)
-                                break
+                        req = take()
                         if req is None:
-                            if exhausted or len(held) >= 4 * self.concurrency:
-                                break
-                            nxt = next(source, None)
-                            if nxt is None:
-                                exhausted = True
-                                continue
-                            if gate is not None and not gate(nxt):
-                                held.append(nxt)
-                                continue
-                            req = nxt
+                            break
+                        if req.key is not None:
+                            busy.add(req.key)
                         in_flight[pool.submit(self.deliver, req)] = req
                     if not in_flight:
-                        if exhausted and not held:
-                            break
-                        continue
+                        break
                     done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                     for fut in done:
                         req = in_flight.pop(fut)
+                        if req.key is not None:
+                            busy.discard(req.key)
                         fut.result()
-                        if on_done is not None:
-                            on_done(req)
             except BaseException as exc:
                 error = exc
-                if self.transport is not None:
-                    self.transport.stop.set()
+                self.transport.stop.set()
                 for fut in in_flight:
                     fut.cancel()
         if error is not None:
@@ -203,8 +201,3 @@ def stopped_error(exc: AuthenticationError, book: RowBook) -> AuthenticationErro
     return AuthenticationError(
         exc.message, status=getattr(exc, "status", None), counts=book.counts()
     )
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    started = time.monotonic()
-    return fn(), time.monotonic() - started

@@ -89,15 +89,18 @@ def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
     if "message_id" in work.columns:
         ids = [str(v) for v in work["message_id"].tolist()]
         id_keys = [hash(v) for v in ids]
+        quoted = [orjson.dumps(i) for i in ids]  # caller's ids may need escaping
     else:
         if options.id_columns:
             payloads = [_ids.canonical(_id_payload(e, options.id_columns)) for e in events]
             digests = _ids.digests(payloads, options.namespace)
         else:
             digests = content
-        ids = _ids.format_uuids(digests).astype("U36").tolist()
+        uuids = _ids.format_uuids(digests)
+        ids = uuids.astype("U36").tolist()
         id_keys = _keys(digests)
-    body = [_splice(row, orjson.dumps(i)) for row, i in zip(rows, ids, strict=True)]
+        quoted = [b'"' + u + b'"' for u in uuids.tolist()]  # hex and dashes need no escaping
+    body = [_splice(row, q) for row, q in zip(rows, quoted, strict=True)]
     return WireEvents(events, body, ids, id_keys, _keys(content))
 
 
