@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ._config import ClientConfig, Secret
@@ -13,8 +13,8 @@ from ._exceptions import AuthenticationError
 from ._progress import Progress
 from ._readers import DEFAULT_SLICE_ROWS, iter_frames
 from ._results import RowBook, SendResult
-from ._schemas import ExtraColumns
-from ._sender import Request, Sender, chunk_events, stopped_error
+from ._schemas import Duplicates, ExtraColumns
+from ._sender import IDENTIFY_PATH, Request, Sender, chunk_events, stopped_error
 from ._transport import Transport
 
 log = logging.getLogger("churn_connector")
@@ -86,6 +86,51 @@ class Client:
         log.info("%s", result.summary())
         return result
 
+    def identify(
+        self,
+        data: Any,
+        *,
+        dry_run: bool = False,
+        naive_timezone: str | None = None,
+        extra_columns: ExtraColumns = "error",
+        phone_region: str | None = None,
+        duplicates: Duplicates = "error",
+        max_concurrency: int | None = None,
+        progress: bool | None = None,
+        slice_rows: int = DEFAULT_SLICE_ROWS,
+    ) -> SendResult:
+        """Validate identities and send one ``POST /v1/identify`` per valid row.
+
+        Requests run concurrently across users (``identify_concurrency``, default 32) but
+        never two at once for one user, and one user's rows go out in row order.
+        ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
+        """
+        from ._identities import identity_stream
+
+        if isinstance(data, Iterator):
+            data = list(data)  # read twice: once for duplicate users, once to send
+        concurrency = max_concurrency or self.config.identify_concurrency
+        stream = identity_stream(
+            data,
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            phone_region=phone_region,
+            duplicates=duplicates,
+            slice_rows=slice_rows,
+        )
+        started = time.monotonic()
+        requests = (
+            Request(IDENTIFY_PATH, [pos], body=body, key=user)
+            for items in stream.run(iter_frames(data, slice_rows))
+            for pos, user, body in items
+        )
+        sender = self._deliver(self.config, stream.book, requests, concurrency, dry_run, progress)
+        result = SendResult(
+            "identities", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
+        )
+        log.info("%s", result.summary())
+        return result
+
     def _deliver(
         self,
         config: ClientConfig,
@@ -94,8 +139,6 @@ class Client:
         concurrency: int,
         dry_run: bool,
         progress: bool | None,
-        gate: Any = None,
-        on_done: Any = None,
     ) -> Sender:
         bar = Progress("sending", enabled=False if dry_run else progress)
         if dry_run:
@@ -106,13 +149,21 @@ class Client:
         transport = Transport(config, pool_size=concurrency)
         sender = Sender(transport, book, concurrency, config.bisect_rejected, bar)
         try:
-            sender.run(requests, gate=gate, on_done=on_done)
+            sender.run(requests)
         except AuthenticationError as exc:
             raise stopped_error(exc, book) from None
         finally:
             transport.close()
             bar.close()
         return sender
+
+
+def identify(
+    data: Any, base_url: str | None = None, api_key: str | None = None, **options: Any
+) -> SendResult:
+    """One-call form: ``Client(base_url, api_key, **client_options).identify(data, ...)``."""
+    client_opts = {k: options.pop(k) for k in list(options) if k in _CONFIG_FIELDS}
+    return Client(base_url, api_key, **client_opts).identify(data, **options)
 
 
 def send_events(
