@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 import churn_connector as cc
 from churn_connector._events import event_stream
@@ -119,13 +121,33 @@ def main() -> None:
     now = pd.Timestamp.now(tz="UTC")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "events.parquet"
-        export(args.rows, now).to_parquet(path, row_group_size=50_000)
+        write_export(path, args.rows, now)
+        print(f"peak RSS after writing the export: {peak_rss_mib():,.0f} MiB")
         bench_transform(path, now, args.rows)
         if not args.no_send:
             for c in args.concurrency:
                 bench_send(path, now, args.rows, args.latency, c, args.sandbox)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS of this process: {peak:,.0f} MiB")
+    print(f"peak RSS of this process: {peak_rss_mib():,.0f} MiB")
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_export(path: Path, rows: int, now: pd.Timestamp, part: int = 50_000) -> None:
+    """Write the export in parts, so the benchmark's own data never sits in memory whole."""
+    writer = None
+    try:
+        for i, start in enumerate(range(0, rows, part)):
+            table = pa.Table.from_pandas(
+                export(min(part, rows - start), now, seed=i), preserve_index=False
+            )
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from ._exceptions import (
     TransportError,
 )
 from ._ids import message_id
+from ._integrations import identify_task, send_events_task
 from ._results import SendResult
 from ._retry import RetryPolicy, instant_retries, set_retry_testing
 from ._sandbox import Fault, Sandbox
@@ -47,9 +48,11 @@ __all__ = [
     "__version__",
     "events_schema",
     "events_to_wire",
+    "identify_task",
     "instant_retries",
     "message_id",
     "send_events",
+    "send_events_task",
     "set_retry_testing",
     "validate_events",
 ]

@@ -106,10 +106,10 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    if args.kind == "events":
-        from ._events import validate_events as validate
-    else:
-        from ._identities import validate_identities as validate
+    from ._events import validate_events
+    from ._identities import validate_identities
+
+    validate = validate_events if args.kind == "events" else validate_identities
     report = validate(args.file, **_data_options(args))
     print(report.summary())
     if args.report is not None:

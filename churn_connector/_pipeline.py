@@ -39,6 +39,51 @@ def paused_gc() -> Iterator[None]:
             gc.enable()  # (row position, wire bytes of one event)
 
 
+class SeenIds:
+    """Message ids seen so far (64-bit keys), the first row of each and its content key.
+
+    Sorted numpy arrays (24 bytes a row) instead of a dict (~100): membership is a
+    vectorised searchsorted per slice, and new keys are merged in once per slice.
+    """
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, dtype=np.int64)
+        self.first_pos = np.empty(0, dtype=np.int64)
+        self.content = np.empty(0, dtype=np.int64)
+
+    def first(
+        self, keys: np.ndarray, positions: np.ndarray, content: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For each row: the position and content key of the first row with its id.
+
+        Rows of this slice are registered; a row whose id is new is its own first.
+        """
+        if len(keys) == 0:
+            return positions.copy(), content.copy()
+        uniq, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        loc = np.searchsorted(self.keys, uniq)
+        clipped = np.minimum(loc, max(len(self.keys) - 1, 0))
+        found = (
+            (loc < len(self.keys)) & (self.keys[clipped] == uniq)
+            if len(self.keys)
+            else (np.zeros(len(uniq), dtype=bool))
+        )
+        uniq_pos = np.where(
+            found, self.first_pos[clipped] if len(self.keys) else 0, positions[first_idx]
+        )
+        uniq_content = np.where(
+            found, self.content[clipped] if len(self.keys) else 0, content[first_idx]
+        )
+        new = ~found
+        if new.any():
+            keys_all = np.concatenate([self.keys, uniq[new]])
+            order = np.argsort(keys_all, kind="stable")
+            self.keys = keys_all[order]
+            self.first_pos = np.concatenate([self.first_pos, uniq_pos[new]])[order]
+            self.content = np.concatenate([self.content, uniq_content[new]])[order]
+        return uniq_pos[inverse], uniq_content[inverse]
+
+
 class EventStream:
     """Validates and converts slices of one events input; remembers what spans slices."""
 
@@ -48,8 +93,7 @@ class EventStream:
         self.book = RowBook()
         self.failures: list[dict[str, Any]] = []
         self.duplicates = 0
-        self._seen: dict[int, int] = {}  # id key -> position of the first row with that id
-        self._content: dict[int, int] = {}  # id key -> content key (only for chosen ids)
+        self._seen = SeenIds()
         self._table_level: set[tuple[Any, ...]] = set()
         self.custom_ids = False
 
@@ -73,7 +117,7 @@ class EventStream:
 
     def _process(self, df: pd.DataFrame, keep_valid: bool) -> tuple[list[Item], Any]:
         n = len(df)
-        start = self.book.extend(list(df.index))
+        start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
         self._record_failures(result.records, start, n)
         invalid = np.flatnonzero(result.invalid)
@@ -82,31 +126,28 @@ class EventStream:
         work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
         wire = build_events(work, self.options)
         self.custom_ids = "message_id" in work.columns or bool(self.options.id_columns)
-        ids = np.full(n, None, dtype=object)
-        ids[valid] = wire.ids
-        self.book.message_ids[start : start + n] = ids.tolist()
-        positions = (start + valid).tolist()
-        # the first row with an id wins; setdefault records it and tells later rows apart
-        firsts = np.array(
-            [self._seen.setdefault(k, p) for k, p in zip(wire.id_keys, positions, strict=True)],
-            dtype=np.int64,
+        ids: list[str | None] = [None] * n
+        for i, mid in zip(valid.tolist(), wire.ids, strict=True):
+            ids[i] = mid
+        self.book.set_message_ids(start, ids)
+        positions = start + valid
+        firsts, first_content = self._seen.first(
+            np.asarray(wire.id_keys, dtype=np.int64),
+            positions,
+            np.asarray(wire.content_keys, dtype=np.int64),
         )
-        is_first = firsts == start + valid
+        is_first = firsts == positions
         kept = np.flatnonzero(is_first).tolist()
-        items: list[Item] = [(positions[j], wire.body[j]) for j in kept]
-        if self.custom_ids:
-            for j in kept:
-                self._content[wire.id_keys[j]] = wire.content_keys[j]
+        items: list[Item] = [(int(positions[j]), wire.body[j]) for j in kept]
+        same = first_content == np.asarray(wire.content_keys, dtype=np.int64)
         for j in np.flatnonzero(~is_first).tolist():
-            self._repeat(
-                positions[j], int(firsts[j]), wire.ids[j], wire.content_keys[j], wire.id_keys[j]
-            )
+            self._repeat(int(positions[j]), int(firsts[j]), wire.ids[j], bool(same[j]))
         return items, (wire, kept) if keep_valid else None
 
-    def _repeat(self, pos: int, first: int, mid: str, content: int, key: int) -> None:
+    def _repeat(self, pos: int, first: int, mid: str, same_content: bool) -> None:
         """A row whose message id an earlier row already has: a duplicate or a conflict."""
         labels = self.book.labels
-        if not self.custom_ids or self._content[key] == content:
+        if same_content:
             self.duplicates += 1
             self.book.set([pos], SKIPPED)
             self.book.add_error(pos, f"duplicate of row {labels[first]!r} (same message id)")

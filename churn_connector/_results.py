@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import html
 import threading
 from collections import Counter
@@ -54,17 +55,45 @@ class ChunkRecord:
     response: str | None
 
 
+class Labels:
+    """Row labels stored as the input's own index slices (a RangeIndex costs nothing)."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._parts: list[pd.Index] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, index: pd.Index) -> None:
+        self._starts.append(self._n)
+        self._parts.append(index)
+        self._n += len(index)
+
+    def __getitem__(self, position: int) -> Any:
+        k = bisect.bisect_right(self._starts, position) - 1
+        return self._parts[k][position - self._starts[k]]
+
+    def to_list(self) -> list[Any]:
+        out: list[Any] = []
+        for part in self._parts:
+            out.extend(part.tolist())
+        return out
+
+
 class RowBook:
     """Per-row state, stored column-wise so that millions of rows stay small.
 
     The reader thread appends rows while sender threads set states, so every access
     takes the lock (growing an array replaces it; an unlocked write could be lost).
+    Message ids are kept per slice as fixed-width bytes where possible (36 B a row).
     """
 
     def __init__(self) -> None:
-        self.labels: list[Any] = []
-        self.message_ids: list[str | None] = []
+        self.labels = Labels()
         self.errors: dict[int, str] = {}
+        self._ids: list[tuple[int, np.ndarray]] = []
         self._status = np.zeros(1024, dtype=np.int8)
         self._chunk = np.full(1024, -1, dtype=np.int64)
         self._lock = threading.RLock()
@@ -80,11 +109,12 @@ class RowBook:
     def chunk(self) -> np.ndarray:
         return self._chunk[: len(self.labels)]
 
-    def extend(self, labels: list[Any]) -> int:
+    def extend(self, labels: pd.Index | list[Any]) -> int:
         """Add rows (all pending); return the position of the first."""
+        index = labels if isinstance(labels, pd.Index) else pd.Index(labels, dtype=object)
         with self._lock:
             start = len(self.labels)
-            need = start + len(labels)
+            need = start + len(index)
             if need > len(self._status):
                 size = max(need, 2 * len(self._status))  # doubling keeps appends O(n) overall
                 status = np.zeros(size, dtype=np.int8)
@@ -92,9 +122,27 @@ class RowBook:
                 status[:start] = self._status[:start]
                 chunk[:start] = self._chunk[:start]
                 self._status, self._chunk = status, chunk
-            self.labels.extend(labels)
-            self.message_ids.extend([None] * len(labels))
+            self.labels.append(index)
             return start
+
+    def set_message_ids(self, start: int, ids: list[str | None]) -> None:
+        """Message ids of the rows from ``start`` on (None where a row has none)."""
+        try:
+            packed = np.array([b"" if i is None else i.encode("ascii") for i in ids], dtype="S36")
+            if any(i is not None and len(i) > 36 for i in ids):
+                raise ValueError
+        except (UnicodeEncodeError, ValueError):
+            packed = np.array(ids, dtype=object)
+        self._ids.append((start, packed))
+
+    def message_ids(self) -> list[str | None]:
+        out: list[str | None] = [None] * len(self)
+        for start, packed in self._ids:
+            values = packed.tolist()
+            if packed.dtype.kind == "S":
+                values = [v.decode() if v else None for v in values]
+            out[start : start + len(values)] = values
+        return out
 
     def set(self, positions: Any, status: int, error: str | None = None, chunk: int = -1) -> None:
         pos = np.asarray(positions, dtype=np.int64)
@@ -128,9 +176,9 @@ class RowBook:
         chunk[self.chunk < 0] = pd.NA
         return pd.DataFrame(
             {
-                "row": pd.Series(self.labels, dtype=object),
+                "row": pd.Series(self.labels.to_list(), dtype=object),
                 "position": np.arange(n, dtype=np.int64),
-                "message_id": pd.Series(self.message_ids, dtype=object),
+                "message_id": pd.Series(self.message_ids(), dtype=object),
                 "chunk": chunk,
                 "status": pd.Categorical.from_codes(
                     self.status.astype(np.int64), categories=pd.Index(list(STATUS_NAMES))

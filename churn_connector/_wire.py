@@ -19,6 +19,7 @@ import pandas as pd
 from . import _columns, _ids, _timestamps
 
 _CONTEXT_OPEN = b'{"context":{'
+_BLOCK = 1024
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,26 @@ def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
         }
         for c, e, u, t, p in zip(context, event_types, user_ids, times, properties, strict=True)
     ]
+    given = [str(v) for v in work["message_id"].tolist()] if "message_id" in work else None
+    out = WireEvents(events, [], [], [], [])
+    for lo in range(0, n, _BLOCK):
+        block_ids = given[lo : lo + _BLOCK] if given is not None else None
+        _serialise(events[lo : lo + _BLOCK], block_ids, options, out)
+    return out
+
+
+def _serialise(
+    events: list[dict[str, Any]], given: list[str] | None, options: EventOptions, out: WireEvents
+) -> None:
+    """Serialise, hash and splice one block of events into ``out``.
+
+    Each orjson result keeps a ~4 KB allocation alive, so canonical bytes are only held
+    for one small block; the spliced bytes that are kept are exact-size copies.
+    """
     rows = [_ids.canonical(e) for e in events]
     content = _ids.digests(rows, options.namespace)
-    if "message_id" in work.columns:
-        ids = [str(v) for v in work["message_id"].tolist()]
+    if given is not None:
+        ids = given
         id_keys = [hash(v) for v in ids]
         quoted = [orjson.dumps(i) for i in ids]  # caller's ids may need escaping
     else:
@@ -100,8 +117,10 @@ def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
         ids = uuids.astype("U36").tolist()
         id_keys = _keys(digests)
         quoted = [b'"' + u + b'"' for u in uuids.tolist()]  # hex and dashes need no escaping
-    body = [_splice(row, q) for row, q in zip(rows, quoted, strict=True)]
-    return WireEvents(events, body, ids, id_keys, _keys(content))
+    out.body.extend(_splice(row, q) for row, q in zip(rows, quoted, strict=True))
+    out.ids.extend(ids)
+    out.id_keys.extend(id_keys)
+    out.content_keys.extend(_keys(content))
 
 
 def with_ids(wire: WireEvents) -> list[dict[str, Any]]:

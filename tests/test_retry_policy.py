@@ -1,0 +1,65 @@
+"""RetryPolicy: back-off bounds, Retry-After parsing and capping, and the test-mode switch."""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+
+import churn_connector as cc
+from churn_connector._retry import parse_retry_after, retry_testing, sleep
+
+
+def test_backoff_grows_exponentially_within_full_jitter() -> None:
+    policy = cc.RetryPolicy(initial_delay=0.5, multiplier=2.0, max_delay=30.0)
+    rng = random.Random(1)
+    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (10, 30.0)]:
+        waits = [policy.backoff(attempt, rng) for _ in range(200)]
+        assert min(waits) >= 0
+        assert max(waits) <= ceiling
+        assert max(waits) > ceiling * 0.8  # jitter spans the whole range
+
+
+def test_retry_after_seconds_are_honoured() -> None:
+    assert cc.RetryPolicy().wait_for(1, "7", random.Random(0)) == 7.0
+
+
+def test_retry_after_is_capped() -> None:
+    assert cc.RetryPolicy(max_retry_after=10).wait_for(1, "3600", random.Random(0)) == 10
+
+
+def test_retry_after_http_date_is_parsed() -> None:
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    header = format_datetime(now + timedelta(seconds=42), usegmt=True)
+    assert parse_retry_after(header, now=now) == 42
+
+
+def test_retry_after_in_the_past_means_now() -> None:
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    assert parse_retry_after(format_datetime(now - timedelta(hours=1), usegmt=True), now=now) == 0
+
+
+def test_unparseable_retry_after_falls_back_to_backoff() -> None:
+    assert parse_retry_after("soon") is None
+    assert cc.RetryPolicy(initial_delay=0.1).wait_for(1, "soon", random.Random(0)) <= 0.1
+
+
+def test_invalid_policies_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        cc.RetryPolicy(max_attempts=0)
+
+
+def test_instant_retries_skip_sleeping_and_restore_the_previous_mode() -> None:
+    cc.set_retry_testing(False)
+    try:
+        with cc.instant_retries():
+            assert retry_testing()
+            started = time.monotonic()
+            sleep(5.0)
+            assert time.monotonic() - started < 0.5
+        assert not retry_testing()
+    finally:
+        cc.set_retry_testing(True)  # the suite's autouse fixture expects it on
