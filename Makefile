@@ -31,7 +31,7 @@ pytest: $(STAMP)
 test: lint typecheck pytest
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_events.py
+	cd benchmarks && ../$(BIN)/python bench_events.py && ../$(BIN)/python bench_identify.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

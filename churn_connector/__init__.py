@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from ._client import Client, send_events
+from ._client import Client, identify, send_events
 from ._config import ClientConfig, Secret
 from ._events import events_to_wire, validate_events
 from ._exceptions import (
@@ -20,6 +20,7 @@ from ._exceptions import (
     InputError,
     TransportError,
 )
+from ._identities import identities_schema, identities_to_wire, validate_identities
 from ._ids import message_id
 from ._integrations import identify_task, send_events_task
 from ._results import SendResult
@@ -48,11 +49,15 @@ __all__ = [
     "__version__",
     "events_schema",
     "events_to_wire",
+    "identify",
     "identify_task",
+    "identities_schema",
+    "identities_to_wire",
     "instant_retries",
     "message_id",
     "send_events",
     "send_events_task",
     "set_retry_testing",
     "validate_events",
+    "validate_identities",
 ]

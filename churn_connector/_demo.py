@@ -63,6 +63,45 @@ def sample_events(
     return pd.concat([df, df.iloc[[5]]], ignore_index=True)
 
 
+def sample_users(n_users: int = 300, seed: int = 11) -> pd.DataFrame:
+    """A users export (one row per user) with opt-outs, a few preferred channels and bad rows."""
+    rng = np.random.default_rng(seed)
+    ids = [f"cust_{u:05d}" for u in range(1, n_users + 1)]
+    has_phone = rng.random(n_users) < 0.4
+    has_push = rng.random(n_users) < 0.3
+    df = pd.DataFrame(
+        {
+            "external_user_id": ids,
+            "email": [f"{u}@example.com" for u in ids],
+            "email_opted_in": pd.array(rng.random(n_users) > 0.1, dtype="boolean"),
+            "email_verified": pd.array(rng.random(n_users) > 0.5, dtype="boolean"),
+            "phone": [f"+1415555{i:04d}" if p else None for i, p in enumerate(has_phone)],
+            "sms_opted_in": pd.array(
+                [
+                    bool(x) if p else None
+                    for x, p in zip(rng.random(n_users) > 0.3, has_phone, strict=True)
+                ],
+                dtype="boolean",
+            ),
+            "push_token": [f"tok_{i:06x}" if p else None for i, p in enumerate(has_push)],
+            "preferred_channel": [None] * n_users,
+            "traits.plan": rng.choice(PLANS, n_users),
+            "traits.seats": pd.array(rng.integers(1, 50, n_users), dtype="Int64"),
+        }
+    )
+    df.loc[[3, 8], "preferred_channel"] = ["email", "sms"]
+    df.loc[8, "phone"] = "+14155550199"
+    bad = {
+        21: ("email", "not-an-email"),
+        42: ("phone", "(415) 555-0100"),  # a national number: not E.164 without phone_region
+        77: ("preferred_channel", "pigeon"),
+    }
+    for row, (column, value) in bad.items():
+        if row < n_users:
+            df.loc[row, column] = value
+    return df
+
+
 def _section(title: str) -> None:
     print(f"\n=== {title} " + "=" * max(0, 70 - len(title)))
 
@@ -71,6 +110,7 @@ def run_demo(out: Path) -> int:
     """Run the demo; return 0 when every step behaved as expected."""
     from ._client import Client
     from ._events import validate_events
+    from ._identities import validate_identities
     from ._sandbox import Sandbox
 
     pd.set_option("display.width", 160)
@@ -112,10 +152,24 @@ def run_demo(out: Path) -> int:
         )
         print(f"... {len(stored)} events for {stored['external_user_id'].nunique()} users")
 
+        _section("5. identify users (one request per user)")
+        users_path = out / "users.parquet"
+        sample_users().to_parquet(users_path, index=False)
+        users_report = validate_identities(users_path)
+        print(users_report.summary())
+        print(users_report.failures[["row", "column", "check", "message"]].to_string(index=False))
+        ident = client.identify(users_path, progress=False)
+        print(ident.summary())
+        print(
+            ident.chunks.drop(columns=["endpoint", "parent_chunk"]).head(5).to_string(index=False)
+        )
+        print(sb.users().head(4).to_string(index=False))
+
         expected_sent = report.n_valid - report.duplicates
         ok = (
             len(stored) == expected_sent == result.counts["sent"]
             and again.counts["sent"] == expected_sent
+            and len(sb.users()) == users_report.n_valid == ident.counts["sent"]
         )
     print("\ndemo finished:", "all rows accounted for" if ok else "MISMATCH")
     return 0 if ok else 2

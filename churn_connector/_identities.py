@@ -37,6 +37,7 @@ from ._schemas import (
     E164_PATTERN,
     EMAIL_PATTERN,
     EXPLAIN_KEY,
+    OWNERS_KEY,
     Duplicates,
     Explain,
     ExtraColumns,
@@ -44,7 +45,7 @@ from ._schemas import (
     _unknown_column,
     _utc_now,
 )
-from ._validation import ValidationReport, failures_frame, run_schema
+from ._validation import FailureLog, ValidationReport, failures_frame, run_schema
 from ._values import is_missing
 
 Item = tuple[int, str, bytes]  # (row position, wire user id, identify body bytes)
@@ -476,7 +477,7 @@ def identities_schema(
         strict=extra_columns == "error",
         checks=_table_checks(checks, region),
         name="identities",
-        metadata={EXPLAIN_KEY: checks.explain},
+        metadata={EXPLAIN_KEY: checks.explain, OWNERS_KEY: {**checks.owners, **_CHECK_COLUMN}},
     )
 
 
@@ -582,27 +583,6 @@ def duplicate_users(data: Any, slice_rows: int = DEFAULT_SLICE_ROWS) -> dict[str
 
 
 # -- the stream ----------------------------------------------------------------------------
-def _tidy(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Report each frame-level check once per row (or table), under the column it concerns."""
-    out: list[dict[str, Any]] = []
-    chosen: dict[tuple[Any, str], int] = {}
-    for rec in records:
-        owner = _CHECK_COLUMN.get(rec["check"])
-        if owner is None:
-            out.append(rec)
-            continue
-        key = (rec["position"], rec["check"])
-        at = chosen.get(key)
-        if at is None:
-            chosen[key] = len(out)
-            out.append(
-                {**rec, "column": owner, "value": rec["value"] if rec["column"] == owner else None}
-            )
-        elif rec["column"] == owner:
-            out[at] = rec
-    return out
-
-
 class IdentityStream:
     """Validates and converts slices of one identities input; remembers what spans slices."""
 
@@ -616,25 +596,11 @@ class IdentityStream:
         self.schema = schema
         self.options = options
         self.book = RowBook()
-        self.failures: list[dict[str, Any]] = []
-        self._table_level: set[tuple[Any, ...]] = set()
+        self.log = FailureLog()
+        self.failures = self.log.records
         self._users = {u: sorted(ps) for u, ps in duplicates_map.items()}
         self._user_at = {p: u for u, ps in self._users.items() for p in ps}
         self._dup_positions = np.array(sorted(self._user_at), dtype=np.int64)
-
-    def _record_failures(self, records: list[dict[str, Any]], start: int, n: int) -> None:
-        # as EventStream: a table-level failure is listed once, but marks every row
-        for rec in records:
-            if rec["position"] is None:
-                key = (rec["column"], rec["check"])
-                if key not in self._table_level:
-                    self._table_level.add(key)
-                    self.failures.append(rec)
-                for p in range(start, start + n):
-                    self.book.add_error(p, f"[{rec['check']}] {rec['message']}")
-            else:
-                self.failures.append(rec)
-                self.book.add_error(rec["position"], f"[{rec['check']}] {rec['message']}")
 
     def process(self, df: pd.DataFrame) -> list[Item]:
         """Handle one slice; return (position, user id, body bytes) of the rows to send."""
@@ -646,9 +612,9 @@ class IdentityStream:
 
     def _process(self, df: pd.DataFrame) -> list[tuple[int, str, dict[str, Any]]]:
         n = len(df)
-        start = self.book.extend(list(df.index))
+        start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        self._record_failures(_tidy(result.records), start, n)
+        self.log.add(result.records, self.book, start, n)
         self.book.set(start + np.flatnonzero(result.invalid), INVALID)
         valid = np.flatnonzero(~result.invalid)
         work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)

@@ -17,7 +17,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from ._results import INVALID, SKIPPED, RowBook
-from ._validation import run_schema
+from ._validation import FailureLog, run_schema
 from ._wire import EventOptions, build_events
 
 Item = tuple[int, bytes]
@@ -91,24 +91,11 @@ class EventStream:
         self.schema = schema
         self.options = options
         self.book = RowBook()
-        self.failures: list[dict[str, Any]] = []
+        self.log = FailureLog()
+        self.failures = self.log.records
         self.duplicates = 0
         self._seen = SeenIds()
-        self._table_level: set[tuple[Any, ...]] = set()
         self.custom_ids = False
-
-    def _record_failures(self, records: list[dict[str, Any]], start: int, n: int) -> None:
-        for rec in records:
-            if rec["position"] is None:
-                key = (rec["column"], rec["check"])
-                if key not in self._table_level:
-                    self._table_level.add(key)
-                    self.failures.append(rec)
-                for p in range(start, start + n):
-                    self.book.add_error(p, f"[{rec['check']}] {rec['message']}")
-            else:
-                self.failures.append(rec)
-                self.book.add_error(rec["position"], f"[{rec['check']}] {rec['message']}")
 
     def process(self, df: pd.DataFrame, keep_valid: bool = False) -> tuple[list[Item], Any]:
         """Handle one slice; return the events to send and (optionally) the wire events."""
@@ -119,7 +106,7 @@ class EventStream:
         n = len(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        self._record_failures(result.records, start, n)
+        self.log.add(result.records, self.book, start, n)
         invalid = np.flatnonzero(result.invalid)
         self.book.set(start + invalid, INVALID)
         valid = np.flatnonzero(~result.invalid)

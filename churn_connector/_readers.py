@@ -26,6 +26,7 @@ from ._exceptions import InputError
 
 DEFAULT_SLICE_ROWS = 50_000
 _FLAT = ("properties.", "context.", "traits.")
+_FLAGS = tuple(f"{c}_{f}" for c in ("email", "sms", "push") for f in ("opted_in", "verified"))
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
 
@@ -77,13 +78,23 @@ def _csv_cell(text: Any) -> Any:
     return text
 
 
+def _csv_flag(text: Any) -> Any:
+    if isinstance(text, str) and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
 def _read_csv(path: Path, rows: int) -> Iterator[pd.DataFrame]:
     # only empty cells are null: "NA" or "null" can be somebody's id or event name
     reader = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], chunksize=rows)
     with reader:
         for chunk in reader:
             for column in chunk.columns:
-                if isinstance(column, str) and column.startswith(_FLAT):
+                if column in _FLAGS:
+                    # CSV has no booleans: only the words true/false are read as such
+                    cells = [_csv_flag(v) for v in chunk[column].tolist()]
+                    chunk[column] = pd.Series(cells, index=chunk.index, dtype=object)
+                elif isinstance(column, str) and column.startswith(_FLAT):
                     # object dtype: a column of ints with gaps must not turn into floats
                     cells = [_csv_cell(v) for v in chunk[column].tolist()]
                     chunk[column] = pd.Series(cells, index=chunk.index, dtype=object)

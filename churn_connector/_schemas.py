@@ -34,6 +34,7 @@ ExtraColumns = Literal["error", "ignore"]
 Duplicates = Literal["error", "keep_last", "in_order"]
 Explain = Callable[[str | None, Any], str]
 EXPLAIN_KEY = "churn_connector.explain"
+OWNERS_KEY = "churn_connector.frame_check_columns"
 
 _FLAT_PROPERTIES = r"^properties\..+$"
 _FLAT_CONTEXT = r"^context\..+$"
@@ -56,6 +57,7 @@ class _Checks:
     def __init__(self, now: pd.Timestamp, naive_timezone: str | None) -> None:
         self.now = now
         self.naive_timezone = naive_timezone
+        self.owners: dict[str, str] = {}
         self.explain: dict[str, Explain] = {
             "not_nullable": _msg("{column} is required but the cell is empty"),
             "column_in_dataframe": _msg("required column {value!r} is missing"),
@@ -178,6 +180,7 @@ class _Checks:
         def check(df: pd.DataFrame) -> pd.Series:
             return _columns.key_conflicts(df, kind, tz)
 
+        self.owners[f"{kind}_key_conflict"] = kind
         return self.add(
             f"{kind}_key_conflict",
             check,
@@ -269,6 +272,7 @@ def events_schema(
         _FLAT_CONTEXT: checks.flat_column("context", _FLAT_CONTEXT),
     }
     flat_reserved = r"^context\.\$message_id$"
+    checks.owners["context_reserved_column"] = "context.$message_id"
     checks.explain["column_in_schema"] = _unknown_column("properties")
     return pa.DataFrameSchema(
         columns,
@@ -284,7 +288,7 @@ def events_schema(
             ),
         ],
         name="events",
-        metadata={EXPLAIN_KEY: checks.explain},
+        metadata={EXPLAIN_KEY: checks.explain, OWNERS_KEY: checks.owners},
     )
 
 
@@ -293,6 +297,12 @@ def _unknown_column(prefix: str) -> Explain:
         f"unknown column {value!r}: drop it, or rename it to '{prefix}.{value}' to send it "
         f"(or pass extra_columns='ignore')"
     )
+
+
+def frame_owners(schema: pa.DataFrameSchema) -> dict[str, str]:
+    """Frame-level check name -> the column its failures are reported under."""
+    found: dict[str, str] = (schema.metadata or {}).get(OWNERS_KEY, {})
+    return found
 
 
 def explanations(schema: pa.DataFrameSchema) -> dict[str, Explain]:

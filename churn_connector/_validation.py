@@ -12,7 +12,7 @@ import pandera.pandas as pa
 from pandera.config import ValidationDepth, config_context
 
 from ._exceptions import DataValidationError
-from ._schemas import explanations
+from ._schemas import explanations, frame_owners
 
 FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
 
@@ -59,7 +59,52 @@ def run_schema(
         pos = int(case.index)
         invalid[pos] = True
         records.append(_record(labels[pos], offset + pos, column, check, value, message))
-    return SliceFailures(invalid, records)
+    return SliceFailures(invalid, _tidy(records, frame_owners(schema)))
+
+
+def _tidy(records: list[dict[str, Any]], owners: dict[str, str]) -> list[dict[str, Any]]:
+    """Report each frame-level check once per row (or table), under the column it concerns.
+
+    pandera repeats a frame-level check's failure for every column of the frame.
+    """
+    out: list[dict[str, Any]] = []
+    chosen: dict[tuple[Any, str], int] = {}
+    for rec in records:
+        owner = owners.get(rec["check"])
+        if owner is None:
+            out.append(rec)
+            continue
+        key = (rec["position"], rec["check"])
+        at = chosen.get(key)
+        if at is None:
+            chosen[key] = len(out)
+            value = rec["value"] if rec["column"] == owner else None
+            out.append({**rec, "column": owner, "value": value})
+        elif rec["column"] == owner:
+            out[at] = rec
+    return out
+
+
+class FailureLog:
+    """Failures of a streamed input: a table-level one is listed once but marks every row."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self._table_level: set[tuple[Any, ...]] = set()
+
+    def add(self, records: list[dict[str, Any]], book: Any, start: int, n: int) -> None:
+        for rec in records:
+            note = f"[{rec['check']}] {rec['message']}"
+            if rec["position"] is None:
+                key = (rec["column"], rec["check"])
+                if key not in self._table_level:
+                    self._table_level.add(key)
+                    self.records.append(rec)
+                for p in range(start, start + n):
+                    book.add_error(p, note)
+            else:
+                self.records.append(rec)
+                book.add_error(rec["position"], note)
 
 
 def _missing(value: Any) -> bool:

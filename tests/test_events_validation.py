@@ -216,9 +216,11 @@ def test_null_flattened_properties_are_valid(now: pd.Timestamp) -> None:
     assert cc.validate_events(df, now=now).ok
 
 
-def test_key_in_both_properties_and_a_flat_column_is_a_conflict(now: pd.Timestamp) -> None:
-    df = one_row(now, properties={"plan": "a"}, **{"properties.plan": "b"})
-    assert checks_of(cc.validate_events(df, now=now)) == {"properties_key_conflict"}
+def test_key_in_both_properties_and_a_flat_column_is_one_conflict(now: pd.Timestamp) -> None:
+    df = one_row(now, properties={"plan": "a"}, **{"properties.plan": "b", "properties.x": 1})
+    failures = cc.validate_events(df, now=now).failures
+    assert list(failures["check"]) == ["properties_key_conflict"]
+    assert list(failures["column"]) == ["properties"]
 
 
 def test_message_id_must_not_be_blank(now: pd.Timestamp) -> None:

@@ -12,14 +12,22 @@ import pytest
 import churn_connector as cc
 
 
-def test_task_returns_a_json_serialisable_summary(sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp) -> None:
-    summary = cc.send_events_task(events, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now, batch_size=4)
+def test_task_returns_a_json_serialisable_summary(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    summary = cc.send_events_task(
+        events, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now, batch_size=4
+    )
     assert json.loads(json.dumps(summary))["counts"]["sent"] == len(events)
     assert summary["requests"] == 3
 
 
-def test_task_writes_result_frames(sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path) -> None:
-    cc.send_events_task(events, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now, results_dir=tmp_path)
+def test_task_writes_result_frames(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    cc.send_events_task(
+        events, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now, results_dir=tmp_path
+    )
     assert len(pd.read_parquet(tmp_path / "events_rows.parquet")) == len(events)
     assert pd.read_csv(tmp_path / "events_chunks.csv")["status"].tolist() == ["sent"]
 
@@ -30,12 +38,18 @@ def test_task_fails_with_a_picklable_error_when_rows_are_not_delivered(
     sandbox.set_faults(error_rate=1.0)
     with pytest.raises(cc.DeliveryError) as info:
         cc.send_events_task(
-            events, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now, retry=cc.RetryPolicy(max_attempts=2)
+            events,
+            base_url=sandbox.base_url,
+            api_key=sandbox.api_key,
+            now=now,
+            retry=cc.RetryPolicy(max_attempts=2),
         )
     assert pickle.loads(pickle.dumps(info.value)).counts["failed"] == len(events)
 
 
-def test_invalid_rows_fail_the_task_unless_allowed(sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp) -> None:
+def test_invalid_rows_fail_the_task_unless_allowed(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
     events.loc[0, "event_type"] = "BAD"
     with pytest.raises(cc.DeliveryError, match="invalid 1"):
         cc.send_events_task(events, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now)
