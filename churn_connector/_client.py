@@ -79,7 +79,9 @@ class Client:
         requests = chunk_events(
             stream.run(iter_frames(data, slice_rows)), config.batch_size, config.max_request_bytes
         )
-        sender = self._deliver(config, stream.book, requests, concurrency, dry_run, progress)
+        sender = self._deliver(
+            "events", config, stream.book, requests, concurrency, dry_run, progress
+        )
         result = SendResult(
             "events", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
         )
@@ -124,7 +126,9 @@ class Client:
             for items in stream.run(iter_frames(data, slice_rows))
             for pos, user, body in items
         )
-        sender = self._deliver(self.config, stream.book, requests, concurrency, dry_run, progress)
+        sender = self._deliver(
+            "identities", self.config, stream.book, requests, concurrency, dry_run, progress
+        )
         result = SendResult(
             "identities", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
         )
@@ -133,6 +137,7 @@ class Client:
 
     def _deliver(
         self,
+        kind: str,
         config: ClientConfig,
         book: RowBook,
         requests: Iterable[Request],
@@ -140,7 +145,7 @@ class Client:
         dry_run: bool,
         progress: bool | None,
     ) -> Sender:
-        bar = Progress("sending", enabled=False if dry_run else progress)
+        bar = Progress(kind, enabled=False if dry_run else progress)
         if dry_run:
             sender = Sender(None, book, concurrency, False, bar)
             sender.dry_run(requests)

@@ -116,3 +116,8 @@ def test_dry_run_sends_nothing(
     assert main(["send", "events", str(export), "--dry-run"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert api_env.requests_log().empty
+
+
+def test_sandbox_subcommand_is_dispatched(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sandbox", "--help"]) == 0
+    assert "--error-rate" in capsys.readouterr().out
