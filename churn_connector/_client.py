@@ -152,7 +152,9 @@ class Client:
             bar.close()
             return sender
         transport = Transport(config, pool_size=concurrency)
-        sender = Sender(transport, book, concurrency, config.bisect_rejected, bar)
+        sender = Sender(
+            transport, book, concurrency, config.bisect_rejected, bar, config.max_split_requests
+        )
         try:
             sender.run(requests)
         except AuthenticationError as exc:

@@ -61,6 +61,7 @@ class ClientConfig:
     batch_size: int = MAX_BATCH_SIZE
     max_request_bytes: int | None = None
     bisect_rejected: bool = True
+    max_split_requests: int = 1000  # per run; then a rejected batch is reported whole
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     allow_insecure_http: bool = False
 

@@ -67,11 +67,14 @@ class Sender:
         concurrency: int,
         bisect: bool,
         progress: Progress,
+        split_budget: int = 1000,
     ) -> None:
         self.transport = transport
         self.book = book
         self.concurrency = concurrency
         self.bisect = bisect
+        # an API that refuses everything would otherwise cost ~2 requests per event
+        self.split_budget = split_budget
         self.progress = progress
         self.chunks: list[ChunkRecord] = []
         self._lock = threading.Lock()
@@ -108,7 +111,7 @@ class Sender:
         number = self._new_chunk_number()
         outcome = self.transport.post(req.path, req.payload())
         splittable = req.parts is not None and len(req.parts) > 1
-        if outcome.status == "rejected" and self.bisect and splittable:
+        if outcome.status == "rejected" and self.bisect and splittable and self._spend_split():
             self._record(req, number, outcome, "split")
             assert req.parts is not None
             half = len(req.parts) // 2
@@ -122,6 +125,13 @@ class Sender:
         error = None if code == SENT else f"{outcome.error}: {outcome.response or ''}".rstrip(": ")
         self.book.set(req.positions, code, error=error, chunk=number)
         self.progress.update(len(req.positions))
+
+    def _spend_split(self) -> bool:
+        with self._lock:
+            if self.split_budget <= 0:
+                return False
+            self.split_budget -= 2
+            return True
 
     def dry_run(self, requests: Iterable[Request]) -> None:
         """Build every request without sending; record them with status ``dry_run``."""

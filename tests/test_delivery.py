@@ -260,3 +260,14 @@ def test_any_2xx_is_success_whatever_the_body(sandbox: cc.Sandbox) -> None:
     with Transport(cc.ClientConfig.create(sandbox.base_url, sandbox.api_key), 1) as transport:
         outcome = transport.post("/v1/nothing-here", body)
     assert outcome.status == "rejected" and outcome.http_status == 404
+
+
+def test_bisection_stops_when_its_request_budget_is_spent(
+    sandbox: cc.Sandbox, make_events: object
+) -> None:
+    server_now = pd.Timestamp.now(tz="UTC")
+    df = make_events(server_now - pd.Timedelta(days=35), n=64)  # type: ignore[operator]
+    client = cc.Client(sandbox.base_url, sandbox.api_key, max_split_requests=4)
+    result = client.send_events(df, now=server_now - pd.Timedelta(days=10))
+    assert result.counts["rejected"] == 64
+    assert len(sandbox.requests_log()) == 5  # the batch, then 4 halves within the budget
