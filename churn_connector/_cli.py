@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
-from ._exceptions import AuthenticationError, ChurnConnectorError
+from ._exceptions import ChurnConnectorError, TransportError
 
 EXIT_OK, EXIT_INVALID, EXIT_UNDELIVERED, EXIT_USAGE = 0, 1, 2, 3
 
@@ -118,9 +118,16 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
+def _check_output(path: Path | None) -> None:
+    if path is not None and path.suffix.lower() not in (".csv", ".parquet"):
+        raise ChurnConnectorError(f"{path}: use a .csv or .parquet file name")
+
+
 def _send(args: argparse.Namespace) -> int:
     from ._client import Client
 
+    _check_output(args.results)  # before anything is sent, not after
+    _check_output(args.rows)
     client_options: dict[str, Any] = {"auth_header": args.auth_header}
     if args.concurrency is not None:
         key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
@@ -129,7 +136,14 @@ def _send(args: argparse.Namespace) -> int:
         client_options["batch_size"] = args.batch_size
     client = Client(args.base_url, None, **client_options)
     send = client.send_events if args.kind == "events" else client.identify
-    result = send(args.file, dry_run=args.dry_run, **_data_options(args))
+    try:
+        result = send(args.file, dry_run=args.dry_run, **_data_options(args))
+    except TransportError as exc:
+        # the run stopped: still leave the record of what was and was not delivered
+        for path, frame in ((args.results, "chunks"), (args.rows, "rows")):
+            if path is not None and frame in exc.details:
+                write_frame(exc.details[frame], path)
+        raise
     print(result.summary())
     if not result.failures.empty:
         print(result.failures.head(10).to_string(index=False))
@@ -157,9 +171,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._demo import run_demo
 
         return run_demo(args.out)
-    except AuthenticationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except ChurnConnectorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

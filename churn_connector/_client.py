@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._config import ClientConfig, Secret
 from ._events import event_stream
-from ._exceptions import AuthenticationError
+from ._exceptions import TransportError
 from ._progress import Progress
 from ._readers import DEFAULT_SLICE_ROWS, iter_frames
 from ._results import RowBook, SendResult
@@ -107,10 +107,9 @@ class Client:
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         """
-        from ._identities import identity_stream
+        from ._identities import identity_stream, replayable
 
-        if isinstance(data, Iterator):
-            data = list(data)  # read twice: once for duplicate users, once to send
+        data = replayable(data)  # read twice: once for duplicate users, once to send
         concurrency = max_concurrency or self.config.identify_concurrency
         stream = identity_stream(
             data,
@@ -157,8 +156,8 @@ class Client:
         )
         try:
             sender.run(requests)
-        except AuthenticationError as exc:
-            raise stopped_error(exc, book) from None
+        except TransportError as exc:
+            raise stopped_error(exc, book, sender.chunks) from None
         finally:
             transport.close()
             bar.close()

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import _timestamps
-from ._values import InexactValue, is_missing, object_value, to_json
+from ._values import InexactValue, has_surrogate, is_missing, object_value, to_json
 
 MISSING: Any = object()  # a cell that is omitted from the wire (null, NaN, NA)
 
@@ -38,7 +38,10 @@ def elementwise(s: pd.Series, test: Callable[[Any], bool]) -> pd.Series:
     values = s.to_numpy(dtype=object)
     for i, v in enumerate(values):
         if not is_missing(v):
-            out[i] = test(v)
+            try:
+                out[i] = test(v)
+            except Exception:
+                out[i] = False
     return pd.Series(out, index=s.index)
 
 
@@ -48,11 +51,7 @@ def _is_id_value(v: Any) -> bool:
     if isinstance(v, int | np.integer):
         return True
     # lone surrogates cannot be encoded as UTF-8 JSON
-    return isinstance(v, str) and not _has_surrogate(v)
-
-
-def _has_surrogate(text: str) -> bool:
-    return not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text)
+    return isinstance(v, str) and not has_surrogate(v)
 
 
 def id_type_ok(s: pd.Series) -> pd.Series:
@@ -80,7 +79,7 @@ def ids_to_wire(s: pd.Series) -> list[str]:
 def strings_ok(s: pd.Series) -> pd.Series:
     if is_text_dtype(s):
         return pd.Series(True, index=s.index)
-    return elementwise(s, lambda v: isinstance(v, str) and not _has_surrogate(v))
+    return elementwise(s, lambda v: isinstance(v, str) and not has_surrogate(v))
 
 
 def fullmatch(s: pd.Series, pattern: str) -> pd.Series:

@@ -78,8 +78,15 @@ class ClientConfig:
                 "plain http:// is refused for a non-loopback host (the key would travel in "
                 "clear text); use https:// or pass allow_insecure_http=True"
             )
-        if not self.api_key.reveal():
+        key = self.api_key.reveal()
+        if not key:
             raise ConfigurationError("the API key is empty")
+        if not (key.isascii() and key.isprintable()) or any(ch.isspace() for ch in key):
+            # e.g. a trailing newline from a secrets file; the key itself is never echoed
+            raise ConfigurationError(
+                "the API key holds white space, control or non-ASCII characters; "
+                "strip it (a trailing newline from a secrets file is the usual cause)"
+            )
         if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             raise ConfigurationError(
                 f"batch_size must be between 1 and {MAX_BATCH_SIZE} (the API's limit), "

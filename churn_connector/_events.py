@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from ._pipeline import EventStream
 from ._readers import DEFAULT_SLICE_ROWS, iter_frames
-from ._results import INVALID
 from ._schemas import ExtraColumns, events_schema
-from ._validation import ValidationReport, failures_frame
+from ._validation import ValidationReport, streamed_report
 from ._wire import EventOptions, with_ids
 
 
@@ -56,21 +52,7 @@ def validate_events(
         namespace=namespace,
         id_columns=id_columns,
     )
-    valid_parts: list[pd.DataFrame] = []
-    for df in iter_frames(data, slice_rows):
-        start = len(stream.book)
-        stream.process(df)
-        status = stream.book.status[start : start + len(df)]
-        valid_parts.append(df.iloc[np.flatnonzero(status != INVALID)])
-    valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
-    return ValidationReport(
-        "events",
-        valid=valid,
-        failures=failures_frame(stream.failures),
-        n_rows=len(stream.book),
-        n_invalid=int((stream.book.status == INVALID).sum()),
-        duplicates=stream.duplicates,
-    )
+    return streamed_report("events", stream, iter_frames(data, slice_rows), stream.process)
 
 
 def events_to_wire(

@@ -37,6 +37,7 @@ from ._schemas import (
     E164_PATTERN,
     EMAIL_PATTERN,
     EXPLAIN_KEY,
+    FLAGS,
     OWNERS_KEY,
     Duplicates,
     Explain,
@@ -44,8 +45,15 @@ from ._schemas import (
     _Checks,
     _unknown_column,
     _utc_now,
+    check_timezone,
 )
-from ._validation import FailureLog, ValidationReport, failures_frame, run_schema
+from ._validation import (
+    FailureLog,
+    ValidationReport,
+    failure_record,
+    run_schema,
+    streamed_report,
+)
 from ._values import is_missing
 
 Item = tuple[int, str, bytes]  # (row position, wire user id, identify body bytes)
@@ -55,7 +63,6 @@ ITEM_FIELDS = ("channel", "address", "opted_in", "verified")
 PUSH_COLUMNS = ("push_token", "pushToken")
 # convenience columns in wire order: channel -> the columns that carry its address
 ADDRESS_COLUMNS = {"email": ("email",), "sms": ("phone",), "push": PUSH_COLUMNS}
-FLAGS = tuple(f"{c}_{f}" for c in CHANNELS for f in ("opted_in", "verified"))
 
 _FLAT_TRAITS = r"^traits\..+$"
 _EMAIL = re.compile(EMAIL_PATTERN)
@@ -442,6 +449,7 @@ def identities_schema(
     region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent).
     """
     _check_options(extra_columns, "error")
+    check_timezone(naive_timezone)
     region = _region(phone_region)
     checks = _Checks(_utc_now(None), naive_timezone)
     email_checks = [
@@ -463,7 +471,7 @@ def identities_schema(
     columns: dict[str, pa.Column] = {
         USER_ID: checks.user_id(),
         "traits": checks.object_column("traits"),
-        _FLAT_TRAITS: checks.flat_column("trait", _FLAT_TRAITS),
+        _FLAT_TRAITS: checks.flat_column("trait"),
         "preferred_channel": pa.Column(nullable=True, required=False, checks=preferred_checks),
         "email": pa.Column(nullable=True, required=False, checks=email_checks),
         "phone": _phone_column(checks, region),
@@ -523,7 +531,7 @@ def canonical_body(body: dict[str, Any]) -> bytes:
 
 
 # -- duplicate users -----------------------------------------------------------------------
-def _replayable(data: Any) -> Any:
+def replayable(data: Any) -> Any:
     """One-shot iterators (generators of DataFrames) are kept so they can be read twice."""
     return list(data) if isinstance(data, Iterator) else data
 
@@ -604,13 +612,14 @@ class IdentityStream:
 
     def process(self, df: pd.DataFrame) -> list[Item]:
         """Handle one slice; return (position, user id, body bytes) of the rows to send."""
-        return [(p, u, canonical_body(b)) for p, u, b in self._process(df)]
+        return [(p, u, canonical_body(b)) for p, u, b in self.bodies(df)]
 
     def run(self, frames: Iterable[pd.DataFrame]) -> Iterator[list[Item]]:
         for df in frames:
             yield self.process(df)
 
-    def _process(self, df: pd.DataFrame) -> list[tuple[int, str, dict[str, Any]]]:
+    def bodies(self, df: pd.DataFrame) -> list[tuple[int, str, dict[str, Any]]]:
+        """Handle one slice; return (position, user id, body dict) of the rows to send."""
         n = len(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
@@ -641,13 +650,30 @@ class IdentityStream:
             if pos == last:
                 self._note_duplicates(user)
 
+    def _fail(self, pos: int, user: str, check: str, message: str) -> None:
+        record = failure_record(self.book.labels[pos], pos, USER_ID, check, user, message)
+        self.failures.append(record)
+        self.book.add_error(pos, f"[{check}] {message}")
+
     def _note_duplicates(self, user: str) -> None:
         positions = self._users[user]
         labels = self.book.labels
         if self.options.duplicates == "keep_last":
+            last = positions[-1]
+            last_invalid = self.book.status[last] == INVALID
             for pos in positions[:-1]:
-                if self.book.status[pos] == SKIPPED:
-                    self.book.add_error(pos, f"superseded by row {labels[positions[-1]]!r}")
+                if self.book.status[pos] != SKIPPED:
+                    continue
+                if not last_invalid:
+                    self.book.add_error(pos, f"superseded by row {labels[last]!r}")
+                    continue
+                # sending an older row instead would present stale data as current
+                message = (
+                    f"the last row for external_user_id {user!r} (row {labels[last]!r}) is "
+                    "invalid, so nothing is sent for this user: fix that row"
+                )
+                self.book.set([pos], INVALID)
+                self._fail(pos, user, "external_user_id_last_row_invalid", message)
         elif self.options.duplicates == "error":
             for pos in positions:
                 others = ", ".join(repr(labels[p]) for p in positions if p != pos)
@@ -656,17 +682,7 @@ class IdentityStream:
                     "or pass duplicates='keep_last' (the last row wins) or duplicates='in_order' "
                     "(each row is sent, one after another in row order)"
                 )
-                self.failures.append(
-                    {
-                        "row": labels[pos],
-                        "position": pos,
-                        "column": USER_ID,
-                        "check": "external_user_id_duplicate",
-                        "value": user,
-                        "message": message,
-                    }
-                )
-                self.book.add_error(pos, f"[external_user_id_duplicate] {message}")
+                self._fail(pos, user, "external_user_id_duplicate", message)
 
 
 def identity_stream(
@@ -691,13 +707,6 @@ def identity_stream(
     return IdentityStream(schema, options, duplicate_users(data, slice_rows))
 
 
-def _sorted_failures(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    # table-level first, then by row: the same order whatever the slice size
-    frame = failures_frame(list(records))
-    order = frame["position"].fillna(-1).to_numpy(dtype=np.int64).argsort(kind="stable")
-    return frame.iloc[order].reset_index(drop=True)
-
-
 def validate_identities(
     data: Any,
     *,
@@ -712,7 +721,7 @@ def validate_identities(
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
     """
-    data = _replayable(data)
+    data = replayable(data)
     stream = identity_stream(
         data,
         naive_timezone=naive_timezone,
@@ -721,20 +730,8 @@ def validate_identities(
         duplicates=duplicates,
         slice_rows=slice_rows,
     )
-    valid_parts: list[pd.DataFrame] = []
-    for df in iter_frames(data, slice_rows):
-        start = len(stream.book)
-        stream._process(df)  # the bodies' bytes are not needed here
-        status = stream.book.status[start : start + len(df)]
-        valid_parts.append(df.iloc[np.flatnonzero(status != INVALID)])
-    valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
-    return ValidationReport(
-        "identities",
-        valid=valid,
-        failures=_sorted_failures(stream.failures),
-        n_rows=len(stream.book),
-        n_invalid=int((stream.book.status == INVALID).sum()),
-    )
+    # the bodies' bytes are not needed for a report
+    return streamed_report("identities", stream, iter_frames(data, slice_rows), stream.bodies)
 
 
 def identities_to_wire(
@@ -747,7 +744,7 @@ def identities_to_wire(
     slice_rows: int = DEFAULT_SLICE_ROWS,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
-    data = _replayable(data)
+    data = replayable(data)
     stream = identity_stream(
         data,
         naive_timezone=naive_timezone,
@@ -757,4 +754,4 @@ def identities_to_wire(
         slice_rows=slice_rows,
     )
     frames = iter_frames(data, slice_rows)
-    return [body for df in frames for _, _, body in stream._process(df)]
+    return [body for df in frames for _, _, body in stream.bodies(df)]

@@ -17,10 +17,10 @@ import pandas as pd
 import pandera.pandas as pa
 
 from ._results import INVALID, SKIPPED, RowBook
-from ._validation import FailureLog, run_schema
+from ._validation import FailureLog, failure_record, run_schema
 from ._wire import EventOptions, build_events
 
-Item = tuple[int, bytes]
+Item = tuple[int, bytes]  # (row position, wire bytes of one event)
 
 
 @contextmanager
@@ -36,7 +36,7 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            gc.enable()  # (row position, wire bytes of one event)
+            gc.enable()
 
 
 class SeenIds:
@@ -144,14 +144,7 @@ class EventStream:
             "content; the API would keep only the first: give each event its own id"
         )
         self.failures.append(
-            {
-                "row": labels[pos],
-                "position": pos,
-                "column": "message_id",
-                "check": "message_id_conflict",
-                "value": mid,
-                "message": message,
-            }
+            failure_record(labels[pos], pos, "message_id", "message_id_conflict", mid, message)
         )
         self.book.set([pos], INVALID)
         self.book.add_error(pos, f"[message_id_conflict] {message}")

@@ -5,12 +5,15 @@ Accepted: a pandas DataFrame, a pyarrow Table, a path to ``.parquet``, ``.csv`` 
 and tables are labelled by their 0-based row number.
 
 Readers never change a value's meaning: Arrow integers stay integers when nulls are present
-(nullable dtypes), NDJSON values keep their JSON types, and CSV cells (which carry no types)
-are read as text and typed cell by cell, the same way whatever the slice size.
+(nullable dtypes), NDJSON values keep their JSON types (integers beyond 64 bits included, so
+that validation can refuse them), and CSV cells, which carry no types, stay text: "02139",
+"+14155550100" and "1.10" are sent as written. Only the ``*_opted_in``/``*_verified`` flag
+columns read the words true/false as booleans. Use Parquet or NDJSON to send typed values.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -23,12 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._exceptions import InputError
+from ._schemas import FLAGS
 
 DEFAULT_SLICE_ROWS = 50_000
-_FLAT = ("properties.", "context.", "traits.")
-_FLAGS = tuple(f"{c}_{f}" for c in ("email", "sms", "push") for f in ("opted_in", "verified"))
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
+# orjson reads integers beyond 64 bits as floats; such lines are parsed exactly instead
+_LONG_INT = re.compile(rb"[0-9]{19,}")
 
 _ARROW_NULLABLE = {
     pa.int8(): pd.Int8Dtype(),
@@ -65,19 +67,6 @@ def _read_parquet(path: Path, rows: int) -> Iterator[pd.DataFrame]:
             offset += batch.num_rows
 
 
-def _csv_cell(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    return text
-
-
 def _csv_flag(text: Any) -> Any:
     if isinstance(text, str) and text.lower() in ("true", "false"):
         return text.lower() == "true"
@@ -90,13 +79,9 @@ def _read_csv(path: Path, rows: int) -> Iterator[pd.DataFrame]:
     with reader:
         for chunk in reader:
             for column in chunk.columns:
-                if column in _FLAGS:
+                if column in FLAGS:
                     # CSV has no booleans: only the words true/false are read as such
                     cells = [_csv_flag(v) for v in chunk[column].tolist()]
-                    chunk[column] = pd.Series(cells, index=chunk.index, dtype=object)
-                elif isinstance(column, str) and column.startswith(_FLAT):
-                    # object dtype: a column of ints with gaps must not turn into floats
-                    cells = [_csv_cell(v) for v in chunk[column].tolist()]
                     chunk[column] = pd.Series(cells, index=chunk.index, dtype=object)
             yield chunk
 
@@ -109,8 +94,8 @@ def _read_ndjson(path: Path, rows: int) -> Iterator[pd.DataFrame]:
             if not line.strip():
                 continue
             try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
+                record = _exact_json(line) if _LONG_INT.search(line) else orjson.loads(line)
+            except (orjson.JSONDecodeError, ValueError) as exc:
                 raise InputError(f"{path.name} line {number} is not valid JSON: {exc}") from None
             if not isinstance(record, dict):
                 raise InputError(f"{path.name} line {number} is not a JSON object")
@@ -121,6 +106,14 @@ def _read_ndjson(path: Path, rows: int) -> Iterator[pd.DataFrame]:
                 records = []
     if records or offset == 0:
         yield _records_frame(records, offset)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _exact_json(line: bytes) -> Any:
+    return json.loads(line, parse_constant=_refuse_constant)
 
 
 def _records_frame(records: list[dict[str, Any]], offset: int) -> pd.DataFrame:

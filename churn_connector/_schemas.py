@@ -14,6 +14,7 @@ and check every rule of the contract with named, vectorised checks. Nothing is c
 
 from __future__ import annotations
 
+import zoneinfo
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal
@@ -22,12 +23,14 @@ import pandas as pd
 import pandera.pandas as pa
 
 from . import _columns, _timestamps
+from ._exceptions import ConfigurationError
 from ._values import object_value, problem_of
 
 EVENT_TYPE_PATTERN = r"[a-z0-9]+(?:_[a-z0-9]+)*"
-E164_PATTERN = r"\+[1-9]\d{1,14}"
+E164_PATTERN = r"\+[1-9][0-9]{1,14}"
 EMAIL_PATTERN = r"[^@\s]+@[^@\s]+\.[^@\s]+"
 CHANNELS = ("email", "sms", "push")
+FLAGS = tuple(f"{c}_{f}" for c in CHANNELS for f in ("opted_in", "verified"))
 PAST_WINDOW = timedelta(days=30)
 FUTURE_WINDOW = timedelta(minutes=5)
 ExtraColumns = Literal["error", "ignore"]
@@ -101,17 +104,16 @@ class _Checks:
 
             return check
 
+        # bounds in whole milliseconds (ceil / floor), so nothing is multiplied into overflow
+        lo_ms = -(-lo.value // 1_000_000)
+        hi_ms = hi.value // 1_000_000
+
         def in_window(s: pd.Series) -> pd.Series:
             norm = _timestamps.normalize(s, tz)
-            ns = norm.ms * 1_000_000
-            inside = (ns >= lo.value) & (ns <= hi.value)
+            inside = (norm.ms >= lo_ms) & (norm.ms <= hi_ms)
             return pd.Series(inside | (norm.problem != _timestamps.OK), index=s.index)
 
-        naive_fix = (
-            "pass naive_timezone='<IANA zone>' if the column is local time"
-            if tz is None
-            else "this should not happen"
-        )
+        naive_fix = "pass naive_timezone='<IANA zone>' if the column is local time"
         return [
             self.add(
                 f"{prefix}_type",
@@ -190,7 +192,7 @@ class _Checks:
             ),
         )
 
-    def flat_column(self, kind: str, pattern: str) -> pa.Column:
+    def flat_column(self, kind: str) -> pa.Column:
         tz = self.naive_timezone
         name = f"{kind}_value_json"
 
@@ -222,6 +224,7 @@ def events_schema(
     ``now`` anchors the accepted time window (default: the current UTC time).
     ``extra_columns="ignore"`` lets unknown columns through (they are never sent).
     """
+    check_timezone(naive_timezone)
     checks = _Checks(_utc_now(now), naive_timezone)
     message_id_checks = [
         checks.add(
@@ -238,7 +241,7 @@ def events_schema(
     reserved_context = checks.add(
         "context_reserved_key",
         lambda s: _columns.elementwise(
-            s, lambda v: not (isinstance(v, dict) and "$message_id" in v)
+            s, lambda v: "$message_id" not in _object_or_empty(v, naive_timezone)
         ),
         _msg("context must not carry '$message_id': put it in a message_id column instead"),
     )
@@ -268,8 +271,8 @@ def events_schema(
         "properties": checks.object_column("properties"),
         "context": context,
         "message_id": pa.Column(nullable=False, required=False, checks=message_id_checks),
-        _FLAT_PROPERTIES: checks.flat_column("property", _FLAT_PROPERTIES),
-        _FLAT_CONTEXT: checks.flat_column("context", _FLAT_CONTEXT),
+        _FLAT_PROPERTIES: checks.flat_column("property"),
+        _FLAT_CONTEXT: checks.flat_column("context"),
     }
     flat_reserved = r"^context\.\$message_id$"
     checks.owners["context_reserved_column"] = "context.$message_id"
@@ -290,6 +293,26 @@ def events_schema(
         name="events",
         metadata={EXPLAIN_KEY: checks.explain, OWNERS_KEY: checks.owners},
     )
+
+
+def _object_or_empty(value: Any, naive_timezone: str | None) -> dict[str, Any]:
+    """The object a cell holds (dict or JSON string); {} when it holds none."""
+    try:
+        return object_value(value, "context", naive_timezone)
+    except ValueError:
+        return {}
+
+
+def check_timezone(naive_timezone: str | None) -> None:
+    """Refuse an unknown zone name up front (it would otherwise fail every row)."""
+    if naive_timezone is None:
+        return
+    try:
+        zoneinfo.ZoneInfo(naive_timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise ConfigurationError(
+            f"naive_timezone {naive_timezone!r} is not a known IANA zone (e.g. 'Europe/Paris')"
+        ) from None
 
 
 def _unknown_column(prefix: str) -> Explain:

@@ -12,13 +12,17 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from ._exceptions import AuthenticationError
+import numpy as np
+
+from ._exceptions import TransportError
 from ._progress import Progress
-from ._results import FAILED, REJECTED, SENT, ChunkRecord, RowBook
+from ._results import FAILED, PENDING, REJECTED, SENT, ChunkRecord, RowBook, SendResult
 from ._transport import Outcome, Transport
 from ._wire import batch_body
 
 EVENTS_PATH = "/v1/events/batch"
+# statuses that say "something in this body": splitting can isolate it
+SPLIT_STATUSES = frozenset({400, 413, 422})
 IDENTIFY_PATH = "/v1/identify"
 
 
@@ -109,9 +113,19 @@ class Sender:
         """Send one request (and, if it is rejected, its halves); set every row's state."""
         assert self.transport is not None
         number = self._new_chunk_number()
-        outcome = self.transport.post(req.path, req.payload())
+        try:
+            outcome = self.transport.post(req.path, req.payload())
+        except TransportError as exc:
+            # the request that stopped the run belongs in the chunk frame too
+            status = exc.details.get("status")
+            stopped = Outcome(
+                "failed", status, exc.details.get("attempts", 1), 0.0, exc.message, None
+            )
+            self._record(req, number, stopped, "failed")
+            raise
         splittable = req.parts is not None and len(req.parts) > 1
-        if outcome.status == "rejected" and self.bisect and splittable and self._spend_split():
+        content_refused = outcome.http_status in SPLIT_STATUSES
+        if content_refused and self.bisect and splittable and self._spend_split():
             self._record(req, number, outcome, "split")
             assert req.parts is not None
             half = len(req.parts) // 2
@@ -200,14 +214,17 @@ class Sender:
             raise error
 
 
-def stopped_error(exc: AuthenticationError, book: RowBook) -> AuthenticationError:
-    """Mark every undecided row failed and attach the counts to the error."""
-    import numpy as np
-
-    from ._results import PENDING
-
+def stopped_error(exc: TransportError, book: RowBook, chunks: list[ChunkRecord]) -> TransportError:
+    """Mark every undecided row failed; attach counts and the partial result frames."""
     pending = np.flatnonzero(book.status == PENDING)
-    book.set(pending, FAILED, error="not sent: the run stopped after the API refused the key")
-    return AuthenticationError(
-        exc.message, status=getattr(exc, "status", None), counts=book.counts()
+    book.set(pending, FAILED, error=f"not sent: the run stopped ({exc.message})")
+    counts = book.counts()
+    counts.pop("pending")
+    partial = SendResult("stopped", book, chunks, 0.0)
+    return type(exc)(
+        exc.message,
+        status=getattr(exc, "status", None),
+        counts=counts,
+        rows=partial.rows,
+        chunks=partial.chunks,
     )

@@ -8,19 +8,22 @@ Nothing is guessed: a naive value without ``naive_timezone`` is a problem, not U
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 # problem codes, one per row; 0 means the value is usable
 OK, NULL, BAD_TYPE, BAD_FORMAT, NAIVE, BAD_LOCAL_TIME = 0, 1, 2, 3, 4, 5
 
+# [0-9], not \d: \d also matches other scripts' digits
 _ISO = (
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?"
-    r"(?:Z|[+-]\d{2}:?\d{2})?"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?)?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
 )
-_OFFSET_AT_END = r"(?:Z|[+-]\d{2}:?\d{2})$"
+_OFFSET_AT_END = r"(?:Z|[+-][0-9]{2}:?[0-9]{2})$"
 _NS_PER_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 _NAT = np.iinfo(np.int64).min
 
@@ -122,8 +125,23 @@ def _parse_objects(s: pd.Series, naive_timezone: str | None) -> tuple[np.ndarray
     return ms, problem
 
 
+def _plain(s: pd.Series) -> pd.Series:
+    """Arrow timestamps -> numpy datetimes, categoricals -> their values (same instants)."""
+    dtype = s.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return s.astype(object)
+    if isinstance(dtype, pd.ArrowDtype) and pa.types.is_timestamp(dtype.pyarrow_dtype):
+        arrow_type = dtype.pyarrow_dtype
+        unit = arrow_type.unit
+        if arrow_type.tz is None:
+            return s.astype(np.dtype(f"datetime64[{unit}]"))
+        return s.astype(pd.DatetimeTZDtype(unit=unit, tz=arrow_type.tz))
+    return s
+
+
 def normalize(s: pd.Series, naive_timezone: str | None = None) -> Normalized:
     """Normalise one column of timestamps; see the module docstring for what is accepted."""
+    s = _plain(s)
     n = len(s)
     null = s.isna().to_numpy(dtype=bool)
     ms = np.zeros(n, dtype=np.int64)
@@ -158,14 +176,28 @@ def format_ms(ms: np.ndarray) -> list[str]:
 
 
 def datetime_to_wire(value: dt.datetime, naive_timezone: str | None) -> str | None:
-    """One datetime -> wire string; None when it is naive and no zone was named."""
-    ts = pd.Timestamp(value)
-    if ts.tzinfo is None:
+    """One datetime -> wire string; None when it is naive and no zone was named.
+
+    Plain datetime arithmetic, not pandas: any year 1-9999 works, and ``fold`` (the second
+    01:30 of a DST change) is respected. A naive local time that is ambiguous or does not
+    exist in ``naive_timezone`` gives None.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
         if naive_timezone is None:
             return None
-        try:
-            ts = ts.tz_localize(naive_timezone, ambiguous="raise", nonexistent="raise")
-        except (ValueError, TypeError):
-            return None
-    ms = np.array([ts.tz_convert("UTC").tz_localize(None).as_unit("ns").value], dtype=np.int64)
-    return format_ms(ms // 1_000_000)[0]
+        zone = zoneinfo.ZoneInfo(naive_timezone)
+        early, late = value.replace(tzinfo=zone, fold=0), value.replace(tzinfo=zone, fold=1)
+        if early.utcoffset() != late.utcoffset():
+            return None  # ambiguous: the clock showed this time twice
+        round_trip = early.astimezone(dt.UTC).astimezone(zone).replace(tzinfo=None)
+        if round_trip != value.replace(tzinfo=None, fold=0):
+            return None  # nonexistent: skipped by a DST change
+        value = early
+    try:
+        utc = value.astimezone(dt.UTC)
+    except OverflowError:
+        return None
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:"
+        f"{utc.second:02d}.{utc.microsecond // 1000:03d}Z"
+    )

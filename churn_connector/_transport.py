@@ -18,7 +18,7 @@ from requests.utils import get_environ_proxies
 
 from . import __version__
 from ._config import ClientConfig
-from ._exceptions import AuthenticationError
+from ._exceptions import AuthenticationError, TransportError
 from ._results import trim
 from ._retry import RETRY_STATUSES, retry_testing, sleep
 
@@ -41,6 +41,13 @@ class Outcome:
     elapsed_s: float
     error: str | None
     response: str | None
+
+
+def _body_text(resp: requests.Response) -> str | None:
+    try:
+        return trim(resp.content.decode("utf-8", "replace"))
+    except requests.RequestException as exc:
+        return f"<response body unreadable: {type(exc).__name__}>"
 
 
 class _PauseGate:
@@ -87,6 +94,8 @@ class Transport:
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
+            # an undecodable compressed 2xx body must not hide that the data was stored
+            "Accept-Encoding": "identity",
             "User-Agent": f"churn-connector/{__version__}",
             **auth,
         }
@@ -137,13 +146,18 @@ class Transport:
                     timeout=timeout,
                     allow_redirects=False,
                     proxies=self.proxies,
+                    stream=True,  # status first: a body that fails to decode cannot hide it
                 )
             except _NETWORK_ERRORS as exc:
                 http_status, text = None, None
                 error = f"{type(exc).__name__} on attempt {attempt}"
+            except requests.RequestException as exc:
+                # not a network fault: retrying cannot help; the message may quote headers
+                error = f"{type(exc).__name__}: the request could not be made"
+                return Outcome("failed", None, attempt, time.monotonic() - started, error, None)
             else:
                 http_status = resp.status_code
-                text = trim(resp.content.decode("utf-8", "replace"))
+                text = _body_text(resp)
                 retry_after = resp.headers.get("Retry-After")
                 resp.close()
                 if 200 <= http_status < 300:
@@ -156,6 +170,16 @@ class Transport:
                         f"the API refused the key (HTTP {http_status}); check CHURN_API_KEY. "
                         "The run was stopped.",
                         status=http_status,
+                        attempts=attempt,
+                    )
+                if http_status in (404, 405) or 300 <= http_status < 400:
+                    self.stop.set()
+                    raise TransportError(
+                        f"the API answered HTTP {http_status} for {path}: check base_url "
+                        "(redirects are not followed: they would carry the key elsewhere). "
+                        "The run was stopped.",
+                        status=http_status,
+                        attempts=attempt,
                     )
                 error = f"HTTP {http_status}"
                 if http_status not in RETRY_STATUSES:

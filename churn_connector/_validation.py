@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,9 @@ import pandera.pandas as pa
 from pandera.config import ValidationDepth, config_context
 
 from ._exceptions import DataValidationError
+from ._results import INVALID
 from ._schemas import explanations, frame_owners
+from ._values import mask_surrogates
 
 FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
 
@@ -34,8 +37,26 @@ def run_schema(
     Validation is forced on: pandera's environment switches cannot turn it off.
     """
     n = len(df)
-    work = df.set_axis(pd.RangeIndex(n), axis=0)
     invalid = np.zeros(n, dtype=bool)
+    repeated = df.columns[df.columns.duplicated()].unique().tolist()
+    if repeated:
+        # pandera (and every check) needs one column per name; nothing else can be trusted
+        invalid[:] = True
+        return SliceFailures(
+            invalid,
+            [
+                failure_record(
+                    None,
+                    None,
+                    str(c),
+                    "column_unique",
+                    c,
+                    f"column {c!r} appears more than once: keep one",
+                )
+                for c in repeated
+            ],
+        )
+    work = df.set_axis(pd.RangeIndex(n), axis=0)
     explain = explanations(schema)
     records: list[dict[str, Any]] = []
     with config_context(validation_enabled=True, validation_depth=ValidationDepth.SCHEMA_AND_DATA):
@@ -44,6 +65,10 @@ def run_schema(
             return SliceFailures(invalid)
         except pa.errors.SchemaErrors as exc:
             cases = exc.failure_cases
+    if _pandera_broke_on_surrogates(cases):
+        # pandera's failure reporting turns values into pyarrow strings, which refuse lone
+        # surrogates; mask those cells so each is reported on its own row instead
+        return run_schema(mask_surrogates(df), schema, offset, labels)
     for case in cases.itertuples(index=False):
         column = None if _missing(case.column) else str(case.column)
         check = str(case.check)
@@ -54,11 +79,11 @@ def run_schema(
         message = maker(column, value) if maker else f"{column}: failed check {check} ({value!r})"
         if _missing(case.index):
             invalid[:] = True
-            records.append(_record(None, None, column, check, value, message))
+            records.append(failure_record(None, None, column, check, value, message))
             continue
         pos = int(case.index)
         invalid[pos] = True
-        records.append(_record(labels[pos], offset + pos, column, check, value, message))
+        records.append(failure_record(labels[pos], offset + pos, column, check, value, message))
     return SliceFailures(invalid, _tidy(records, frame_owners(schema)))
 
 
@@ -107,11 +132,21 @@ class FailureLog:
                 book.add_error(rec["position"], note)
 
 
+def _pandera_broke_on_surrogates(cases: pd.DataFrame) -> bool:
+    table_level = cases[cases["index"].isna()]
+    return bool(
+        table_level["failure_case"]
+        .astype(object)
+        .map(lambda v: "surrogates not allowed" in str(v) or "UnicodeEncodeError" in str(v))
+        .any()
+    )
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and np.isnan(value))
 
 
-def _record(
+def failure_record(
     row: Any, position: int | None, column: str | None, check: str, value: Any, message: str
 ) -> dict[str, Any]:
     return {
@@ -122,6 +157,36 @@ def _record(
         "value": value,
         "message": message,
     }
+
+
+def streamed_report(
+    kind: str,
+    stream: Any,
+    frames: Iterable[pd.DataFrame],
+    process: Callable[[pd.DataFrame], object],
+) -> ValidationReport:
+    """Run ``process`` over every slice and report on the stream's book and failures.
+
+    Failures are ordered table-level first, then by row, so the report is the same
+    whatever the slice size.
+    """
+    valid_parts: list[pd.DataFrame] = []
+    for df in frames:
+        start = len(stream.book)
+        process(df)
+        status = stream.book.status[start : start + len(df)]
+        valid_parts.append(df.iloc[np.flatnonzero(status != INVALID)])
+    valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
+    frame = failures_frame(stream.failures)
+    order = frame["position"].fillna(-1).to_numpy(dtype=np.int64).argsort(kind="stable")
+    return ValidationReport(
+        kind,
+        valid=valid,
+        failures=frame.iloc[order].reset_index(drop=True),
+        n_rows=len(stream.book),
+        n_invalid=int((stream.book.status == INVALID).sum()),
+        duplicates=getattr(stream, "duplicates", 0),
+    )
 
 
 def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:

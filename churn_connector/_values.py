@@ -30,10 +30,29 @@ class InexactValue(ValueError):
         self.reason = reason
 
 
+class Unencodable:
+    """Stands in for a string with a lone surrogate, which pandas 3's pyarrow strings (and
+    so pandera's failure reporting) cannot hold; it is reported like any bad value."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return ascii(self.text)
+
+
 def to_json(value: Any, path: str, naive_timezone: str | None) -> Any:
     """Return ``value`` as plain JSON-able Python, or raise InexactValue naming the path."""
-    if value is None or isinstance(value, str | bool):
+    if isinstance(value, str):
+        if has_surrogate(value):
+            raise InexactValue(path, "text holds a lone surrogate, which UTF-8 cannot carry")
         return value
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, Unencodable):
+        raise InexactValue(path, f"text {value!r} holds a lone surrogate, which UTF-8 cannot carry")
     if isinstance(value, int):
         if not _INT_MIN <= value <= _UINT_MAX:
             raise InexactValue(path, f"integer {value} does not fit in 64 bits")
@@ -47,6 +66,8 @@ def to_json(value: Any, path: str, naive_timezone: str | None) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InexactValue(path, f"key {key!r} is not a string")
+            if has_surrogate(key):
+                raise InexactValue(path, f"key {key!r} holds a lone surrogate")
             out[key] = to_json(item, f"{path}.{key}", naive_timezone)
         return out
     if isinstance(value, list | tuple):
@@ -61,7 +82,9 @@ def to_json(value: Any, path: str, naive_timezone: str | None) -> Any:
         text = datetime_to_wire(value, naive_timezone)
         if text is None:
             raise InexactValue(
-                path, f"naive datetime {value}: give it a time zone or pass naive_timezone"
+                path,
+                f"naive datetime {value}: give it a time zone, or pass naive_timezone "
+                "(a local time that is ambiguous or skipped by DST needs an explicit offset)",
             )
         return text
     if isinstance(value, dt.date):
@@ -99,10 +122,42 @@ def is_missing(value: Any) -> bool:
     return isinstance(value, float | np.floating) and math.isnan(value)
 
 
+def mask_surrogates(df: Any) -> Any:
+    """A copy of ``df`` whose surrogate-holding strings (top level or nested) are Unencodable."""
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return Unencodable(value) if has_surrogate(value) else value
+        if isinstance(value, dict):
+            return {
+                fix(k) if isinstance(k, str) and has_surrogate(k) else k: fix(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [fix(v) for v in value]
+        return value
+
+    out = df.copy()
+    for column in out.columns[[pd.api.types.is_object_dtype(t) for t in out.dtypes]]:
+        out[column] = out[column].map(fix).astype(object)
+    return out
+
+
+def has_surrogate(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate (which no UTF-8 encoder accepts)."""
+    return not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
 def problem_of(fn: Any, value: Any, path: str, naive_timezone: str | None) -> str | None:
-    """Run a converter and return its problem text, or None when the value is fine."""
+    """Run a converter and return its problem text, or None when the value is fine.
+
+    Any exception counts as a problem of this one cell, so a surprising value can never
+    make pandera fail the whole table.
+    """
     try:
         fn(value, path, naive_timezone)
     except InexactValue as exc:
         return str(exc)
+    except Exception as exc:
+        return f"{path}: cannot be converted ({type(exc).__name__}: {exc})"
     return None

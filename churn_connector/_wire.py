@@ -2,8 +2,8 @@
 
 Only rows that passed validation reach this module, so it converts without re-checking.
 Each event is serialised once, canonically (sorted keys, compact, UTF-8); its message id is
-hashed from those bytes and spliced into ``context`` as its first key. Because ``$`` sorts
-before every letter, the bytes sent are themselves canonical JSON.
+hashed from those bytes and spliced into ``context`` as its first key, so each event is
+encoded exactly once.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
 import pytest
@@ -51,6 +53,41 @@ def make_events(now: pd.Timestamp, n: int = 10, users: int = 3) -> pd.DataFrame:
 @pytest.fixture
 def events(now: pd.Timestamp) -> pd.DataFrame:
     return make_events(now)
+
+
+@pytest.fixture
+def odd_server() -> Iterator[Callable[..., str]]:
+    """Start loopback servers that answer every POST with a fixed status, headers and body."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> str:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(name="make_events")

@@ -121,3 +121,19 @@ def test_dry_run_sends_nothing(
 def test_sandbox_subcommand_is_dispatched(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sandbox", "--help"]) == 0
     assert "--error-rate" in capsys.readouterr().out
+
+
+def test_a_bad_result_file_name_is_refused_before_sending(
+    api_env: cc.Sandbox, export: Path, tmp_path: Path
+) -> None:
+    assert main(["send", "events", str(export), "--rows", str(tmp_path / "rows.txt")]) == 3
+    assert api_env.requests_log().empty
+
+
+def test_a_stopped_run_still_writes_the_row_frame(
+    api_env: cc.Sandbox, export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHURN_API_KEY", "sk_test_wrong_wrong_wrong")
+    rows = tmp_path / "rows.csv"
+    assert main(["send", "events", str(export), "--rows", str(rows)]) == 3
+    assert (pd.read_csv(rows)["status"] == "failed").all()

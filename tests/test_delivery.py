@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-import orjson
 import pandas as pd
 import pytest
 
@@ -253,13 +253,51 @@ def test_plain_http_to_a_remote_host_is_refused() -> None:
         cc.Client("http://api.example.com", "k")
 
 
-def test_any_2xx_is_success_whatever_the_body(sandbox: cc.Sandbox) -> None:
-    body = orjson.dumps({"x": 1})
-    from churn_connector._transport import Transport
+@pytest.mark.parametrize(
+    ("status", "body", "headers"),
+    [
+        (202, b"queued", {}),
+        (204, b"", {}),
+        (200, b"\x00not gzip at all", {"Content-Encoding": "gzip"}),
+    ],
+)
+def test_any_2xx_is_success_whatever_the_body(
+    odd_server: Callable[..., str],
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+    status: int,
+    body: bytes,
+    headers: dict[str, str],
+) -> None:
+    url = odd_server(status, body, headers)
+    result = cc.Client(url, "k").send_events(events, now=now)
+    assert result.ok
+    assert list(result.chunks["http_status"]) == [status]
 
-    with Transport(cc.ClientConfig.create(sandbox.base_url, sandbox.api_key), 1) as transport:
-        outcome = transport.post("/v1/nothing-here", body)
-    assert outcome.status == "rejected" and outcome.http_status == 404
+
+@pytest.mark.parametrize(("status", "headers"), [(404, {}), (405, {}), (302, {"Location": "/x"})])
+def test_a_wrong_endpoint_stops_the_run_without_bisecting(
+    odd_server: Callable[..., str],
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+    status: int,
+    headers: dict[str, str],
+) -> None:
+    url = odd_server(status, b"nope", headers)
+    with pytest.raises(cc.TransportError, match="check base_url") as info:
+        cc.Client(url, "k", max_concurrency=1).send_events(events, now=now, batch_size=2)
+    assert info.value.status == status
+    assert info.value.counts["failed"] == len(events)
+    # one request went out; any already queued stop before sending
+    assert (info.value.chunks["attempts"] > 0).sum() == 1
+    assert (info.value.rows["status"] == "failed").all()
+
+
+def test_an_unusable_key_is_refused_before_sending_without_echoing_it() -> None:
+    key = "sk_test_from_a_file_0123456789\n"
+    with pytest.raises(cc.ConfigurationError, match="trailing newline") as info:
+        cc.Client("http://127.0.0.1:9", key)
+    assert key.strip() not in str(info.value)
 
 
 def test_bisection_stops_when_its_request_budget_is_spent(

@@ -314,3 +314,45 @@ def test_exported_schema_validates_raw_frames(now: pd.Timestamp) -> None:
     with pytest.raises(pandera.errors.SchemaErrors) as info:
         schema.validate(one_row(now, event_type="BAD"), lazy=True)
     assert set(info.value.failure_cases["check"]) == {"event_type_pattern"}
+
+
+def test_a_lone_surrogate_invalidates_only_its_own_row(now: pd.Timestamp) -> None:
+    df = pd.concat([one_row(now), one_row(now)], ignore_index=True)
+    df["properties.note"] = pd.Series(["fine", "bad \ud83d"], dtype=object)
+    report = cc.validate_events(df, now=now)
+    assert report.n_invalid == 1
+    assert list(report.failures["position"]) == [1]
+    assert "surrogate" in report.failures.iloc[0]["message"]
+
+
+@pytest.mark.parametrize("years", [585, -585])
+def test_far_away_timestamps_do_not_wrap_into_the_window(now: pd.Timestamp, years: int) -> None:
+    far = pd.Series([now + pd.Timedelta(days=365.25 * years)]).astype("datetime64[ms, UTC]")
+    df = pd.DataFrame({"external_user_id": ["a"], "event_type": ["x"], "occurred_at": far})
+    assert checks_of(cc.validate_events(df, now=now)) == {"occurred_at_window"}
+
+
+def test_message_id_inside_a_context_json_string_is_refused(now: pd.Timestamp) -> None:
+    report = cc.validate_events(one_row(now, context='{"$message_id": "x"}'), now=now)
+    assert "context_reserved_key" in checks_of(report)
+
+
+def test_an_unknown_zone_name_is_a_configuration_error(now: pd.Timestamp) -> None:
+    with pytest.raises(cc.ConfigurationError, match="Mars/Base"):
+        cc.validate_events(one_row(now), now=now, naive_timezone="Mars/Base")
+
+
+def test_arrow_and_categorical_timestamps_are_accepted(now: pd.Timestamp) -> None:
+    when = pd.Series([now - pd.Timedelta(hours=1)])
+    arrow = when.astype("timestamp[ms, tz=UTC][pyarrow]")
+    categorical = when.map(lambda t: t.isoformat()).astype("category")
+    for column in (arrow, categorical):
+        df = pd.DataFrame({"external_user_id": ["a"], "event_type": ["x"], "occurred_at": column})
+        assert cc.validate_events(df, now=now).ok
+
+
+def test_a_repeated_column_name_is_reported_not_crashed_on(now: pd.Timestamp) -> None:
+    df = pd.concat([one_row(now), one_row(now)[["event_type"]]], axis=1)
+    report = cc.validate_events(df, now=now)
+    assert list(report.failures["check"]) == ["column_unique"]
+    assert report.n_invalid == 1

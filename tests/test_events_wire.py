@@ -215,3 +215,24 @@ def test_transform_is_exact_for_any_valid_rows(generated: list[dict]) -> None:
             )[:-3] + "Z"
             assert event["occurred_at"] == expected
             assert event["external_user_id"] == str(r["external_user_id"])
+
+
+def test_far_future_datetimes_in_properties_are_exact() -> None:
+    far = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
+    assert (
+        wire(base(properties=[{"until": far}]))[0]["properties"]["until"]
+        == "9999-12-31T23:59:59.999Z"
+    )
+
+
+def test_the_second_of_two_equal_local_times_keeps_its_fold() -> None:
+    paris = __import__("zoneinfo").ZoneInfo("Europe/Paris")
+    first = dt.datetime(2026, 10, 25, 2, 30, tzinfo=paris, fold=0)
+    second = dt.datetime(2026, 10, 25, 2, 30, tzinfo=paris, fold=1)
+    df = pd.concat(
+        [base(properties=[{"t": first}]), base(properties=[{"t": second}])], ignore_index=True
+    )
+    assert [e["properties"]["t"] for e in wire(df)] == [
+        "2026-10-25T00:30:00.000Z",
+        "2026-10-25T01:30:00.000Z",
+    ]

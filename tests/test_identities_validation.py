@@ -183,7 +183,9 @@ def test_phone_accepts_e164(good: str) -> None:
     assert validate_identities(one_row(phone=good)).ok
 
 
-@pytest.mark.parametrize("bad", ["4155550100", "+1 415 555 0100", "+0123", "+1234567890123456"])
+@pytest.mark.parametrize(
+    "bad", ["4155550100", "+1 415 555 0100", "+0123", "+1234567890123456", "+1٤١٥٥٥٥٠١٠٠"]
+)
 def test_phone_rejects_anything_but_e164_without_a_region(bad: str) -> None:
     failure = only_failure(validate_identities(one_row(phone=bad)))
     assert (failure["column"], failure["check"]) == ("phone", "phone_e164")
@@ -424,11 +426,13 @@ def test_duplicates_keep_last_skips_earlier_rows_with_a_note() -> None:
     assert rows["error"][1] == "superseded by row 'r3'"
 
 
-def test_duplicates_keep_last_skips_earlier_rows_even_when_the_last_is_invalid() -> None:
+def test_keep_last_sends_nothing_for_a_user_whose_last_row_is_invalid() -> None:
     df = users("a", "a", email=["ok@x.co", "bad"])
     stream = identity_stream(df, duplicates="keep_last")
     assert stream.process(df) == []
-    assert list(stream.book.frame()["status"]) == ["skipped", "invalid"]
+    assert list(stream.book.frame()["status"]) == ["invalid", "invalid"]
+    checks = {f["check"] for f in stream.failures}
+    assert checks == {"external_user_id_last_row_invalid", "email_pattern"}
 
 
 def test_duplicates_in_order_sends_every_row_in_row_order() -> None:
