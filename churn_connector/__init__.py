@@ -23,6 +23,7 @@ from ._exceptions import (
 from ._identities import identities_schema, identities_to_wire, validate_identities
 from ._ids import message_id
 from ._integrations import identify_task, send_events_task
+from ._ledger import Ledger
 from ._results import SendResult
 from ._retry import RetryPolicy, instant_retries, set_retry_testing
 from ._sandbox import Fault, Sandbox
@@ -40,6 +41,7 @@ __all__ = [
     "DeliveryError",
     "Fault",
     "InputError",
+    "Ledger",
     "RetryPolicy",
     "Sandbox",
     "Secret",

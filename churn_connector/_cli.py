@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
     send.add_argument("--dry-run", action="store_true", help="build every request, send none")
     send.add_argument(
+        "--ledger", type=Path, help="SQLite file of acknowledged data: skip it on re-runs"
+    )
+    send.add_argument(
         "--auth-header",
         choices=["bearer", "x-api-key"],
         default="bearer",
@@ -137,7 +140,7 @@ def _send(args: argparse.Namespace) -> int:
     client = Client(args.base_url, None, **client_options)
     send = client.send_events if args.kind == "events" else client.identify
     try:
-        result = send(args.file, dry_run=args.dry_run, **_data_options(args))
+        result = send(args.file, dry_run=args.dry_run, ledger=args.ledger, **_data_options(args))
     except TransportError as exc:
         # the run stopped: still leave the record of what was and was not delivered
         for path, frame in ((args.results, "chunks"), (args.rows, "rows")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from ._config import ClientConfig, Secret
 from ._events import event_stream
 from ._exceptions import TransportError
+from ._ledger import Ledger, open_ledger
 from ._progress import Progress
 from ._readers import DEFAULT_SLICE_ROWS, iter_frames
 from ._results import RowBook, SendResult
@@ -57,12 +59,15 @@ class Client:
         max_concurrency: int | None = None,
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
+        ledger: str | os.PathLike[str] | Ledger | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
         Returns a SendResult accounting for every input row. Raises AuthenticationError
         (the run stops) when the API refuses the key. ``dry_run`` builds every request
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
+        With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
+        are ``skipped`` and newly acknowledged ones are recorded.
         """
         config = self.config
         if batch_size is not None:
@@ -79,9 +84,14 @@ class Client:
         requests = chunk_events(
             stream.run(iter_frames(data, slice_rows)), config.batch_size, config.max_request_bytes
         )
-        sender = self._deliver(
-            "events", config, stream.book, requests, concurrency, dry_run, progress
-        )
+        stream.ledger, close_ledger = open_ledger(ledger)
+        try:
+            sender = self._deliver(
+                "events", config, stream, requests, concurrency, dry_run, progress
+            )
+        finally:
+            if close_ledger and stream.ledger is not None:
+                stream.ledger.close()
         result = SendResult(
             "events", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
         )
@@ -100,12 +110,15 @@ class Client:
         max_concurrency: int | None = None,
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
+        ledger: str | os.PathLike[str] | Ledger | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
         Requests run concurrently across users (``identify_concurrency``, default 32) but
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
+        With ``ledger``, users whose body is unchanged since their last acknowledgement
+        are ``skipped``.
         """
         from ._identities import identity_stream, replayable
 
@@ -125,9 +138,14 @@ class Client:
             for items in stream.run(iter_frames(data, slice_rows))
             for pos, user, body in items
         )
-        sender = self._deliver(
-            "identities", self.config, stream.book, requests, concurrency, dry_run, progress
-        )
+        stream.ledger, close_ledger = open_ledger(ledger)
+        try:
+            sender = self._deliver(
+                "identities", self.config, stream, requests, concurrency, dry_run, progress
+            )
+        finally:
+            if close_ledger and stream.ledger is not None:
+                stream.ledger.close()
         result = SendResult(
             "identities", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
         )
@@ -138,12 +156,19 @@ class Client:
         self,
         kind: str,
         config: ClientConfig,
-        book: RowBook,
+        stream: Any,
         requests: Iterable[Request],
         concurrency: int,
         dry_run: bool,
         progress: bool | None,
     ) -> Sender:
+        book: RowBook = stream.book
+        ledger: Ledger | None = stream.ledger
+
+        def acknowledged(req: Request) -> None:
+            assert ledger is not None
+            ledger.record(kind, [stream.pending.pop(p) for p in req.positions])
+
         bar = Progress(kind, enabled=False if dry_run else progress)
         if dry_run:
             sender = Sender(None, book, concurrency, False, bar)
@@ -152,7 +177,13 @@ class Client:
             return sender
         transport = Transport(config, pool_size=concurrency)
         sender = Sender(
-            transport, book, concurrency, config.bisect_rejected, bar, config.max_split_requests
+            transport,
+            book,
+            concurrency,
+            config.bisect_rejected,
+            bar,
+            config.max_split_requests,
+            on_sent=acknowledged if ledger is not None else None,
         )
         try:
             sender.run(requests)

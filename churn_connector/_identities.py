@@ -30,6 +30,8 @@ import pyarrow.parquet as pq
 
 from . import _columns, _ids
 from ._exceptions import ConfigurationError
+from ._ledger import Ledger
+from ._ledger import digest as ledger_digest
 from ._readers import DEFAULT_SLICE_ROWS, _arrow_to_pandas, iter_frames
 from ._results import INVALID, PENDING, SKIPPED, RowBook
 from ._schemas import (
@@ -606,13 +608,36 @@ class IdentityStream:
         self.book = RowBook()
         self.log = FailureLog()
         self.failures = self.log.records
+        self.ledger: Ledger | None = None
+        self.pending: dict[int, tuple[str, str]] = {}  # position -> ledger entry once sent
         self._users = {u: sorted(ps) for u, ps in duplicates_map.items()}
         self._user_at = {p: u for u, ps in self._users.items() for p in ps}
         self._dup_positions = np.array(sorted(self._user_at), dtype=np.int64)
 
     def process(self, df: pd.DataFrame) -> list[Item]:
         """Handle one slice; return (position, user id, body bytes) of the rows to send."""
-        return [(p, u, canonical_body(b)) for p, u, b in self.bodies(df)]
+        items = [(p, u, canonical_body(b)) for p, u, b in self.bodies(df)]
+        return items if self.ledger is None else self._against_ledger(items)
+
+    def _against_ledger(self, items: list[Item]) -> list[Item]:
+        """Skip users whose body is unchanged since its last acknowledgement.
+
+        A user with several rows sent in order is always sent: skipping one of them
+        would reorder what the API merges.
+        """
+        assert self.ledger is not None
+        known = self.ledger.known("identities", [u for _, u, _ in items])
+        out: list[Item] = []
+        for pos, user, body in items:
+            dig = ledger_digest(body)
+            in_order = self.options.duplicates == "in_order" and user in self._users
+            if known.get(user) == dig and not in_order:
+                self.book.set([pos], SKIPPED)
+                self.book.add_error(pos, "unchanged since its last acknowledgement (ledger)")
+                continue
+            self.pending[pos] = (user, dig)
+            out.append((pos, user, body))
+        return out
 
     def run(self, frames: Iterable[pd.DataFrame]) -> Iterator[list[Item]]:
         for df in frames:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
+from ._ledger import Ledger
 from ._results import INVALID, SKIPPED, RowBook
 from ._validation import FailureLog, failure_record, run_schema
 from ._wire import EventOptions, build_events
@@ -96,6 +97,9 @@ class EventStream:
         self.duplicates = 0
         self._seen = SeenIds()
         self.custom_ids = False
+        self.ledger: Ledger | None = None
+        self.ledger_skipped = 0
+        self.pending: dict[int, tuple[str, str]] = {}  # position -> ledger entry once sent
 
     def process(self, df: pd.DataFrame, keep_valid: bool = False) -> tuple[list[Item], Any]:
         """Handle one slice; return the events to send and (optionally) the wire events."""
@@ -129,7 +133,45 @@ class EventStream:
         same = first_content == np.asarray(wire.content_keys, dtype=np.int64)
         for j in np.flatnonzero(~is_first).tolist():
             self._repeat(int(positions[j]), int(firsts[j]), wire.ids[j], bool(same[j]))
+        if self.ledger is not None and items:
+            items = self._against_ledger(
+                items, [wire.ids[j] for j in kept], [wire.content_keys[j] for j in kept]
+            )
         return items, (wire, kept) if keep_valid else None
+
+    def _against_ledger(self, items: list[Item], ids: list[str], contents: list[int]) -> list[Item]:
+        """Skip events the ledger says were acknowledged; note the rest for recording."""
+        assert self.ledger is not None
+        known = self.ledger.known("events", ids)
+        out: list[Item] = []
+        for (pos, body), mid, content in zip(items, ids, contents, strict=True):
+            dig = f"{content & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+            previous = known.get(mid)
+            if previous is None:
+                self.pending[pos] = (mid, dig)
+                out.append((pos, body))
+            elif previous == dig:
+                self.ledger_skipped += 1
+                self.book.set([pos], SKIPPED)
+                self.book.add_error(pos, "already delivered (ledger)")
+            else:
+                message = (
+                    f"message id {mid!r} was acknowledged before with different content "
+                    "(ledger): the API keeps the first; give this event its own id"
+                )
+                self.failures.append(
+                    failure_record(
+                        self.book.labels[pos],
+                        pos,
+                        "message_id",
+                        "message_id_conflict",
+                        mid,
+                        message,
+                    )
+                )
+                self.book.set([pos], INVALID)
+                self.book.add_error(pos, f"[message_id_conflict] {message}")
+        return out
 
     def _repeat(self, pos: int, first: int, mid: str, same_content: bool) -> None:
         """A row whose message id an earlier row already has: a duplicate or a conflict."""

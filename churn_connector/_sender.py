@@ -8,7 +8,7 @@ halves and the halves are sent again, isolating the offending events and deliver
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -72,6 +72,7 @@ class Sender:
         bisect: bool,
         progress: Progress,
         split_budget: int = 1000,
+        on_sent: Callable[[Request], None] | None = None,
     ) -> None:
         self.transport = transport
         self.book = book
@@ -79,6 +80,7 @@ class Sender:
         self.bisect = bisect
         # an API that refuses everything would otherwise cost ~2 requests per event
         self.split_budget = split_budget
+        self.on_sent = on_sent
         self.progress = progress
         self.chunks: list[ChunkRecord] = []
         self._lock = threading.Lock()
@@ -138,6 +140,8 @@ class Sender:
         code = {"sent": SENT, "rejected": REJECTED, "failed": FAILED}[outcome.status]
         error = None if code == SENT else f"{outcome.error}: {outcome.response or ''}".rstrip(": ")
         self.book.set(req.positions, code, error=error, chunk=number)
+        if code == SENT and self.on_sent is not None:
+            self.on_sent(req)
         self.progress.update(len(req.positions))
 
     def _spend_split(self) -> bool:

@@ -1,0 +1,94 @@
+"""The ledger: re-runs skip what the API acknowledged; identify re-sends only changed users."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+import churn_connector as cc
+from churn_connector._cli import main
+
+
+def test_a_rerun_with_a_ledger_sends_nothing_already_acknowledged(
+    client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    first = client.send_events(events, now=now, ledger=ledger)
+    assert first.counts["sent"] == len(events)
+    again = client.send_events(events, now=now, ledger=ledger)
+    assert again.counts == {
+        "sent": 0,
+        "invalid": 0,
+        "rejected": 0,
+        "failed": 0,
+        "skipped": len(events),
+    }
+    assert set(again.rows["error"]) == {"already delivered (ledger)"}
+    assert len(sandbox.requests_log()) == 1  # only the first run's single batch
+
+
+def test_only_acknowledged_events_are_recorded(
+    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    client = cc.Client(
+        sandbox.base_url, sandbox.api_key, max_concurrency=1, retry=cc.RetryPolicy(max_attempts=2)
+    )
+    sandbox.script_faults([cc.Fault("5xx")] * 2)  # the first batch fails for good
+    first = client.send_events(events, now=now, ledger=ledger, batch_size=5)
+    assert first.counts["failed"] == 5
+    with cc.Ledger(ledger) as book:
+        assert book.count("events") == 5
+    again = client.send_events(events, now=now, ledger=ledger, batch_size=5)
+    assert (again.counts["sent"], again.counts["skipped"]) == (5, 5)
+
+
+def test_identify_with_a_ledger_sends_only_changed_users(
+    client: cc.Client, sandbox: cc.Sandbox, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    users = pd.DataFrame(
+        {"external_user_id": ["a", "b", "c"], "traits.plan": ["pro", "free", "pro"]}
+    )
+    client.identify(users, ledger=ledger)
+    users.loc[1, "traits.plan"] = "pro"
+    again = client.identify(users, ledger=ledger)
+    assert list(again.rows["status"]) == ["skipped", "sent", "skipped"]
+    assert sandbox.stats()["identifies"] == 4
+
+
+def test_dry_run_consults_but_does_not_write_the_ledger(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    client.send_events(events, now=now, dry_run=True, ledger=ledger)
+    with cc.Ledger(ledger) as book:
+        assert book.count("events") == 0
+
+
+def test_the_ledger_holds_keys_and_digests_only(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    client.send_events(events, now=now, ledger=ledger)
+    blob = ledger.read_bytes()
+    assert b"user_0" not in blob  # no user ids or values from events
+    assert b"page_view" not in blob
+
+
+def test_cli_send_with_ledger_skips_on_rerun(
+    sandbox: cc.Sandbox,
+    events: pd.DataFrame,
+    tmp_path: Path,
+    monkeypatch: object,
+    capsys: object,
+) -> None:
+    monkeypatch.setenv("CHURN_BASE_URL", sandbox.base_url)  # type: ignore[attr-defined]
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)  # type: ignore[attr-defined]
+    path = tmp_path / "events.parquet"
+    events.to_parquet(path)
+    ledger = tmp_path / "ledger.sqlite"
+    assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
+    assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
+    assert "skipped 10" in capsys.readouterr().out  # type: ignore[attr-defined]
