@@ -84,19 +84,9 @@ class Client:
         requests = chunk_events(
             stream.run(iter_frames(data, slice_rows)), config.batch_size, config.max_request_bytes
         )
-        stream.ledger, close_ledger = open_ledger(ledger)
-        try:
-            sender = self._deliver(
-                "events", config, stream, requests, concurrency, dry_run, progress
-            )
-        finally:
-            if close_ledger and stream.ledger is not None:
-                stream.ledger.close()
-        result = SendResult(
-            "events", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
+        return self._run(
+            "events", config, stream, requests, concurrency, dry_run, progress, ledger, started
         )
-        log.info("%s", result.summary())
-        return result
 
     def identify(
         self,
@@ -138,17 +128,39 @@ class Client:
             for items in stream.run(iter_frames(data, slice_rows))
             for pos, user, body in items
         )
+        return self._run(
+            "identities",
+            self.config,
+            stream,
+            requests,
+            concurrency,
+            dry_run,
+            progress,
+            ledger,
+            started,
+        )
+
+    def _run(
+        self,
+        kind: str,
+        config: ClientConfig,
+        stream: Any,
+        requests: Iterable[Request],
+        concurrency: int,
+        dry_run: bool,
+        progress: bool | None,
+        ledger: str | os.PathLike[str] | Ledger | None,
+        started: float,
+    ) -> SendResult:
+        """Deliver (with the ledger open if asked) and account for every row."""
         stream.ledger, close_ledger = open_ledger(ledger)
         try:
-            sender = self._deliver(
-                "identities", self.config, stream, requests, concurrency, dry_run, progress
-            )
+            sender = self._deliver(kind, config, stream, requests, concurrency, dry_run, progress)
         finally:
             if close_ledger and stream.ledger is not None:
                 stream.ledger.close()
-        result = SendResult(
-            "identities", stream.book, sender.chunks, time.monotonic() - started, dry_run=dry_run
-        )
+        elapsed = time.monotonic() - started
+        result = SendResult(kind, stream.book, sender.chunks, elapsed, dry_run=dry_run)
         log.info("%s", result.summary())
         return result
 
