@@ -11,7 +11,7 @@ from typing import Any
 from ._config import ClientConfig, Secret
 from ._events import event_stream
 from ._exceptions import TransportError
-from ._ledger import Ledger, open_ledger
+from ._ledger import Ledger, ScopedLedger, open_ledger, scope_of
 from ._progress import Progress
 from ._readers import DEFAULT_SLICE_ROWS, iter_frames
 from ._results import RowBook, SendResult
@@ -153,12 +153,13 @@ class Client:
         started: float,
     ) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row."""
-        stream.ledger, close_ledger = open_ledger(ledger)
+        scope = scope_of(config.base_url, config.api_key.reveal())
+        stream.ledger, opened = open_ledger(ledger, scope, dry_run)
         try:
             sender = self._deliver(kind, config, stream, requests, concurrency, dry_run, progress)
         finally:
-            if close_ledger and stream.ledger is not None:
-                stream.ledger.close()
+            if opened is not None:
+                opened.close()
         elapsed = time.monotonic() - started
         result = SendResult(kind, stream.book, sender.chunks, elapsed, dry_run=dry_run)
         log.info("%s", result.summary())
@@ -175,7 +176,7 @@ class Client:
         progress: bool | None,
     ) -> Sender:
         book: RowBook = stream.book
-        ledger: Ledger | None = stream.ledger
+        ledger: ScopedLedger | None = stream.ledger
 
         def acknowledged(req: Request) -> None:
             assert ledger is not None

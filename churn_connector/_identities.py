@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from . import _columns, _ids
 from ._exceptions import ConfigurationError
-from ._ledger import Ledger
+from ._ledger import ScopedLedger
 from ._ledger import digest as ledger_digest
 from ._readers import DEFAULT_SLICE_ROWS, _arrow_to_pandas, iter_frames
 from ._results import INVALID, PENDING, SKIPPED, RowBook
@@ -608,7 +608,7 @@ class IdentityStream:
         self.book = RowBook()
         self.log = FailureLog()
         self.failures = self.log.records
-        self.ledger: Ledger | None = None
+        self.ledger: ScopedLedger | None = None
         self.pending: dict[int, tuple[str, str]] = {}  # position -> ledger entry once sent
         self._users = {u: sorted(ps) for u, ps in duplicates_map.items()}
         self._user_at = {p: u for u, ps in self._users.items() for p in ps}
@@ -637,6 +637,8 @@ class IdentityStream:
                 continue
             self.pending[pos] = (user, dig)
             out.append((pos, user, body))
+        # until the new body is acknowledged, the API's state is unknown for these users
+        self.ledger.forget("identities", [u for _, u, _ in out if u in known])
         return out
 
     def run(self, frames: Iterable[pd.DataFrame]) -> Iterator[list[Item]]:

@@ -3,11 +3,14 @@
 With a ledger, a re-run skips events whose message id was already acknowledged, and
 identify sends only users whose body changed since their last acknowledgement. Only keys
 and digests are stored (message ids, user ids, hashes of bodies), never the data itself.
+Records are scoped to one API (base URL and a hash of the key): a ledger used against
+another API or application skips nothing there.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sqlite3
 import threading
@@ -15,13 +18,18 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ._exceptions import ConfigurationError
+
+log = logging.getLogger("churn_connector")
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS acknowledged (
+    scope TEXT NOT NULL,
     kind TEXT NOT NULL,
     key TEXT NOT NULL,
     digest TEXT NOT NULL,
     acknowledged_at TEXT NOT NULL,
-    PRIMARY KEY (kind, key)
+    PRIMARY KEY (scope, kind, key)
 )
 """
 _BATCH = 500  # SQLite's bound-parameter limit is 999 on old builds
@@ -32,16 +40,37 @@ def digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:32]
 
 
-class Ledger:
-    """What the API acknowledged, by kind (``events``/``identities``) and key."""
+def scope_of(base_url: str, api_key: str) -> str:
+    """Which API and application a record belongs to (the key only as a hash)."""
+    return f"{base_url}#{hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+class Ledger:
+    """What the API acknowledged, by scope, kind (``events``/``identities``) and key.
+
+    ``read_only`` opens an existing file without changing it (dry runs).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self._lock = threading.Lock()
-        # sender threads record acknowledgements; every access holds the lock
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
+        try:
+            # sender threads record acknowledgements; every access holds the lock
+            uri = f"file:{self.path}?mode={'ro' if read_only else 'rwc'}"
+            self._db = sqlite3.connect(
+                uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30
+            )
+            if not read_only:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # a crash may lose the last records: that costs a re-send, which the API
+                # de-duplicates, not a loss; a full fsync per request would cost 3x
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(_SCHEMA)
+            else:
+                self._db.execute("SELECT 1 FROM acknowledged LIMIT 1")
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"ledger {self.path}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -56,7 +85,7 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def known(self, kind: str, keys: Sequence[str]) -> dict[str, str]:
+    def known(self, scope: str, kind: str, keys: Sequence[str]) -> dict[str, str]:
         """The recorded digest of each of ``keys`` that was acknowledged before."""
         found: dict[str, str] = {}
         with self._lock:
@@ -64,18 +93,30 @@ class Ledger:
                 part = list(keys[lo : lo + _BATCH])
                 marks = ",".join("?" * len(part))
                 rows = self._db.execute(
-                    f"SELECT key, digest FROM acknowledged WHERE kind = ? AND key IN ({marks})",  # noqa: S608 (placeholders only)
-                    [kind, *part],
+                    "SELECT key, digest FROM acknowledged "  # noqa: S608 (placeholders only)
+                    f"WHERE scope = ? AND kind = ? AND key IN ({marks})",
+                    [scope, kind, *part],
                 )
                 found.update(rows.fetchall())
         return found
 
-    def record(self, kind: str, entries: Iterable[tuple[str, str]]) -> None:
+    def record(self, scope: str, kind: str, entries: Iterable[tuple[str, str]]) -> None:
         """Record acknowledged (key, digest) pairs; a later acknowledgement replaces one."""
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        rows = [(kind, key, dig, now) for key, dig in entries]
+        rows = [(scope, kind, key, dig, now) for key, dig in entries]
+        self._write("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?, ?)", rows)
+
+    def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
+        """Drop records before their keys are sent again: if that send's outcome is
+        unknown (stored, response lost), an old record must not make a later run skip."""
+        rows = [(scope, kind, key) for key in keys]
+        self._write("DELETE FROM acknowledged WHERE scope = ? AND kind = ? AND key = ?", rows)
+
+    def _write(self, sql: str, rows: Sequence[tuple[str, ...]]) -> None:
+        if self.read_only or not rows:
+            return
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?)", rows)
+            self._db.executemany(sql, rows)
 
     def count(self, kind: str) -> int:
         with self._lock:
@@ -85,8 +126,44 @@ class Ledger:
         return int(n)
 
 
-def open_ledger(ledger: str | os.PathLike[str] | Ledger | None) -> tuple[Ledger | None, bool]:
-    """A Ledger for the option, and whether the caller opened it (and so must close it)."""
-    if ledger is None or isinstance(ledger, Ledger):
-        return ledger, False
-    return Ledger(ledger), True
+class ScopedLedger:
+    """A ledger seen from one API; writes never fail a run (the API de-duplicates)."""
+
+    def __init__(self, ledger: Ledger, scope: str, writable: bool = True) -> None:
+        self.ledger = ledger
+        self.scope = scope
+        self.writable = writable  # False for dry runs: consult, never change
+        self.write_errors = 0
+
+    def known(self, kind: str, keys: Sequence[str]) -> dict[str, str]:
+        return self.ledger.known(self.scope, kind, keys)
+
+    def record(self, kind: str, entries: Iterable[tuple[str, str]]) -> None:
+        self._safely(self.ledger.record, kind, list(entries))
+
+    def forget(self, kind: str, keys: Iterable[str]) -> None:
+        self._safely(self.ledger.forget, kind, list(keys))
+
+    def _safely(self, write: object, kind: str, items: list[object]) -> None:
+        if not self.writable:
+            return
+        try:
+            write(self.scope, kind, items)  # type: ignore[operator]
+        except sqlite3.Error as exc:
+            # delivery already happened; a missing record only costs a re-send next run
+            self.write_errors += 1
+            log.warning("ledger write failed (%s); the next run re-sends these", exc)
+
+
+def open_ledger(
+    ledger: str | os.PathLike[str] | Ledger | None, scope: str, dry_run: bool
+) -> tuple[ScopedLedger | None, Ledger | None]:
+    """The scoped ledger for a run, and the Ledger the run opened itself (to close)."""
+    if ledger is None:
+        return None, None
+    if isinstance(ledger, Ledger):
+        return ScopedLedger(ledger, scope, writable=not dry_run), None
+    if dry_run and not Path(ledger).exists():
+        return None, None  # nothing recorded yet, and a dry run creates nothing
+    opened = Ledger(ledger, read_only=dry_run)
+    return ScopedLedger(opened, scope, writable=not dry_run), opened

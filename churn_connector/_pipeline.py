@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
-from ._ledger import Ledger
+from ._ledger import ScopedLedger
 from ._results import INVALID, SKIPPED, RowBook
 from ._validation import FailureLog, failure_record, run_schema
 from ._wire import EventOptions, build_events
@@ -97,7 +97,7 @@ class EventStream:
         self.duplicates = 0
         self._seen = SeenIds()
         self.custom_ids = False
-        self.ledger: Ledger | None = None
+        self.ledger: ScopedLedger | None = None
         self.ledger_skipped = 0
         self.pending: dict[int, tuple[str, str]] = {}  # position -> ledger entry once sent
 

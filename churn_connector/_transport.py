@@ -24,6 +24,7 @@ from ._retry import RETRY_STATUSES, retry_testing, sleep
 
 log = logging.getLogger("churn_connector")
 
+BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body is cut off
 _NETWORK_ERRORS = (
     requests.ConnectionError,
     requests.Timeout,
@@ -44,10 +45,16 @@ class Outcome:
 
 
 def _body_text(resp: requests.Response) -> str | None:
+    """The start of the body as text; never more than BODY_LIMIT bytes are read."""
+    data = bytearray()
     try:
-        return trim(resp.content.decode("utf-8", "replace"))
+        for part in resp.iter_content(chunk_size=8192):
+            data += part
+            if len(data) >= BODY_LIMIT:
+                break
     except requests.RequestException as exc:
         return f"<response body unreadable: {type(exc).__name__}>"
+    return trim(bytes(data[:BODY_LIMIT]).decode("utf-8", "replace"))
 
 
 class _PauseGate:

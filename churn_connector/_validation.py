@@ -15,7 +15,7 @@ from pandera.config import ValidationDepth, config_context
 from ._exceptions import DataValidationError
 from ._results import INVALID
 from ._schemas import explanations, frame_owners
-from ._values import mask_surrogates
+from ._values import has_surrogate, mask_surrogates
 
 FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
 
@@ -29,7 +29,11 @@ class SliceFailures:
 
 
 def run_schema(
-    df: pd.DataFrame, schema: pa.DataFrameSchema, offset: int, labels: pd.Index
+    df: pd.DataFrame,
+    schema: pa.DataFrameSchema,
+    offset: int,
+    labels: pd.Index,
+    masked: bool = False,
 ) -> SliceFailures:
     """Validate ``df`` (any index) and return per-row failures with messages.
 
@@ -38,6 +42,23 @@ def run_schema(
     """
     n = len(df)
     invalid = np.zeros(n, dtype=bool)
+    unnameable = [c for c in df.columns if isinstance(c, str) and has_surrogate(c)]
+    if unnameable:
+        invalid[:] = True
+        return SliceFailures(
+            invalid,
+            [
+                failure_record(
+                    None,
+                    None,
+                    ascii(c),
+                    "column_name",
+                    ascii(c),
+                    f"column name {c!a} holds a lone surrogate: rename it",
+                )
+                for c in unnameable
+            ],
+        )
     repeated = df.columns[df.columns.duplicated()].unique().tolist()
     if repeated:
         # pandera (and every check) needs one column per name; nothing else can be trusted
@@ -65,10 +86,10 @@ def run_schema(
             return SliceFailures(invalid)
         except pa.errors.SchemaErrors as exc:
             cases = exc.failure_cases
-    if _pandera_broke_on_surrogates(cases):
+    if not masked and _pandera_broke_on_surrogates(cases):
         # pandera's failure reporting turns values into pyarrow strings, which refuse lone
-        # surrogates; mask those cells so each is reported on its own row instead
-        return run_schema(mask_surrogates(df), schema, offset, labels)
+        # surrogates; mask those cells (once) so each is reported on its own row instead
+        return run_schema(mask_surrogates(df), schema, offset, labels, masked=True)
     for case in cases.itertuples(index=False):
         column = None if _missing(case.column) else str(case.column)
         check = str(case.check)
@@ -133,7 +154,10 @@ class FailureLog:
 
 
 def _pandera_broke_on_surrogates(cases: pd.DataFrame) -> bool:
-    table_level = cases[cases["index"].isna()]
+    # a check that raised is reported table-level with the error text as its value;
+    # column names are failure values too, so those checks are left out
+    own = ~cases["check"].isin(["column_in_schema", "column_in_dataframe"])
+    table_level = cases[cases["index"].isna() & own]
     return bool(
         table_level["failure_case"]
         .astype(object)

@@ -356,3 +356,8 @@ def test_a_repeated_column_name_is_reported_not_crashed_on(now: pd.Timestamp) ->
     report = cc.validate_events(df, now=now)
     assert list(report.failures["check"]) == ["column_unique"]
     assert report.n_invalid == 1
+
+
+def test_an_unknown_column_named_like_an_encoding_error_is_just_unknown(now: pd.Timestamp) -> None:
+    df = one_row(now).assign(**{"surrogates not allowed": 1})
+    assert checks_of(cc.validate_events(df, now=now)) == {"column_in_schema"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import churn_connector as cc
 from churn_connector._cli import main
@@ -62,9 +63,11 @@ def test_dry_run_consults_but_does_not_write_the_ledger(
     client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.sqlite"
-    client.send_events(events, now=now, dry_run=True, ledger=ledger)
+    client.send_events(events.iloc[:4], now=now, ledger=ledger)
+    dry = client.send_events(events, now=now, dry_run=True, ledger=ledger)
+    assert (dry.counts["skipped"], dry.counts["would_send"]) == (4, 6)
     with cc.Ledger(ledger) as book:
-        assert book.count("events") == 0
+        assert book.count("events") == 4
 
 
 def test_the_ledger_holds_keys_and_digests_only(
@@ -92,3 +95,45 @@ def test_cli_send_with_ledger_skips_on_rerun(
     assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
     assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
     assert "skipped 10" in capsys.readouterr().out  # type: ignore[attr-defined]
+
+
+def test_a_ledger_is_scoped_to_one_api_and_key(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    client.send_events(events, now=now, ledger=ledger)
+    with cc.Sandbox() as other:
+        elsewhere = cc.Client(other.base_url, other.api_key)
+        assert elsewhere.send_events(events, now=now, ledger=ledger).counts["sent"] == len(events)
+
+
+def test_a_user_whose_last_send_had_an_unknown_outcome_is_sent_again(
+    sandbox: cc.Sandbox, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    client = cc.Client(sandbox.base_url, sandbox.api_key, retry=cc.RetryPolicy(max_attempts=1))
+    first = pd.DataFrame({"external_user_id": ["x"], "traits.plan": ["free"]})
+    client.identify(first, ledger=ledger)
+    sandbox.script_faults([cc.Fault("drop")])  # stored, but the response is lost
+    assert (
+        client.identify(first.assign(**{"traits.plan": "pro"}), ledger=ledger).counts["failed"] == 1
+    )
+    again = client.identify(first, ledger=ledger)
+    assert again.counts["sent"] == 1
+    assert sandbox.users().iloc[0]["traits"] == {"plan": "free"}
+
+
+def test_a_dry_run_creates_no_ledger_file(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.sqlite"
+    client.send_events(events, now=now, dry_run=True, ledger=ledger)
+    assert not ledger.exists()
+
+
+def test_an_unusable_ledger_path_is_a_configuration_error(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    (tmp_path / "notadb.sqlite").write_text("hello")
+    with pytest.raises(cc.ConfigurationError, match="ledger"):
+        client.send_events(events, now=now, ledger=tmp_path / "notadb.sqlite")
