@@ -42,41 +42,26 @@ def run_schema(
     """
     n = len(df)
     invalid = np.zeros(n, dtype=bool)
-    unnameable = [c for c in df.columns if isinstance(c, str) and has_surrogate(c)]
-    if unnameable:
-        invalid[:] = True
-        return SliceFailures(
-            invalid,
-            [
-                failure_record(
-                    None,
-                    None,
-                    ascii(c),
-                    "column_name",
-                    ascii(c),
-                    f"column name {c!a} holds a lone surrogate: rename it",
-                )
-                for c in unnameable
-            ],
+    # pandera (and every check) needs one column per name, and names it can encode
+    bad_names = [
+        failure_record(
+            None,
+            None,
+            ascii(c),
+            "column_name",
+            ascii(c),
+            f"column name {c!a} holds a lone surrogate: rename it",
         )
-    repeated = df.columns[df.columns.duplicated()].unique().tolist()
-    if repeated:
-        # pandera (and every check) needs one column per name; nothing else can be trusted
-        invalid[:] = True
-        return SliceFailures(
-            invalid,
-            [
-                failure_record(
-                    None,
-                    None,
-                    str(c),
-                    "column_unique",
-                    c,
-                    f"column {c!r} appears more than once: keep one",
-                )
-                for c in repeated
-            ],
+        for c in df.columns
+        if isinstance(c, str) and has_surrogate(c)
+    ] + [
+        failure_record(
+            None, None, str(c), "column_unique", c, f"column {c!r} appears more than once: keep one"
         )
+        for c in df.columns[df.columns.duplicated()].unique()
+    ]
+    if bad_names:
+        return SliceFailures(np.ones(n, dtype=bool), bad_names)
     work = df.set_axis(pd.RangeIndex(n), axis=0)
     explain = explanations(schema)
     records: list[dict[str, Any]] = []

@@ -361,3 +361,11 @@ def test_a_repeated_column_name_is_reported_not_crashed_on(now: pd.Timestamp) ->
 def test_an_unknown_column_named_like_an_encoding_error_is_just_unknown(now: pd.Timestamp) -> None:
     df = one_row(now).assign(**{"surrogates not allowed": 1})
     assert checks_of(cc.validate_events(df, now=now)) == {"column_in_schema"}
+
+
+def test_a_column_name_with_a_lone_surrogate_is_reported(now: pd.Timestamp) -> None:
+    df = one_row(now).assign(extra=1)
+    df.columns = pd.Index([*df.columns[:-1], "properties.x\ud800"], dtype=object)
+    report = cc.validate_events(df, now=now)
+    assert list(report.failures["check"]) == ["column_name"]
+    assert report.n_invalid == 1
