@@ -136,7 +136,12 @@ class ScopedLedger:
         self.write_errors = 0
 
     def known(self, kind: str, keys: Sequence[str]) -> dict[str, str]:
-        return self.ledger.known(self.scope, kind, keys)
+        try:
+            return self.ledger.known(self.scope, kind, keys)
+        except sqlite3.Error as exc:
+            # sending what was perhaps delivered costs requests, never data (the API dedups)
+            log.warning("ledger read failed (%s); these rows are sent", exc)
+            return {}
 
     def record(self, kind: str, entries: Iterable[tuple[str, str]]) -> None:
         self._safely(self.ledger.record, kind, list(entries))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -137,3 +139,31 @@ def test_an_unusable_ledger_path_is_a_configuration_error(
     (tmp_path / "notadb.sqlite").write_text("hello")
     with pytest.raises(cc.ConfigurationError, match="ledger"):
         client.send_events(events, now=now, ledger=tmp_path / "notadb.sqlite")
+
+
+class _BrokenDatabase:
+    def execute(self, *args: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    executemany = execute
+
+
+def test_a_failing_ledger_never_fails_a_run(
+    client: cc.Client,
+    sandbox: cc.Sandbox,
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ledger = cc.Ledger(tmp_path / "ledger.sqlite")
+    real = ledger._db
+    ledger._db = _BrokenDatabase()  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING, logger="churn_connector"):
+        result = client.send_events(events, now=now, ledger=ledger)
+    ledger._db = real
+    ledger.close()
+    assert result.counts["sent"] == len(events)
+    assert len(sandbox.events()) == len(events)
+    assert "ledger read failed" in caplog.text
+    assert "ledger write failed" in caplog.text
