@@ -96,9 +96,7 @@ class EventStream:
         self.failures = self.log.records
         self.duplicates = 0
         self._seen = SeenIds()
-        self.custom_ids = False
         self.ledger: ScopedLedger | None = None
-        self.ledger_skipped = 0
         self.pending: dict[int, tuple[str, str]] = {}  # position -> ledger entry once sent
 
     def process(self, df: pd.DataFrame, keep_valid: bool = False) -> tuple[list[Item], Any]:
@@ -116,7 +114,6 @@ class EventStream:
         valid = np.flatnonzero(~result.invalid)
         work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
         wire = build_events(work, self.options)
-        self.custom_ids = "message_id" in work.columns or bool(self.options.id_columns)
         ids: list[str | None] = [None] * n
         for i, mid in zip(valid.tolist(), wire.ids, strict=True):
             ids[i] = mid
@@ -151,7 +148,6 @@ class EventStream:
                 self.pending[pos] = (mid, dig)
                 out.append((pos, body))
             elif previous == dig:
-                self.ledger_skipped += 1
                 self.book.set([pos], SKIPPED)
                 self.book.add_error(pos, "already delivered (ledger)")
             else:
