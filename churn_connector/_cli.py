@@ -18,7 +18,7 @@ import pandas as pd
 
 from ._exceptions import ChurnConnectorError, TransportError
 
-EXIT_OK, EXIT_INVALID, EXIT_UNDELIVERED, EXIT_USAGE = 0, 1, 2, 3
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
 
 
 class _Parser(argparse.ArgumentParser):

@@ -110,9 +110,8 @@ class Client:
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``.
         """
-        from ._identities import identity_stream, replayable
+        from ._identities import identity_stream
 
-        data = replayable(data)  # read twice: once for duplicate users, once to send
         concurrency = max_concurrency or self.config.identify_concurrency
         stream = identity_stream(
             data,
@@ -125,7 +124,7 @@ class Client:
         started = time.monotonic()
         requests = (
             Request(IDENTIFY_PATH, [pos], body=body, key=user)
-            for items in stream.run(iter_frames(data, slice_rows))
+            for items in stream.run(stream.frames())
             for pos, user, body in items
         )
         return self._run(

@@ -63,9 +63,13 @@ def id_type_ok(s: pd.Series) -> pd.Series:
     return elementwise(s, _is_id_value)
 
 
-def id_not_blank(s: pd.Series) -> pd.Series:
+def not_blank(s: pd.Series) -> pd.Series:
+    """Strings hold more than white space (nulls and non-strings pass: other checks own them)."""
     if is_int_dtype(s):
         return pd.Series(True, index=s.index)
+    if is_text_dtype(s):  # vectorised: this runs on every id of every row
+        filled = (s.str.strip().str.len() > 0).fillna(True)
+        return pd.Series(filled.to_numpy(dtype=bool), index=s.index)
     return elementwise(s, lambda v: not isinstance(v, str) or bool(v.strip()))
 
 

@@ -339,7 +339,7 @@ def _push_column(checks: _Checks) -> pa.Column:
             _strings(checks, "push_token"),
             checks.add(
                 "push_token_not_blank",
-                lambda s: _columns.elementwise(s, lambda v: not isinstance(v, str) or _is_token(v)),
+                _columns.not_blank,
                 lambda c, v: f"{c} must not be empty or blank: fill it, or leave the cell null",
             ),
         ],
@@ -533,7 +533,7 @@ def canonical_body(body: dict[str, Any]) -> bytes:
 
 
 # -- duplicate users -----------------------------------------------------------------------
-def replayable(data: Any) -> Any:
+def _replayable(data: Any) -> Any:
     """One-shot iterators (generators of DataFrames) are kept so they can be read twice."""
     return list(data) if isinstance(data, Iterator) else data
 
@@ -575,7 +575,7 @@ def duplicate_users(data: Any, slice_rows: int = DEFAULT_SLICE_ROWS) -> dict[str
     for df in _id_frames(data, slice_rows):
         if USER_ID in df.columns:
             s = df[USER_ID]
-            ok = (_columns.id_type_ok(s) & s.notna() & _columns.id_not_blank(s)).to_numpy(bool)
+            ok = (_columns.id_type_ok(s) & s.notna() & _columns.not_blank(s)).to_numpy(bool)
             ids.append(pyarrow.array(_columns.ids_to_wire(s[ok]), type=pyarrow.string()))
             positions.append(offset + np.flatnonzero(ok))
         offset += len(df)
@@ -609,6 +609,8 @@ class IdentityStream:
         self.log = FailureLog()
         self.failures = self.log.records
         self.ledger: ScopedLedger | None = None
+        self.source: Any = None  # the input, set by identity_stream for frames()
+        self.slice_rows = DEFAULT_SLICE_ROWS
         self.pending: dict[int, tuple[str, str]] = {}  # position -> ledger entry once sent
         self._users = {u: sorted(ps) for u, ps in duplicates_map.items()}
         self._user_at = {p: u for u, ps in self._users.items() for p in ps}
@@ -640,6 +642,10 @@ class IdentityStream:
         # until the new body is acknowledged, the API's state is unknown for these users
         self.ledger.forget("identities", [u for _, u, _ in out if u in known])
         return out
+
+    def frames(self) -> Iterator[pd.DataFrame]:
+        """The input's slices (read again after the duplicate pre-pass)."""
+        return iter_frames(self.source, self.slice_rows)
 
     def run(self, frames: Iterable[pd.DataFrame]) -> Iterator[list[Item]]:
         for df in frames:
@@ -723,15 +729,18 @@ def identity_stream(
 ) -> IdentityStream:
     """The stream for ``data``, its duplicate users already found by a pass over the ids.
 
-    ``data`` is read again afterwards (``iter_frames(data, slice_rows)``), so it must not be
-    a one-shot iterator: materialise generators first.
+    The input is read twice (the id pre-pass, then ``stream.frames()``), so a one-shot
+    iterator of DataFrames is kept in a list here.
     """
+    data = _replayable(data)
     _check_options(extra_columns, duplicates)
     schema = identities_schema(
         naive_timezone=naive_timezone, extra_columns=extra_columns, phone_region=phone_region
     )
     options = IdentityOptions(naive_timezone, _region(phone_region), duplicates)
-    return IdentityStream(schema, options, duplicate_users(data, slice_rows))
+    stream = IdentityStream(schema, options, duplicate_users(data, slice_rows))
+    stream.source, stream.slice_rows = data, slice_rows
+    return stream
 
 
 def validate_identities(
@@ -748,7 +757,6 @@ def validate_identities(
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
     """
-    data = replayable(data)
     stream = identity_stream(
         data,
         naive_timezone=naive_timezone,
@@ -758,7 +766,7 @@ def validate_identities(
         slice_rows=slice_rows,
     )
     # the bodies' bytes are not needed for a report
-    return streamed_report("identities", stream, iter_frames(data, slice_rows), stream.bodies)
+    return streamed_report("identities", stream, stream.frames(), stream.bodies)
 
 
 def identities_to_wire(
@@ -771,7 +779,6 @@ def identities_to_wire(
     slice_rows: int = DEFAULT_SLICE_ROWS,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
-    data = replayable(data)
     stream = identity_stream(
         data,
         naive_timezone=naive_timezone,
@@ -780,5 +787,4 @@ def identities_to_wire(
         duplicates=duplicates,
         slice_rows=slice_rows,
     )
-    frames = iter_frames(data, slice_rows)
-    return [body for df in frames for _, _, body in stream.bodies(df)]
+    return [body for df in stream.frames() for _, _, body in stream.bodies(df)]

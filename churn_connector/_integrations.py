@@ -49,9 +49,7 @@ def send_events_task(
     ``allow_invalid=True`` lets invalid rows (reported, never sent) pass the task.
     Client options (timeouts, concurrency, retry) and send options both go in ``options``.
     """
-    client_opts, send_opts = _split(options)
-    result = Client(base_url, api_key, **client_opts).send_events(data, **send_opts)
-    return _finish(result, results_dir, allow_invalid)
+    return _task("send_events", data, base_url, api_key, results_dir, allow_invalid, options)
 
 
 def identify_task(
@@ -64,13 +62,23 @@ def identify_task(
     **options: Any,
 ) -> dict[str, Any]:
     """Identify users; the same contract as :func:`send_events_task`."""
-    client_opts, send_opts = _split(options)
-    result = Client(base_url, api_key, **client_opts).identify(data, **send_opts)
-    return _finish(result, results_dir, allow_invalid)
+    return _task("identify", data, base_url, api_key, results_dir, allow_invalid, options)
 
 
-def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _task(
+    operation: str,
+    data: Any,
+    base_url: str | None,
+    api_key: str | None,
+    results_dir: str | Path | None,
+    allow_invalid: bool,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Split options between the Client and the call, run it, and finish the task."""
     from ._client import _CONFIG_FIELDS
 
-    client = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
-    return client, {k: v for k, v in options.items() if k not in _CONFIG_FIELDS}
+    client_opts = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
+    call_opts = {k: v for k, v in options.items() if k not in _CONFIG_FIELDS}
+    client = Client(base_url, api_key, **client_opts)
+    result: SendResult = getattr(client, operation)(data, **call_opts)
+    return _finish(result, results_dir, allow_invalid)

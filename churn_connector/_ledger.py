@@ -133,7 +133,6 @@ class ScopedLedger:
         self.ledger = ledger
         self.scope = scope
         self.writable = writable  # False for dry runs: consult, never change
-        self.write_errors = 0
 
     def known(self, kind: str, keys: Sequence[str]) -> dict[str, str]:
         try:
@@ -156,7 +155,6 @@ class ScopedLedger:
             write(self.scope, kind, items)  # type: ignore[operator]
         except sqlite3.Error as exc:
             # delivery already happened; a missing record only costs a re-send next run
-            self.write_errors += 1
             log.warning("ledger write failed (%s); the next run re-sends these", exc)
 
 

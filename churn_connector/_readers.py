@@ -162,11 +162,3 @@ def iter_frames(data: Any, rows: int = DEFAULT_SLICE_ROWS) -> Iterator[pd.DataFr
             f"unsupported input {type(data).__name__}: pass a DataFrame, a pyarrow Table, "
             "a .parquet/.csv/.ndjson path or an iterable of DataFrames"
         )
-
-
-def read_all(data: Any) -> pd.DataFrame:
-    """The whole input as one DataFrame (for small inputs and reports)."""
-    frames = list(iter_frames(data))
-    if len(frames) == 1:
-        return frames[0]
-    return pd.concat(frames)

@@ -16,7 +16,6 @@ from ._exceptions import DeliveryError
 
 PENDING, SENT, INVALID, REJECTED, FAILED, SKIPPED = range(6)
 STATUS_NAMES = ("pending", "sent", "invalid", "rejected", "failed", "skipped")
-FINAL_STATUSES = STATUS_NAMES[1:]
 RESPONSE_TEXT_LIMIT = 300
 
 CHUNK_COLUMNS = [

@@ -87,7 +87,7 @@ class _Checks:
                 ),
                 self.add(
                     "external_user_id_not_blank",
-                    _columns.id_not_blank,
+                    _columns.not_blank,
                     _msg("external_user_id must not be empty or blank"),
                 ),
             ],
@@ -234,7 +234,7 @@ def events_schema(
         ),
         checks.add(
             "message_id_not_blank",
-            lambda s: _columns.elementwise(s, lambda v: not isinstance(v, str) or bool(v.strip())),
+            _columns.not_blank,
             _msg("message_id must not be empty: fill it, or drop the column to use hashed ids"),
         ),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -60,12 +61,22 @@ def odd_server() -> Iterator[Callable[..., str]]:
     """Start loopback servers that answer every POST with a fixed status, headers and body."""
     servers: list[ThreadingHTTPServer] = []
 
-    def start(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> str:
+    def start(
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        delay: float = 0.0,
+        peers: set[tuple[str, int]] | None = None,
+    ) -> str:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if peers is not None:
+                    peers.add(self.client_address)  # one address per client connection
+                time.sleep(delay)
                 self.send_response(status)
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
