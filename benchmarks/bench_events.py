@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import churn_connector as cc
-from churn_connector._events import event_stream
-from churn_connector._readers import iter_frames
+from churn_connector._events.options import EventOptions
+from churn_connector._events.stream import EventStream
+from churn_connector._stream import batches
 
 KEY = "sk_test_benchmark_key_0001"
 
@@ -46,9 +47,9 @@ def export(n: int, now: pd.Timestamp, seed: int = 0) -> pd.DataFrame:
 
 
 def bench_transform(path: Path, now: pd.Timestamp, rows: int) -> None:
-    stream = event_stream(now=now)
+    stream = EventStream(path, EventOptions(now=now))
     started = time.perf_counter()
-    sent = sum(len(items) for items in stream.run(iter_frames(path)))
+    sent = sum(len(batch) for batch in batches(stream))
     elapsed = time.perf_counter() - started
     print(
         f"validate+wire from parquet: {rows} rows in {elapsed:.2f} s = "
@@ -57,7 +58,7 @@ def bench_transform(path: Path, now: pd.Timestamp, rows: int) -> None:
 
 
 @contextlib.contextmanager
-def receiver(latency: float, strict: bool) -> Iterator[str]:
+def receiver(latency: float, *, strict: bool) -> Iterator[str]:
     """A receiver in its own process: the strict sandbox, or the minimal sink."""
     port = free_port()
     env = {**os.environ, "CHURN_API_KEY": KEY}
@@ -95,9 +96,9 @@ def free_port() -> int:
 
 
 def bench_send(
-    path: Path, now: pd.Timestamp, rows: int, latency: float, concurrency: int, strict: bool
+    path: Path, now: pd.Timestamp, rows: int, latency: float, concurrency: int, *, strict: bool
 ) -> None:
-    with receiver(latency, strict) as url:
+    with receiver(latency, strict=strict) as url:
         client = cc.Client(url, KEY, max_concurrency=concurrency)
         started = time.perf_counter()
         result = client.send_events(path, now=now, progress=False)
@@ -126,7 +127,7 @@ def main() -> None:
         bench_transform(path, now, args.rows)
         if not args.no_send:
             for c in args.concurrency:
-                bench_send(path, now, args.rows, args.latency, c, args.sandbox)
+                bench_send(path, now, args.rows, args.latency, c, strict=args.sandbox)
     print(f"peak RSS of this process: {peak_rss_mib():,.0f} MiB")
 
 

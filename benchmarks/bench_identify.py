@@ -14,7 +14,7 @@ import pandas as pd
 from bench_events import KEY, receiver
 
 import churn_connector as cc
-from churn_connector._demo import sample_users
+from churn_connector.samples import sample_users
 
 
 def main() -> None:

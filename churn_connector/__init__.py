@@ -6,11 +6,18 @@ with retries, and get a result frame that accounts for every row.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
 
+from .__version__ import __version__
 from ._client import Client, identify, send_events
-from ._config import ClientConfig, Secret
-from ._events import events_to_wire, validate_events
+from ._config import ClientConfig, RetryPolicy, Secret
+from ._delivery.ledger import Ledger
+from ._delivery.results import SendResult
+from ._delivery.retry import instant_retries, set_retry_testing
+from ._events.api import events_to_wire, validate_events
+from ._events.ids import message_id
+from ._events.schema import EVENT_TYPE_PATTERN, events_schema
 from ._exceptions import (
     AuthenticationError,
     ChurnConnectorError,
@@ -20,15 +27,18 @@ from ._exceptions import (
     InputError,
     TransportError,
 )
-from ._identities import identities_schema, identities_to_wire, validate_identities
-from ._ids import message_id
+from ._identities.api import identities_to_wire, validate_identities
+from ._identities.schema import identities_schema
 from ._integrations import identify_task, send_events_task
-from ._ledger import Ledger
-from ._results import SendResult
-from ._retry import RetryPolicy, instant_retries, set_retry_testing
-from ._sandbox import Fault, Sandbox
-from ._schemas import EVENT_TYPE_PATTERN, events_schema
+from ._types import RowState
 from ._validation import ValidationReport
+
+if TYPE_CHECKING:
+    from . import samples
+    from ._sandbox import Fault, Sandbox
+
+# loaded on first use: most runs never start a sandbox or build sample data
+_LAZY = {"Sandbox": "._sandbox", "Fault": "._sandbox", "samples": ".samples"}
 
 __all__ = [
     "EVENT_TYPE_PATTERN",
@@ -43,6 +53,7 @@ __all__ = [
     "InputError",
     "Ledger",
     "RetryPolicy",
+    "RowState",
     "Sandbox",
     "Secret",
     "SendResult",
@@ -57,9 +68,23 @@ __all__ = [
     "identities_to_wire",
     "instant_retries",
     "message_id",
+    "samples",
     "send_events",
     "send_events_task",
     "set_retry_testing",
     "validate_events",
     "validate_identities",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'churn_connector' has no attribute {name!r}")
+    module = importlib.import_module(_LAZY[name], __name__)
+    value = module if name == "samples" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

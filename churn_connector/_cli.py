@@ -8,15 +8,18 @@ authentication error. The API key comes only from CHURN_API_KEY, never from an a
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import pandas as pd
-
+from ._client import Client
+from ._delivery.results import check_result_path, write_frame
+from ._events.api import validate_events
 from ._exceptions import ChurnConnectorError, TransportError
+from ._identities.api import validate_identities
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
 
@@ -82,19 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_frame(frame: pd.DataFrame, path: Path) -> None:
-    """Write a result frame as CSV or Parquet, by the file's suffix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".parquet":
-        # labels and values may mix types; Parquet columns cannot
-        frame = frame.astype({c: str for c in frame.columns if frame[c].dtype == object})
-        frame.to_parquet(path, index=False)
-    elif path.suffix.lower() == ".csv":
-        frame.to_csv(path, index=False)
-    else:
-        raise ChurnConnectorError(f"{path}: use a .csv or .parquet file name")
-
-
 def _data_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
         "naive_timezone": args.naive_timezone,
@@ -109,9 +99,6 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ._events import validate_events
-    from ._identities import validate_identities
-
     validate = validate_events if args.kind == "events" else validate_identities
     report = validate(args.file, **_data_options(args))
     print(report.summary())
@@ -121,16 +108,9 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
-def _check_output(path: Path | None) -> None:
-    if path is not None and path.suffix.lower() not in (".csv", ".parquet"):
-        raise ChurnConnectorError(f"{path}: use a .csv or .parquet file name")
-
-
 def _send(args: argparse.Namespace) -> int:
-    from ._client import Client
-
-    _check_output(args.results)  # before anything is sent, not after
-    _check_output(args.rows)
+    check_result_path(args.results)  # before anything is sent, not after
+    check_result_path(args.rows)
     client_options: dict[str, Any] = {"auth_header": args.auth_header}
     if args.concurrency is not None:
         key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
@@ -143,9 +123,9 @@ def _send(args: argparse.Namespace) -> int:
         result = send(args.file, dry_run=args.dry_run, ledger=args.ledger, **_data_options(args))
     except TransportError as exc:
         # the run stopped: still leave the record of what was and was not delivered
-        for path, frame in ((args.results, "chunks"), (args.rows, "rows")):
-            if path is not None and frame in exc.details:
-                write_frame(exc.details[frame], path)
+        for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
+            if path is not None and frame is not None:
+                write_frame(frame, path)
         raise
     print(result.summary())
     if not result.failures.empty:
@@ -160,9 +140,9 @@ def _send(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["sandbox"]:
-        from ._sandbox._cli import main as sandbox_main
-
-        return sandbox_main(args_list[1:])
+        # a separate program with its own options, loaded only when asked for
+        sandbox_cli = importlib.import_module("._sandbox._cli", __package__)
+        return int(sandbox_cli.main(args_list[1:]))
     args = build_parser().parse_args(args_list)
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -171,9 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args)
         if args.command == "send":
             return _send(args)
-        from ._demo import run_demo
-
-        return run_demo(args.out)
+        # the demo starts a sandbox: loaded only when asked for
+        demo = importlib.import_module("._demo", __package__)
+        return int(demo.run_demo(args.out))
     except ChurnConnectorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

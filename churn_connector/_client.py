@@ -1,33 +1,45 @@
-"""The Client: an immutable config plus the send operations. No global client exists."""
+"""The Client: an immutable config plus the two send operations. No global client exists.
+
+A send is a pipeline: the resource's stream (read → validate → wire), the optional ledger
+stage, requests (chunks of events, or one identify per user), the sender over a Poster, and
+the SendResult that accounts for every row.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypedDict, Unpack
 
-from ._config import ClientConfig, Secret
-from ._events import event_stream
+from ._config import ClientConfig, ClientOptions, Secret
+from ._delivery.ledger import LedgerArg, LedgerStage, open_ledger, scope_of
+from ._delivery.progress import Progress
+from ._delivery.requests import Request, chunk_events, identify_requests
+from ._delivery.results import SendResult
+from ._delivery.sender import Sender, stopped_error
+from ._delivery.transport import DryRunPoster, HttpPoster, Poster
+from ._events.api import event_options
+from ._events.stream import EventStream
 from ._exceptions import TransportError
-from ._ledger import Ledger, ScopedLedger, open_ledger, scope_of
-from ._progress import Progress
-from ._readers import DEFAULT_SLICE_ROWS, iter_frames
-from ._results import RowBook, SendResult
-from ._schemas import Duplicates, ExtraColumns
-from ._sender import IDENTIFY_PATH, Request, Sender, chunk_events, stopped_error
-from ._transport import Transport
+from ._identities.options import IdentityOptions
+from ._identities.stream import IdentityStream
+from ._inputs import DEFAULT_SLICE_ROWS
+from ._stream import Stream, WireBatch, batches
+from ._types import DataSource, Duplicates, ExtraColumns
 
 log = logging.getLogger("churn_connector")
+
+# turns wire batches into requests: chunks of events, or one identify per user
+RequestsOf = Callable[[Iterable[WireBatch]], Iterator[Request]]
 
 
 class Client:
     """Sends validated data to the ingestion API.
 
-    ``base_url``/``api_key`` default to CHURN_BASE_URL/CHURN_API_KEY. Options are those of
-    :class:`ClientConfig` (timeouts, concurrency, batch size, retry policy, ...). The
-    config is immutable; ``client.config`` shows it without the key.
+    ``base_url``/``api_key`` default to CHURN_BASE_URL/CHURN_API_KEY; the other keywords are
+    :class:`ClientConfig`'s (timeouts, concurrency, batch size, retry policy, ...), or pass a
+    whole ``config``. The config is immutable; ``client.config`` shows it without the key.
     """
 
     def __init__(
@@ -36,18 +48,19 @@ class Client:
         api_key: str | Secret | None = None,
         *,
         config: ClientConfig | None = None,
-        **options: Any,
+        **options: Unpack[ClientOptions],
     ) -> None:
         self.config = (
             config if config is not None else ClientConfig.create(base_url, api_key, **options)
         )
 
     def __repr__(self) -> str:
-        return f"Client(base_url={self.config.base_url!r})"
+        config = getattr(self, "config", None)
+        return f"Client(base_url={getattr(config, 'base_url', None)!r})"
 
     def send_events(
         self,
-        data: Any,
+        data: DataSource,
         *,
         dry_run: bool = False,
         now: Any = None,
@@ -59,7 +72,7 @@ class Client:
         max_concurrency: int | None = None,
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
-        ledger: str | os.PathLike[str] | Ledger | None = None,
+        ledger: LedgerArg = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -72,25 +85,26 @@ class Client:
         config = self.config
         if batch_size is not None:
             config = config.with_options(batch_size=batch_size)
-        concurrency = max_concurrency or config.max_concurrency
-        stream = event_stream(
+        options = event_options(
             now=now,
             naive_timezone=naive_timezone,
             extra_columns=extra_columns,
             namespace=namespace,
             id_columns=id_columns,
+            slice_rows=slice_rows,
         )
-        started = time.monotonic()
-        requests = chunk_events(
-            stream.run(iter_frames(data, slice_rows)), config.batch_size, config.max_request_bytes
-        )
-        return self._run(
-            "events", config, stream, requests, concurrency, dry_run, progress, ledger, started
-        )
+        stream = EventStream(data, options)
+
+        def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
+            return chunk_events(wire, config.batch_size, config.max_request_bytes)
+
+        concurrency = max_concurrency or config.max_concurrency
+        run = _Run(config, stream, concurrency, dry_run=dry_run, progress=progress)
+        return run.deliver(requests, ledger)
 
     def identify(
         self,
-        data: Any,
+        data: DataSource,
         *,
         dry_run: bool = False,
         naive_timezone: str | None = None,
@@ -100,7 +114,7 @@ class Client:
         max_concurrency: int | None = None,
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
-        ledger: str | os.PathLike[str] | Ledger | None = None,
+        ledger: LedgerArg = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -110,117 +124,133 @@ class Client:
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``.
         """
-        from ._identities import identity_stream
-
-        concurrency = max_concurrency or self.config.identify_concurrency
-        stream = identity_stream(
-            data,
+        options = IdentityOptions(
             naive_timezone=naive_timezone,
             extra_columns=extra_columns,
             phone_region=phone_region,
             duplicates=duplicates,
             slice_rows=slice_rows,
         )
-        started = time.monotonic()
-        requests = (
-            Request(IDENTIFY_PATH, [pos], body=body, key=user)
-            for items in stream.run(stream.frames())
-            for pos, user, body in items
-        )
-        return self._run(
-            "identities",
-            self.config,
-            stream,
-            requests,
-            concurrency,
-            dry_run,
-            progress,
-            ledger,
-            started,
-        )
+        stream = IdentityStream(data, options)
+        concurrency = max_concurrency or self.config.identify_concurrency
+        run = _Run(self.config, stream, concurrency, dry_run=dry_run, progress=progress)
+        return run.deliver(identify_requests, ledger)
 
-    def _run(
+
+class _Run:
+    """One send: the stream, the optional ledger stage, the sender, and the accounting."""
+
+    def __init__(
         self,
-        kind: str,
         config: ClientConfig,
-        stream: Any,
-        requests: Iterable[Request],
+        stream: Stream,
         concurrency: int,
+        *,
         dry_run: bool,
         progress: bool | None,
-        ledger: str | os.PathLike[str] | Ledger | None,
-        started: float,
-    ) -> SendResult:
+    ) -> None:
+        self.config = config
+        self.stream = stream
+        self.concurrency = concurrency
+        self.dry_run = dry_run
+        self.progress = progress
+        self.started = time.monotonic()
+
+    def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row."""
+        stream, config = self.stream, self.config
         scope = scope_of(config.base_url, config.api_key.reveal())
-        stream.ledger, opened = open_ledger(ledger, scope, dry_run)
+        scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
         try:
-            sender = self._deliver(kind, config, stream, requests, concurrency, dry_run, progress)
+            wire = batches(stream)
+            stage = None
+            if scoped is not None:
+                stage = LedgerStage(scoped, stream.kind, stream.failures)
+                wire = stage.apply(wire)
+            sender = self._send(requests(wire), stage)
         finally:
             if opened is not None:
                 opened.close()
-        elapsed = time.monotonic() - started
-        result = SendResult(kind, stream.book, sender.chunks, elapsed, dry_run=dry_run)
+        elapsed = time.monotonic() - self.started
+        result = SendResult(stream.kind, stream.book, sender.chunks, elapsed, dry_run=self.dry_run)
         log.info("%s", result.summary())
         return result
 
-    def _deliver(
-        self,
-        kind: str,
-        config: ClientConfig,
-        stream: Any,
-        requests: Iterable[Request],
-        concurrency: int,
-        dry_run: bool,
-        progress: bool | None,
-    ) -> Sender:
-        book: RowBook = stream.book
-        ledger: ScopedLedger | None = stream.ledger
-
-        def acknowledged(req: Request) -> None:
-            assert ledger is not None
-            ledger.record(kind, [stream.pending.pop(p) for p in req.positions])
-
-        bar = Progress(kind, enabled=False if dry_run else progress)
-        if dry_run:
-            sender = Sender(None, book, concurrency, False, bar)
-            sender.dry_run(requests)
-            bar.close()
-            return sender
-        transport = Transport(config, pool_size=concurrency)
+    def _send(self, requests: Iterable[Request], stage: LedgerStage | None) -> Sender:
+        book = self.stream.book
+        bar = Progress(self.stream.kind, enabled=False if self.dry_run else self.progress)
+        poster: Poster = (
+            DryRunPoster() if self.dry_run else HttpPoster(self.config, self.concurrency)
+        )
         sender = Sender(
-            transport,
+            poster,
             book,
-            concurrency,
-            config.bisect_rejected,
             bar,
-            config.max_split_requests,
-            on_sent=acknowledged if ledger is not None else None,
+            # a dry run has nothing to wait for: one worker keeps its chunk numbers in order
+            concurrency=1 if self.dry_run else self.concurrency,
+            bisect=self.config.bisect_rejected,
+            split_budget=self.config.max_split_requests,
+            on_sent=stage.acknowledged if stage is not None else None,
         )
         try:
             sender.run(requests)
         except TransportError as exc:
             raise stopped_error(exc, book, sender.chunks) from None
         finally:
-            transport.close()
+            poster.close()
             bar.close()
         return sender
 
 
-def identify(
-    data: Any, base_url: str | None = None, api_key: str | None = None, **options: Any
-) -> SendResult:
-    """One-call form: ``Client(base_url, api_key, **client_options).identify(data, ...)``."""
-    client_opts = {k: options.pop(k) for k in list(options) if k in _CONFIG_FIELDS}
-    return Client(base_url, api_key, **client_opts).identify(data, **options)
+class SendEventsOptions(TypedDict, total=False):
+    """The keywords of :meth:`Client.send_events` (for the one-call form and tasks)."""
+
+    dry_run: bool
+    now: Any
+    naive_timezone: str | None
+    extra_columns: ExtraColumns
+    namespace: str | None
+    id_columns: Sequence[str] | None
+    batch_size: int | None
+    max_concurrency: int | None
+    progress: bool | None
+    slice_rows: int
+    ledger: LedgerArg
+
+
+class IdentifyOptions(TypedDict, total=False):
+    """The keywords of :meth:`Client.identify` (for the one-call form and tasks)."""
+
+    dry_run: bool
+    naive_timezone: str | None
+    extra_columns: ExtraColumns
+    phone_region: str | None
+    duplicates: Duplicates
+    max_concurrency: int | None
+    progress: bool | None
+    slice_rows: int
+    ledger: LedgerArg
 
 
 def send_events(
-    data: Any, base_url: str | None = None, api_key: str | None = None, **options: Any
+    data: DataSource,
+    base_url: str | None = None,
+    api_key: str | Secret | None = None,
+    *,
+    config: ClientConfig | None = None,
+    **options: Unpack[SendEventsOptions],
 ) -> SendResult:
-    """One-call form: ``Client(base_url, api_key, **client_options).send_events(data, ...)``."""
-    client_opts = {k: options.pop(k) for k in list(options) if k in _CONFIG_FIELDS}
-    return Client(base_url, api_key, **client_opts).send_events(data, **options)
+    """One-call form: ``Client(base_url, api_key, config=config).send_events(data, ...)``."""
+    return Client(base_url, api_key, config=config).send_events(data, **options)
 
 
-_CONFIG_FIELDS = frozenset(ClientConfig.__dataclass_fields__) - {"base_url", "api_key"}
+def identify(
+    data: DataSource,
+    base_url: str | None = None,
+    api_key: str | Secret | None = None,
+    *,
+    config: ClientConfig | None = None,
+    **options: Unpack[IdentifyOptions],
+) -> SendResult:
+    """One-call form: ``Client(base_url, api_key, config=config).identify(data, ...)``."""
+    return Client(base_url, api_key, config=config).identify(data, **options)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import _timestamps
+from ._timestamps import TimestampProblem
 from ._values import InexactValue, has_surrogate, is_missing, object_value, to_json
 
 MISSING: Any = object()  # a cell that is omitted from the wire (null, NaN, NA)
@@ -116,9 +117,9 @@ def scalar_column(
         values = [MISSING] * n
         for i in range(n):
             code = norm.problem[i]
-            if code == _timestamps.OK:
+            if code == TimestampProblem.OK:
                 values[i] = texts[i]
-            elif code != _timestamps.NULL:
+            elif code != TimestampProblem.NULL:
                 problems[i] = f"{path}: naive or invalid local datetime; pass naive_timezone"
         return values, problems
     if pd.api.types.is_timedelta64_dtype(dtype) or isinstance(

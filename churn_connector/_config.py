@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import random
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from ._exceptions import ConfigurationError
-from ._retry import RetryPolicy
+from ._types import AuthHeader
 
 MAX_BATCH_SIZE = 500
-AuthHeader = Literal["bearer", "x-api-key"]
 
 
 class Secret:
@@ -38,6 +38,29 @@ class Secret:
         return hash(self._value)
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry a request (immutable)."""
+
+    max_attempts: int = 8
+    initial_delay: float = 0.5
+    max_delay: float = 30.0
+    multiplier: float = 2.0
+    max_retry_after: float = 120.0
+    deadline: float | None = 3600.0  # seconds for the whole run; None = no deadline
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigurationError("max_attempts must be at least 1")
+        if self.initial_delay < 0 or self.max_delay < 0 or self.max_retry_after < 0:
+            raise ConfigurationError("delays must not be negative")
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """Full-jitter exponential wait after failed attempt number ``attempt`` (1-based)."""
+        ceiling = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
+        return rng.uniform(0, ceiling)
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -45,6 +68,22 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword form of :class:`ClientConfig`'s options (for ``Client(...)``)."""
+
+    auth_header: AuthHeader
+    connect_timeout: float
+    read_timeout: float
+    max_concurrency: int
+    identify_concurrency: int
+    batch_size: int
+    max_request_bytes: int | None
+    bisect_rejected: bool
+    max_split_requests: int
+    retry: RetryPolicy
+    allow_insecure_http: bool
 
 
 @dataclass(frozen=True)
@@ -102,7 +141,10 @@ class ClientConfig:
 
     @classmethod
     def create(
-        cls, base_url: str | None = None, api_key: str | Secret | None = None, **options: Any
+        cls,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        **options: Unpack[ClientOptions],
     ) -> ClientConfig:
         """Fill ``base_url``/``api_key`` from CHURN_BASE_URL/CHURN_API_KEY when not given."""
         url = base_url or os.environ.get("CHURN_BASE_URL")
@@ -117,7 +159,7 @@ class ClientConfig:
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
 
-    def with_options(self, **options: Any) -> ClientConfig:
+    def with_options(self, **options: Unpack[ClientOptions]) -> ClientConfig:
         try:
             return replace(self, **options)
         except TypeError as exc:

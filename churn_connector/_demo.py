@@ -7,99 +7,15 @@ re-sends it to show that nothing is stored twice, and shows what the sandbox sto
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
-import numpy as np
-import orjson
 import pandas as pd
 
-EVENT_TYPES = ["login", "page_view", "feature_used", "invoice_paid", "support_ticket", "logout"]
-PLANS = ["free", "starter", "pro", "enterprise"]
-
-
-def sample_events(
-    now: pd.Timestamp, n_events: int = 3000, n_users: int = 300, seed: int = 7
-) -> pd.DataFrame:
-    """A warehouse-like events export with a handful of bad rows (labelled by position)."""
-    rng = np.random.default_rng(seed)
-    users = rng.integers(1, n_users + 1, n_events)
-    ages = pd.to_timedelta(rng.integers(60, 20 * 86_400, n_events), unit="s")
-    # exports mix offsets; each value still names its own, so nothing is guessed
-    zones = rng.choice([0, 60, -300, 330], n_events)
-    occurred = [
-        t.tz_convert(dt.timezone(dt.timedelta(minutes=int(z)))).isoformat(timespec="milliseconds")
-        for t, z in zip(now - ages, zones, strict=True)
-    ]
-    props = [
-        orjson.dumps({"session_s": int(s), "screen": f"s{int(k)}"}).decode()
-        for s, k in zip(rng.integers(1, 3600, n_events), rng.integers(1, 40, n_events), strict=True)
-    ]
-    df = pd.DataFrame(
-        {
-            "external_user_id": [f"cust_{u:05d}" for u in users],
-            "event_type": rng.choice(EVENT_TYPES, n_events),
-            "occurred_at": occurred,
-            "properties": props,
-            "properties.plan": rng.choice(PLANS, n_events),
-            "properties.amount_eur": np.where(
-                rng.random(n_events) < 0.2, rng.random(n_events) * 100, np.nan
-            ),
-        }
-    )
-    bad = {
-        11: ("event_type", "Add To Cart"),
-        57: ("event_type", "login\n"),
-        123: ("occurred_at", (now - pd.Timedelta(days=2)).tz_localize(None).isoformat()),
-        456: ("occurred_at", (now - pd.Timedelta(days=45)).isoformat()),
-        789: ("properties", "[1, 2]"),
-        1011: ("properties", '{"score": NaN}'),
-        1213: ("external_user_id", " "),
-    }
-    for row, (column, value) in bad.items():
-        if row < n_events:
-            df.loc[row, column] = value
-    # the same event exported twice: sent once, reported as skipped
-    return pd.concat([df, df.iloc[[5]]], ignore_index=True)
-
-
-def sample_users(n_users: int = 300, seed: int = 11) -> pd.DataFrame:
-    """A users export (one row per user) with opt-outs, a few preferred channels and bad rows."""
-    rng = np.random.default_rng(seed)
-    ids = [f"cust_{u:05d}" for u in range(1, n_users + 1)]
-    has_phone = rng.random(n_users) < 0.4
-    has_push = rng.random(n_users) < 0.3
-    df = pd.DataFrame(
-        {
-            "external_user_id": ids,
-            "email": [f"{u}@example.com" for u in ids],
-            "email_opted_in": pd.array(rng.random(n_users) > 0.1, dtype="boolean"),
-            "email_verified": pd.array(rng.random(n_users) > 0.5, dtype="boolean"),
-            "phone": [f"+1415555{i:04d}" if p else None for i, p in enumerate(has_phone)],
-            "sms_opted_in": pd.array(
-                [
-                    bool(x) if p else None
-                    for x, p in zip(rng.random(n_users) > 0.3, has_phone, strict=True)
-                ],
-                dtype="boolean",
-            ),
-            "push_token": [f"tok_{i:06x}" if p else None for i, p in enumerate(has_push)],
-            "preferred_channel": [None] * n_users,
-            "traits.plan": rng.choice(PLANS, n_users),
-            "traits.seats": pd.array(rng.integers(1, 50, n_users), dtype="Int64"),
-        }
-    )
-    df.loc[[3, 8], "preferred_channel"] = ["email", "sms"]
-    df.loc[8, "phone"] = "+14155550199"
-    bad = {
-        21: ("email", "not-an-email"),
-        42: ("phone", "(415) 555-0100"),  # a national number: not E.164 without phone_region
-        77: ("preferred_channel", "pigeon"),
-    }
-    for row, (column, value) in bad.items():
-        if row < n_users:
-            df.loc[row, column] = value
-    return df
+from ._client import Client
+from ._events.api import validate_events
+from ._identities.api import validate_identities
+from ._sandbox import Sandbox
+from .samples import sample_events, sample_users
 
 
 def _section(title: str) -> None:
@@ -108,11 +24,6 @@ def _section(title: str) -> None:
 
 def run_demo(out: Path) -> int:
     """Run the demo; return 0 when every step behaved as expected."""
-    from ._client import Client
-    from ._events import validate_events
-    from ._identities import validate_identities
-    from ._sandbox import Sandbox
-
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
     pd.set_option("display.max_colwidth", 60)

@@ -4,19 +4,23 @@ Every exception the package raises on purpose derives from one root::
 
     ChurnConnectorError
     ├── ConfigurationError      bad options, missing key or base URL, plain http to a remote host
-    ├── InputError              the input cannot be read (unknown format, unreadable file)
-    ├── DataValidationError     ValidationReport.raise_for_failures(): some rows are invalid
-    ├── TransportError          the API could not be used at all
+    ├── InputError              the input cannot be read          .path .line
+    ├── DataValidationError     some rows are invalid             .n_invalid .n_rows
+    ├── TransportError          the API could not be used at all  .status .attempts + run results
     │   └── AuthenticationError     401/403: the key was refused; the run stops at once
-    └── DeliveryError           SendResult.raise_for_failures(): some rows were not delivered
+    └── DeliveryError           some valid rows were not delivered          .counts .rows .chunks
 
-All of them pickle and unpickle to an equal message and attributes, because Airflow and
-Spark move exceptions between processes. None of them ever holds the API key.
+Each class declares its attributes as keyword-only constructor arguments. All of them pickle
+and unpickle to an equal message and attributes (the root's ``__reduce__``), because Airflow
+and Spark move exceptions between processes. None of them ever holds the API key.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "AuthenticationError",
@@ -32,23 +36,23 @@ __all__ = [
 class ChurnConnectorError(Exception):
     """Root of every exception raised by churn_connector."""
 
-    def __init__(self, message: str, **details: Any) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        self.details: dict[str, Any] = dict(details)
-        for name, value in details.items():
-            setattr(self, name, value)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # keyword-only details do not survive the default Exception pickling
-        return (_rebuild, (type(self), self.message, self.details))
+        # keyword-only attributes do not survive Exception's default pickling
+        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
 
     def __str__(self) -> str:
         return self.message
 
 
-def _rebuild(cls: type[ChurnConnectorError], message: str, details: dict[str, Any]) -> Any:
-    return cls(message, **details)
+def _rebuild(cls: type[ChurnConnectorError], message: str, state: dict[str, Any]) -> Any:
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    exc.__dict__.update(state)
+    return exc
 
 
 class ConfigurationError(ChurnConnectorError):
@@ -56,20 +60,95 @@ class ConfigurationError(ChurnConnectorError):
 
 
 class InputError(ChurnConnectorError):
-    """The input data cannot be read (unsupported type or file format)."""
+    """The input data cannot be read (unsupported type, unreadable or broken file)."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
 
 
 class DataValidationError(ChurnConnectorError):
-    """Some rows are invalid; ``failures`` counts them and ``summary`` explains."""
+    """Some rows are invalid (``ValidationReport.raise_for_failures``)."""
+
+    def __init__(self, message: str, *, n_invalid: int, n_rows: int) -> None:
+        super().__init__(message)
+        self.n_invalid = n_invalid
+        self.n_rows = n_rows
 
 
-class TransportError(ChurnConnectorError):
-    """The API could not be reached or used at all."""
+class _RunResults:
+    """What a stopped or failed run leaves behind: rows per state and the result frames."""
+
+    counts: dict[str, int]
+    rows: pd.DataFrame | None
+    chunks: pd.DataFrame | None
+
+    def _set_results(
+        self,
+        counts: dict[str, int] | None,
+        rows: pd.DataFrame | None,
+        chunks: pd.DataFrame | None,
+    ) -> None:
+        self.counts = dict(counts or {})
+        self.rows = rows
+        self.chunks = chunks
+
+
+class TransportError(_RunResults, ChurnConnectorError):
+    """The API could not be reached or used at all; the run stopped.
+
+    ``status`` is the HTTP status that stopped it (None for network failures); when raised
+    from a send, ``counts``, ``rows`` and ``chunks`` say what was delivered before.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        attempts: int = 0,
+        counts: dict[str, int] | None = None,
+        rows: pd.DataFrame | None = None,
+        chunks: pd.DataFrame | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+        self._set_results(counts, rows, chunks)
+
+    def with_results(
+        self, counts: dict[str, int], rows: pd.DataFrame, chunks: pd.DataFrame
+    ) -> TransportError:
+        """The same error, carrying what the stopped run delivered."""
+        return type(self)(
+            self.message,
+            status=self.status,
+            attempts=self.attempts,
+            counts=counts,
+            rows=rows,
+            chunks=chunks,
+        )
 
 
 class AuthenticationError(TransportError):
     """The API refused the key (401 or 403). Carries ``status``, never the key."""
 
 
-class DeliveryError(ChurnConnectorError):
-    """Some valid rows were not delivered. Carries ``counts`` (status -> rows)."""
+class DeliveryError(_RunResults, ChurnConnectorError):
+    """Some valid rows were not delivered (``SendResult.raise_for_failures``).
+
+    ``counts``: rows per state; ``rows``: the rows that were not delivered; ``chunks``: every
+    request of the run.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        counts: dict[str, int],
+        rows: pd.DataFrame | None = None,
+        chunks: pd.DataFrame | None = None,
+    ) -> None:
+        super().__init__(message)
+        self._set_results(counts, rows, chunks)

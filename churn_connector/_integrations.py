@@ -8,18 +8,18 @@ when anything was not delivered, so the task fails and retries like any other.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from ._client import Client
-from ._results import SendResult
+from ._client import Client, IdentifyOptions, SendEventsOptions
+from ._config import ClientConfig, Secret
+from ._delivery.results import SendResult, write_frame
+from ._types import DataSource
 
 
 def _finish(
-    result: SendResult, results_dir: str | Path | None, allow_invalid: bool
+    result: SendResult, results_dir: str | Path | None, *, allow_invalid: bool
 ) -> dict[str, Any]:
     if results_dir is not None:
-        from ._cli import write_frame
-
         folder = Path(results_dir)
         write_frame(result.chunks, folder / f"{result.kind}_chunks.csv")
         write_frame(result.rows, folder / f"{result.kind}_rows.parquet")
@@ -36,49 +36,37 @@ def _finish(
 
 
 def send_events_task(
-    data: Any,
+    data: DataSource,
     *,
     base_url: str | None = None,
-    api_key: str | None = None,
+    api_key: str | Secret | None = None,
+    config: ClientConfig | None = None,
     results_dir: str | Path | None = None,
     allow_invalid: bool = False,
-    **options: Any,
+    **options: Unpack[SendEventsOptions],
 ) -> dict[str, Any]:
     """Send events; return a summary dict; raise DeliveryError if rows were not delivered.
 
-    ``allow_invalid=True`` lets invalid rows (reported, never sent) pass the task.
-    Client options (timeouts, concurrency, retry) and send options both go in ``options``.
+    ``allow_invalid=True`` lets invalid rows (reported, never sent) pass the task. Client
+    settings (timeouts, retry, ...) come in ``config``; ``options`` are those of
+    :meth:`Client.send_events`.
     """
-    return _task("send_events", data, base_url, api_key, results_dir, allow_invalid, options)
+    client = Client(base_url, api_key, config=config)
+    result = client.send_events(data, **options)
+    return _finish(result, results_dir, allow_invalid=allow_invalid)
 
 
 def identify_task(
-    data: Any,
+    data: DataSource,
     *,
     base_url: str | None = None,
-    api_key: str | None = None,
+    api_key: str | Secret | None = None,
+    config: ClientConfig | None = None,
     results_dir: str | Path | None = None,
     allow_invalid: bool = False,
-    **options: Any,
+    **options: Unpack[IdentifyOptions],
 ) -> dict[str, Any]:
     """Identify users; the same contract as :func:`send_events_task`."""
-    return _task("identify", data, base_url, api_key, results_dir, allow_invalid, options)
-
-
-def _task(
-    operation: str,
-    data: Any,
-    base_url: str | None,
-    api_key: str | None,
-    results_dir: str | Path | None,
-    allow_invalid: bool,
-    options: dict[str, Any],
-) -> dict[str, Any]:
-    """Split options between the Client and the call, run it, and finish the task."""
-    from ._client import _CONFIG_FIELDS
-
-    client_opts = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
-    call_opts = {k: v for k, v in options.items() if k not in _CONFIG_FIELDS}
-    client = Client(base_url, api_key, **client_opts)
-    result: SendResult = getattr(client, operation)(data, **call_opts)
-    return _finish(result, results_dir, allow_invalid)
+    client = Client(base_url, api_key, config=config)
+    result = client.identify(data, **options)
+    return _finish(result, results_dir, allow_invalid=allow_invalid)

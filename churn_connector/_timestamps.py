@@ -10,13 +10,25 @@ from __future__ import annotations
 import datetime as dt
 import zoneinfo
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-# problem codes, one per row; 0 means the value is usable
-OK, NULL, BAD_TYPE, BAD_FORMAT, NAIVE, BAD_LOCAL_TIME = 0, 1, 2, 3, 4, 5
+
+class TimestampProblem(IntEnum):
+    """What is wrong with one timestamp cell (stored as int8 per row; OK means usable)."""
+
+    OK = 0
+    NULL = 1
+    BAD_TYPE = 2
+    BAD_FORMAT = 3
+    NAIVE = 4
+    BAD_LOCAL_TIME = 5
+
+
+OK, NULL, BAD_TYPE, BAD_FORMAT, NAIVE, BAD_LOCAL_TIME = TimestampProblem
 
 # [0-9], not \d: \d also matches other scripts' digits
 _ISO = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,9 +11,11 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.config import ValidationDepth, config_context
 
+from ._checks import require
 from ._exceptions import DataValidationError
-from ._results import INVALID
-from ._schemas import explanations, frame_owners
+from ._rows import RowBook
+from ._schema import explanations, frame_owners
+from ._types import RowState
 from ._values import has_surrogate, mask_surrogates
 
 FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
@@ -33,6 +34,7 @@ def run_schema(
     schema: pa.DataFrameSchema,
     offset: int,
     labels: pd.Index,
+    *,
     masked: bool = False,
 ) -> SliceFailures:
     """Validate ``df`` (any index) and return per-row failures with messages.
@@ -117,25 +119,50 @@ def _tidy(records: list[dict[str, Any]], owners: dict[str, str]) -> list[dict[st
 
 
 class FailureLog:
-    """Failures of a streamed input: a table-level one is listed once but marks every row."""
+    """The failures of one input, and the one way a failure is recorded on a row.
 
-    def __init__(self) -> None:
+    A table-level failure (a missing or unknown column) is listed once but marks every row.
+    """
+
+    def __init__(self, book: RowBook) -> None:
+        self.book = book
         self.records: list[dict[str, Any]] = []
         self._table_level: set[tuple[Any, ...]] = set()
 
-    def add(self, records: list[dict[str, Any]], book: Any, start: int, n: int) -> None:
+    def add(self, records: list[dict[str, Any]], start: int, n: int) -> None:
+        """Note one slice's schema failures on its rows (``start`` .. ``start + n``)."""
         for rec in records:
-            note = f"[{rec['check']}] {rec['message']}"
+            note = _note(rec["check"], rec["message"])
             if rec["position"] is None:
                 key = (rec["column"], rec["check"])
                 if key not in self._table_level:
                     self._table_level.add(key)
                     self.records.append(rec)
                 for p in range(start, start + n):
-                    book.add_error(p, note)
+                    self.book.add_error(p, note)
             else:
                 self.records.append(rec)
-                book.add_error(rec["position"], note)
+                self.book.add_error(rec["position"], note)
+
+    def fail(
+        self,
+        position: int,
+        column: str,
+        check: str,
+        value: Any,
+        message: str,
+        state: RowState | None = RowState.INVALID,
+    ) -> None:
+        """Record a failure found after the schema ran (a duplicate, a ledger conflict)."""
+        label = self.book.labels[position]
+        self.records.append(failure_record(label, position, column, check, value, message))
+        if state is not None:
+            self.book.set([position], state)
+        self.book.add_error(position, _note(check, message))
+
+
+def _note(check: str, message: str) -> str:
+    return f"[{check}] {message}"
 
 
 def _pandera_broke_on_surrogates(cases: pd.DataFrame) -> bool:
@@ -162,40 +189,10 @@ def failure_record(
         "row": row,
         "position": position,
         "column": column,
-        "check": check,
+        "check": require(check),
         "value": value,
         "message": message,
     }
-
-
-def streamed_report(
-    kind: str,
-    stream: Any,
-    frames: Iterable[pd.DataFrame],
-    process: Callable[[pd.DataFrame], object],
-) -> ValidationReport:
-    """Run ``process`` over every slice and report on the stream's book and failures.
-
-    Failures are ordered table-level first, then by row, so the report is the same
-    whatever the slice size.
-    """
-    valid_parts: list[pd.DataFrame] = []
-    for df in frames:
-        start = len(stream.book)
-        process(df)
-        status = stream.book.status[start : start + len(df)]
-        valid_parts.append(df.iloc[np.flatnonzero(status != INVALID)])
-    valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
-    frame = failures_frame(stream.failures)
-    order = frame["position"].fillna(-1).to_numpy(dtype=np.int64).argsort(kind="stable")
-    return ValidationReport(
-        kind,
-        valid=valid,
-        failures=frame.iloc[order].reset_index(drop=True),
-        n_rows=len(stream.book),
-        n_invalid=int((stream.book.status == INVALID).sum()),
-        duplicates=getattr(stream, "duplicates", 0),
-    )
 
 
 def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:

@@ -93,6 +93,11 @@ def to_json(value: Any, path: str, naive_timezone: str | None) -> Any:
     raise InexactValue(path, f"a {kind} has no exact JSON form; convert it to str, int or float")
 
 
+def canonical(obj: Any) -> bytes:
+    """Canonical JSON bytes: keys sorted by code point, no white space, UTF-8."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
 def check_json_string(text: str, path: str, naive_timezone: str | None) -> dict[str, Any]:
     """Parse a JSON-object string strictly (no NaN literals); raise InexactValue otherwise."""
     try:

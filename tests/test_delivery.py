@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import churn_connector as cc
+from churn_connector._delivery.transport import HttpPoster
 
 
 def stored_wire(sb: cc.Sandbox) -> list[dict]:
@@ -111,14 +112,15 @@ def test_rate_limits_are_retried(
 
 
 def test_a_429_pauses_every_worker_for_its_retry_after(sandbox: cc.Sandbox) -> None:
-    from churn_connector._transport import Transport
-
     sandbox.script_faults([cc.Fault("429", retry_after=30)])
     config = cc.ClientConfig.create(sandbox.base_url, sandbox.api_key)
-    with Transport(config, pool_size=2) as transport:
-        transport.post("/v1/identify", b'{"external_user_id":"a"}')
+    poster = HttpPoster(config, pool_size=2)
+    try:
+        poster.post("/v1/identify", b'{"external_user_id":"a"}')
         # the shared gate, not only the retrying thread, holds back the next ~30 s
-        assert transport.gate._until - time.monotonic() > 20
+        assert poster.gate._until - time.monotonic() > 20
+    finally:
+        poster.close()
 
 
 def test_a_lost_response_is_retried_and_the_server_deduplicates(

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pandera.errors
 import pytest
 
 import churn_connector as cc
@@ -308,8 +309,6 @@ def test_report_html_lists_failures(now: pd.Timestamp) -> None:
 
 
 def test_exported_schema_validates_raw_frames(now: pd.Timestamp) -> None:
-    import pandera.errors
-
     schema = cc.events_schema(now=now)
     with pytest.raises(pandera.errors.SchemaErrors) as info:
         schema.validate(one_row(now, event_type="BAD"), lazy=True)

@@ -6,12 +6,15 @@ import datetime as dt
 import re
 
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
+from churn_connector._events.options import EventOptions
+from churn_connector._events.stream import EventStream
 
 NOW = pd.Timestamp("2026-11-22T12:00:00Z")
 WHEN = pd.Timestamp("2026-11-20T09:30:00.123987Z")
@@ -142,13 +145,9 @@ def test_invalid_rows_are_not_transformed() -> None:
 
 
 def test_wire_bytes_sent_equal_the_wire_objects() -> None:
-    import orjson
-
-    from churn_connector._events import event_stream
-
     df = base(properties=[{"z": 1, "a": [1, {"b": None}]}], context=[{"k": "v"}])
-    items, _ = event_stream(now=NOW).process(df)
-    assert orjson.loads(items[0][1]) == wire(df)[0]
+    batch = EventStream(df, EventOptions(now=NOW)).process(df)
+    assert orjson.loads(batch.bodies[0]) == wire(df)[0]
 
 
 identifiers = st.from_regex(r"[a-z0-9]{1,8}(_[a-z0-9]{1,8}){0,2}", fullmatch=True)

@@ -3,21 +3,34 @@ duplicate users in every mode, and the same results whatever the slice size."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
+import pandera.errors
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import churn_connector as cc
-from churn_connector._identities import (
-    duplicate_users,
-    identities_schema,
-    identities_to_wire,
-    identity_stream,
-    validate_identities,
-)
-from churn_connector._readers import iter_frames
+from churn_connector import identities_schema, identities_to_wire, validate_identities
+from churn_connector._identities.duplicates import duplicate_users
+from churn_connector._identities.options import IdentityOptions
+from churn_connector._identities.stream import IdentityStream
+from churn_connector._stream import batches
+
+
+def identity_stream(df: object, **options: Any) -> IdentityStream:
+    return IdentityStream(df, IdentityOptions(**options))
+
+
+def sent(stream: IdentityStream) -> list[tuple[int, str, bytes]]:
+    """(position, user, body) of every row the stream would send, slice after slice."""
+    return [
+        item
+        for batch in batches(stream)
+        for item in zip(batch.positions, batch.keys, batch.bodies, strict=True)
+    ]
 
 
 def one_row(**overrides: object) -> pd.DataFrame:
@@ -367,8 +380,6 @@ def test_arrow_list_of_structs_with_null_fields_is_accepted(tmp_path: object) ->
 
 # -- the schema on its own ---------------------------------------------------------------------
 def test_exported_schema_reports_named_checks() -> None:
-    import pandera.errors
-
     with pytest.raises(pandera.errors.SchemaErrors) as info:
         identities_schema().validate(one_row(email="x", preferred_channel="fax"), lazy=True)
     assert set(info.value.failure_cases["check"]) == {"email_pattern", "preferred_channel_value"}
@@ -396,7 +407,7 @@ def test_duplicate_users_reads_parquet_id_column(tmp_path: object) -> None:
 
 
 def test_duplicate_users_leave_out_invalid_ids() -> None:
-    assert duplicate_users(users(None, None, " ", " ")) == {}
+    assert duplicate_users(users(None, None, " ", " "), slice_rows=10) == {}
 
 
 def test_duplicates_error_invalidates_every_row_naming_the_others() -> None:
@@ -409,10 +420,10 @@ def test_duplicates_error_invalidates_every_row_naming_the_others() -> None:
 
 
 def test_duplicates_keep_last_skips_earlier_rows_with_a_note() -> None:
-    stream = identity_stream(dup_table(), duplicates="keep_last")
-    sent = [pos for df in iter_frames(dup_table(), 3) for pos, _, _ in stream.process(df)]
+    stream = identity_stream(dup_table(), duplicates="keep_last", slice_rows=3)
+    positions = [pos for pos, _, _ in sent(stream)]
     rows = stream.book.frame()
-    assert sent == [3, 5, 6]
+    assert positions == [3, 5, 6]
     assert list(rows["status"]) == [
         "skipped",
         "skipped",
@@ -429,9 +440,9 @@ def test_duplicates_keep_last_skips_earlier_rows_with_a_note() -> None:
 def test_keep_last_sends_nothing_for_a_user_whose_last_row_is_invalid() -> None:
     df = users("a", "a", email=["ok@x.co", "bad"])
     stream = identity_stream(df, duplicates="keep_last")
-    assert stream.process(df) == []
+    assert sent(stream) == []
     assert list(stream.book.frame()["status"]) == ["invalid", "invalid"]
-    checks = {f["check"] for f in stream.failures}
+    checks = {f["check"] for f in stream.failures.records}
     assert checks == {"external_user_id_last_row_invalid", "email_pattern"}
 
 
@@ -459,9 +470,8 @@ def test_stream_states_sends_and_notes_do_not_depend_on_the_slice_size(mode: str
     df = dup_table()
     outcomes = []
     for rows in (len(df), 1):
-        stream = identity_stream(df, duplicates=mode, slice_rows=rows)  # type: ignore[arg-type]
-        sent = [item for part in stream.run(iter_frames(df, rows)) for item in part]
-        outcomes.append((sent, stream.book.frame()))
+        stream = identity_stream(df, duplicates=mode, slice_rows=rows)
+        outcomes.append((sent(stream), stream.book.frame()))
     (whole_sent, whole_rows), (sliced_sent, sliced_rows) = outcomes
     assert whole_sent == sliced_sent
     pd.testing.assert_frame_equal(whole_rows, sliced_rows)

@@ -11,13 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from churn_connector._identities import (
-    canonical_body,
-    identities_to_wire,
-    identity_stream,
-    validate_identities,
-)
-from churn_connector._readers import iter_frames
+from churn_connector import identities_to_wire, validate_identities
+from churn_connector._identities.options import IdentityOptions
+from churn_connector._identities.stream import IdentityStream
+from churn_connector._identities.wire import body_bytes
+from churn_connector._stream import batches
 
 WHEN = pd.Timestamp("2026-11-20T09:30:00.123987Z")
 BODY_KEYS = {"external_user_id", "traits", "preferred_channel", "channels"}
@@ -208,18 +206,19 @@ def test_bytes_sent_are_the_canonical_json_of_the_body() -> None:
             "email": ["a@b.co"],
         }
     )
-    stream = identity_stream(df)
-    ((position, user, raw),) = stream.process(df)
+    stream = IdentityStream(df, IdentityOptions())
+    batch = stream.process(df)
+    ((position, user, raw),) = zip(batch.positions, batch.keys, batch.bodies, strict=True)
     body = identities_to_wire(df)[0]
     assert (position, user) == (0, "u")
-    assert raw == canonical_body(body) == orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    assert raw == body_bytes(body) == orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     assert orjson.loads(raw) == body
 
 
 def test_stream_returns_rows_to_send_in_row_order_with_positions() -> None:
     df = pd.DataFrame({"external_user_id": ["a", "b", "c"], "email": ["a@b.co", "bad", "c@b.co"]})
-    stream = identity_stream(df)
-    sent = [(p, u) for part in stream.run(iter_frames(df, 2)) for p, u, _ in part]
+    stream = IdentityStream(df, IdentityOptions(slice_rows=2))
+    sent = [(p, u) for b in batches(stream) for p, u in zip(b.positions, b.keys, strict=True)]
     assert sent == [(0, "a"), (2, "c")]
     assert list(stream.book.frame()["status"]) == ["pending", "invalid", "pending"]
 

@@ -36,14 +36,11 @@ def test_task_fails_with_a_picklable_error_when_rows_are_not_delivered(
     sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
 ) -> None:
     sandbox.set_faults(error_rate=1.0)
+    config = cc.ClientConfig.create(
+        sandbox.base_url, sandbox.api_key, retry=cc.RetryPolicy(max_attempts=2)
+    )
     with pytest.raises(cc.DeliveryError) as info:
-        cc.send_events_task(
-            events,
-            base_url=sandbox.base_url,
-            api_key=sandbox.api_key,
-            now=now,
-            retry=cc.RetryPolicy(max_attempts=2),
-        )
+        cc.send_events_task(events, config=config, now=now)
     assert pickle.loads(pickle.dumps(info.value)).counts["failed"] == len(events)
 
 

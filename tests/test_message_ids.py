@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
+from churn_connector._values import canonical
 
 UUID8 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -165,6 +166,4 @@ def test_canonical_form_is_sorted_compact_utf8_json(props: dict) -> None:
 )
 def test_float_spelling_is_pinned(value: float, spelled: bytes) -> None:
     # the canonical form spells floats as orjson 3 does; a change here would change ids
-    from churn_connector._ids import canonical
-
     assert canonical({"x": value}) == b'{"x":' + spelled + b"}"

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from churn_connector._progress import Progress
+from churn_connector._delivery.progress import Progress
 
 
 def test_non_interactive_progress_logs_how_far_it_got(caplog: pytest.LogCaptureFixture) -> None:

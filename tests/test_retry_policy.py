@@ -10,7 +10,7 @@ from email.utils import format_datetime
 import pytest
 
 import churn_connector as cc
-from churn_connector._retry import parse_retry_after, retry_testing, sleep
+from churn_connector._delivery.retry import next_wait, parse_retry_after, retry_testing, sleep
 
 
 def test_backoff_grows_exponentially_within_full_jitter() -> None:
@@ -24,11 +24,11 @@ def test_backoff_grows_exponentially_within_full_jitter() -> None:
 
 
 def test_retry_after_seconds_are_honoured() -> None:
-    assert cc.RetryPolicy().wait_for(1, "7", random.Random(0)) == 7.0
+    assert next_wait(cc.RetryPolicy(), 1, "7", random.Random(0)) == 7.0
 
 
 def test_retry_after_is_capped() -> None:
-    assert cc.RetryPolicy(max_retry_after=10).wait_for(1, "3600", random.Random(0)) == 10
+    assert next_wait(cc.RetryPolicy(max_retry_after=10), 1, "3600", random.Random(0)) == 10
 
 
 def test_retry_after_http_date_is_parsed() -> None:
@@ -44,11 +44,11 @@ def test_retry_after_in_the_past_means_now() -> None:
 
 def test_unparseable_retry_after_falls_back_to_backoff() -> None:
     assert parse_retry_after("soon") is None
-    assert cc.RetryPolicy(initial_delay=0.1).wait_for(1, "soon", random.Random(0)) <= 0.1
+    assert next_wait(cc.RetryPolicy(initial_delay=0.1), 1, "soon", random.Random(0)) <= 0.1
 
 
 def test_invalid_policies_are_refused() -> None:
-    with pytest.raises(ValueError, match="max_attempts"):
+    with pytest.raises(cc.ConfigurationError, match="max_attempts"):
         cc.RetryPolicy(max_attempts=0)
 
 

@@ -16,26 +16,19 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from . import _columns, _ids, _timestamps
+from .. import _columns, _timestamps
+from .._values import canonical
+from . import ids as _ids
+from .options import EventOptions
 
 _CONTEXT_OPEN = b'{"context":{'
 _BLOCK = 1024
-
-
-@dataclass(frozen=True)
-class EventOptions:
-    """How events are turned into wire objects (everything that changes the bytes)."""
-
-    naive_timezone: str | None = None
-    namespace: str | None = None
-    id_columns: tuple[str, ...] | None = None
 
 
 @dataclass
 class WireEvents:
     """Wire form of a slice's valid rows, in row order."""
 
-    events: list[dict[str, Any]]  # without $message_id
     body: list[bytes]  # each event's wire bytes, $message_id included
     ids: list[str]
     id_keys: list[int]  # 64-bit keys of the ids, for de-duplication across slices
@@ -69,7 +62,7 @@ def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
     tz = options.naive_timezone
     n = len(work)
     if n == 0:
-        return WireEvents([], [], [], [], [])
+        return WireEvents([], [], [], [])
     user_ids = _columns.ids_to_wire(work["external_user_id"])
     event_types = work["event_type"].tolist()
     times = _timestamps.format_ms(_timestamps.normalize(work["occurred_at"], tz).ms)
@@ -86,7 +79,7 @@ def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
         for c, e, u, t, p in zip(context, event_types, user_ids, times, properties, strict=True)
     ]
     given = [str(v) for v in work["message_id"].tolist()] if "message_id" in work else None
-    out = WireEvents(events, [], [], [], [])
+    out = WireEvents([], [], [], [])
     for lo in range(0, n, _BLOCK):
         block_ids = given[lo : lo + _BLOCK] if given is not None else None
         _serialise(events[lo : lo + _BLOCK], block_ids, options, out)
@@ -101,7 +94,7 @@ def _serialise(
     Each orjson result keeps a ~4 KB allocation alive, so canonical bytes are only held
     for one small block; the spliced bytes that are kept are exact-size copies.
     """
-    rows = [_ids.canonical(e) for e in events]
+    rows = [canonical(e) for e in events]
     content = _ids.digests(rows, options.namespace)
     if given is not None:
         ids = given
@@ -109,7 +102,7 @@ def _serialise(
         quoted = [orjson.dumps(i) for i in ids]  # caller's ids may need escaping
     else:
         if options.id_columns:
-            payloads = [_ids.canonical(_id_payload(e, options.id_columns)) for e in events]
+            payloads = [canonical(_id_payload(e, options.id_columns)) for e in events]
             digests = _ids.digests(payloads, options.namespace)
         else:
             digests = content
@@ -121,16 +114,3 @@ def _serialise(
     out.ids.extend(ids)
     out.id_keys.extend(id_keys)
     out.content_keys.extend(_keys(content))
-
-
-def with_ids(wire: WireEvents) -> list[dict[str, Any]]:
-    """The wire objects as dicts, ``context.$message_id`` first."""
-    return [
-        {**e, "context": {"$message_id": i, **e["context"]}}
-        for e, i in zip(wire.events, wire.ids, strict=True)
-    ]
-
-
-def batch_body(rows: Sequence[bytes]) -> bytes:
-    """``{"events":[...]}`` from already-serialised events, without re-encoding them."""
-    return b'{"events":[' + b",".join(rows) + b"]}"

@@ -20,16 +20,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import orjson
+
+from .._values import canonical
 
 ID_PREFIX = b"churn-connector/message-id/v1\n"
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _DASHES = (8, 12, 16, 20)
-
-
-def canonical(obj: Any) -> bytes:
-    """The canonical JSON bytes of a wire object."""
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def digests(rows: Sequence[bytes], namespace: str | None = None) -> np.ndarray:

@@ -14,11 +14,15 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeAlias
 
-from ._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError
+from .._stream import Kind, WireBatch
+from .._types import RowState
+from .._validation import FailureLog
 
 log = logging.getLogger("churn_connector")
 
@@ -129,7 +133,7 @@ class Ledger:
 class ScopedLedger:
     """A ledger seen from one API; writes never fail a run (the API de-duplicates)."""
 
-    def __init__(self, ledger: Ledger, scope: str, writable: bool = True) -> None:
+    def __init__(self, ledger: Ledger, scope: str, *, writable: bool = True) -> None:
         self.ledger = ledger
         self.scope = scope
         self.writable = writable  # False for dry runs: consult, never change
@@ -158,8 +162,12 @@ class ScopedLedger:
             log.warning("ledger write failed (%s); the next run re-sends these", exc)
 
 
+LedgerArg: TypeAlias = "str | os.PathLike[str] | Ledger | None"
+"""A ledger file path or an open Ledger; None for no ledger."""
+
+
 def open_ledger(
-    ledger: str | os.PathLike[str] | Ledger | None, scope: str, dry_run: bool
+    ledger: LedgerArg, scope: str, *, dry_run: bool
 ) -> tuple[ScopedLedger | None, Ledger | None]:
     """The scoped ledger for a run, and the Ledger the run opened itself (to close)."""
     if ledger is None:
@@ -170,3 +178,73 @@ def open_ledger(
         return None, None  # nothing recorded yet, and a dry run creates nothing
     opened = Ledger(ledger, read_only=dry_run)
     return ScopedLedger(opened, scope, writable=not dry_run), opened
+
+
+_MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+class LedgerStage:
+    """The stage between wire and chunking: skip what was acknowledged, record what is now.
+
+    Events: an id acknowledged with the same content is ``skipped``; with other content it is
+    a ``message_id_conflict`` (the API keeps the first). Identities: a user whose body is
+    unchanged since its last acknowledgement is ``skipped``; a changed one is sent, and its
+    old record dropped first, so an unknown outcome never makes a later run skip.
+    """
+
+    def __init__(self, ledger: ScopedLedger, kind: Kind, failures: FailureLog) -> None:
+        self.ledger = ledger
+        self.kind = kind
+        self.failures = failures
+        self._pending: dict[int, tuple[str, str]] = {}  # position -> entry, once acknowledged
+        self._lock = threading.Lock()
+
+    def apply(self, batches: Iterable[WireBatch]) -> Iterator[WireBatch]:
+        for batch in batches:
+            yield self.filter(batch)
+
+    def filter(self, batch: WireBatch) -> WireBatch:
+        """The entries of ``batch`` still to be sent."""
+        if not len(batch):
+            return batch
+        known = self.ledger.known(self.kind, batch.keys)
+        if batch.content is not None:
+            digests = [f"{k & _MASK64:016x}" for k in batch.content.tolist()]
+        else:
+            digests = [digest(b) for b in batch.bodies]
+        book = self.failures.book
+        keep: list[int] = []
+        resent: list[str] = []
+        for i, (pos, key, dig) in enumerate(zip(batch.positions, batch.keys, digests, strict=True)):
+            previous = known.get(key)
+            if previous == dig and pos not in batch.always_send:
+                book.set([pos], RowState.SKIPPED)
+                book.add_error(pos, _SKIP_NOTE[self.kind])
+                continue
+            if previous is not None and self.kind == "events" and previous != dig:
+                message = (
+                    f"message id {key!r} was acknowledged before with different content "
+                    "(ledger): the API keeps the first; give this event its own id"
+                )
+                self.failures.fail(pos, "message_id", "message_id_conflict", key, message)
+                continue
+            if previous is not None:
+                resent.append(key)
+            with self._lock:
+                self._pending[pos] = (key, dig)
+            keep.append(i)
+        # until the new body is acknowledged, the API's state is unknown for these keys
+        self.ledger.forget(self.kind, resent)
+        return batch.select(keep)
+
+    def acknowledged(self, positions: Sequence[int]) -> None:
+        """Record the entries of an acknowledged request."""
+        with self._lock:
+            entries = [self._pending.pop(p) for p in positions]
+        self.ledger.record(self.kind, entries)
+
+
+_SKIP_NOTE = {
+    "events": "already delivered (ledger)",
+    "identities": "unchanged since its last acknowledgement (ledger)",
+}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._exceptions import InputError
-from ._schemas import FLAGS
 
 DEFAULT_SLICE_ROWS = 50_000
 # orjson reads integers beyond 64 bits as floats; such lines are parsed exactly instead
@@ -45,7 +44,7 @@ _ARROW_NULLABLE = {
 }
 
 
-def _arrow_to_pandas(batch: pa.RecordBatch | pa.Table, offset: int) -> pd.DataFrame:
+def arrow_to_pandas(batch: pa.RecordBatch | pa.Table, offset: int) -> pd.DataFrame:
     frame: pd.DataFrame = batch.to_pandas(
         types_mapper=_ARROW_NULLABLE.get, maps_as_pydicts="strict"
     )
@@ -59,11 +58,14 @@ def _slices(df: pd.DataFrame, rows: int) -> Iterator[pd.DataFrame]:
         yield df
 
 
-def _read_parquet(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+def _read_parquet(path: Path, rows: int, columns: Sequence[str] | None) -> Iterator[pd.DataFrame]:
     offset = 0
     with pq.ParquetFile(path) as file:
-        for batch in file.iter_batches(batch_size=rows):
-            yield _arrow_to_pandas(batch, offset)
+        if columns is not None:
+            present = set(file.schema_arrow.names)
+            columns = [c for c in columns if c in present]
+        for batch in file.iter_batches(batch_size=rows, columns=columns):
+            yield arrow_to_pandas(batch, offset)
             offset += batch.num_rows
 
 
@@ -73,13 +75,13 @@ def _csv_flag(text: Any) -> Any:
     return text
 
 
-def _read_csv(path: Path, rows: int) -> Iterator[pd.DataFrame]:
+def _read_csv(path: Path, rows: int, text_booleans: Sequence[str]) -> Iterator[pd.DataFrame]:
     # only empty cells are null: "NA" or "null" can be somebody's id or event name
     reader = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], chunksize=rows)
     with reader:
         for chunk in reader:
             for column in chunk.columns:
-                if column in FLAGS:
+                if column in text_booleans:
                     # CSV has no booleans: only the words true/false are read as such
                     cells = [_csv_flag(v) for v in chunk[column].tolist()]
                     chunk[column] = pd.Series(cells, index=chunk.index, dtype=object)
@@ -96,9 +98,15 @@ def _read_ndjson(path: Path, rows: int) -> Iterator[pd.DataFrame]:
             try:
                 record = _exact_json(line) if _LONG_INT.search(line) else orjson.loads(line)
             except (orjson.JSONDecodeError, ValueError) as exc:
-                raise InputError(f"{path.name} line {number} is not valid JSON: {exc}") from None
+                raise InputError(
+                    f"{path.name} line {number} is not valid JSON: {exc}",
+                    path=str(path),
+                    line=number,
+                ) from None
             if not isinstance(record, dict):
-                raise InputError(f"{path.name} line {number} is not a JSON object")
+                raise InputError(
+                    f"{path.name} line {number} is not a JSON object", path=str(path), line=number
+                )
             records.append(record)
             if len(records) >= rows:
                 yield _records_frame(records, offset)
@@ -126,30 +134,46 @@ def _records_frame(records: list[dict[str, Any]], offset: int) -> pd.DataFrame:
     return pd.DataFrame(data, index=index)
 
 
-def iter_frames(data: Any, rows: int = DEFAULT_SLICE_ROWS) -> Iterator[pd.DataFrame]:
-    """Yield the input as DataFrame slices of at most ``rows`` rows."""
+def iter_frames(
+    data: Any,
+    rows: int = DEFAULT_SLICE_ROWS,
+    *,
+    columns: Sequence[str] | None = None,
+    text_booleans: Sequence[str] = (),
+) -> Iterator[pd.DataFrame]:
+    """Yield the input as DataFrame slices of at most ``rows`` rows.
+
+    ``columns`` asks for those columns only (others may come too, when the input cannot
+    leave them out cheaply); ``text_booleans`` names CSV columns whose words true/false
+    are read as booleans.
+    """
+    if columns is not None:
+        yield from _projected(data, rows, columns)
+        return
     if isinstance(data, pd.DataFrame):
         yield from _slices(data, rows)
     elif isinstance(data, pa.Table):
         offset = 0
         for batch in data.to_batches(max_chunksize=rows):
-            yield _arrow_to_pandas(batch, offset)
+            yield arrow_to_pandas(batch, offset)
             offset += batch.num_rows
         if data.num_rows == 0:
-            yield _arrow_to_pandas(data, 0)
+            yield arrow_to_pandas(data, 0)
     elif isinstance(data, str | os.PathLike):
         path = Path(data)
         if not path.is_file():
-            raise InputError(f"no such file: {path}")
+            raise InputError(f"no such file: {path}", path=str(path))
         suffix = path.suffix.lower()
         if suffix in (".parquet", ".pq"):
-            yield from _read_parquet(path, rows)
+            yield from _read_parquet(path, rows, None)
         elif suffix == ".csv":
-            yield from _read_csv(path, rows)
+            yield from _read_csv(path, rows, text_booleans)
         elif suffix in (".ndjson", ".jsonl"):
             yield from _read_ndjson(path, rows)
         else:
-            raise InputError(f"unsupported file type {suffix!r}: use .parquet, .csv or .ndjson")
+            raise InputError(
+                f"unsupported file type {suffix!r}: use .parquet, .csv or .ndjson", path=str(path)
+            )
     elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
         for item in data:
             if not isinstance(item, pd.DataFrame):
@@ -162,3 +186,18 @@ def iter_frames(data: Any, rows: int = DEFAULT_SLICE_ROWS) -> Iterator[pd.DataFr
             f"unsupported input {type(data).__name__}: pass a DataFrame, a pyarrow Table, "
             "a .parquet/.csv/.ndjson path or an iterable of DataFrames"
         )
+
+
+def _projected(data: Any, rows: int, columns: Sequence[str]) -> Iterator[pd.DataFrame]:
+    """The slices of ``data`` with only ``columns`` where that saves reading the rest."""
+    if isinstance(data, pd.DataFrame):
+        yield from _slices(data[[c for c in columns if c in data.columns]], rows)
+    elif isinstance(data, pa.Table):
+        keep = [c for c in columns if c in data.column_names]
+        yield from iter_frames(data.select(keep), rows)
+    elif isinstance(data, str | os.PathLike) and Path(data).suffix.lower() in (".parquet", ".pq"):
+        if not Path(data).is_file():
+            raise InputError(f"no such file: {data}", path=str(data))
+        yield from _read_parquet(Path(data), rows, columns)
+    else:
+        yield from iter_frames(data, rows)

@@ -12,7 +12,8 @@ log = logging.getLogger("churn_connector")
 
 def _interactive() -> bool:
     try:
-        from IPython import get_ipython  # type: ignore[import-not-found,unused-ignore]
+        # optional: present only in notebooks, so imported only when asked
+        from IPython import get_ipython  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
 
         if get_ipython() is not None:
             return True
@@ -28,6 +29,7 @@ class Progress:
         self,
         desc: str,
         total: int | None = None,
+        *,
         enabled: bool | None = None,
         log_every_s: float = 10.0,
     ) -> None:
@@ -39,7 +41,8 @@ class Progress:
         if enabled is None:
             enabled = _interactive()
         if enabled:
-            from tqdm.auto import tqdm
+            # imported only when a bar is shown: tqdm.auto probes the notebook stack
+            from tqdm.auto import tqdm  # noqa: PLC0415
 
             self._bar = tqdm(total=total, desc=desc, unit="row", leave=True)
 

@@ -5,32 +5,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._pipeline import EventStream
-from ._readers import DEFAULT_SLICE_ROWS, iter_frames
-from ._schemas import ExtraColumns, events_schema
-from ._validation import ValidationReport, streamed_report
-from ._wire import EventOptions, with_ids
+import orjson
+
+from .._inputs import DEFAULT_SLICE_ROWS
+from .._stream import batches, report
+from .._types import DataSource, ExtraColumns
+from .._validation import ValidationReport
+from .options import EventOptions
+from .stream import EventStream
 
 
-def event_stream(
+def event_options(
     *,
     now: Any = None,
     naive_timezone: str | None = None,
     extra_columns: ExtraColumns = "error",
     namespace: str | None = None,
     id_columns: Sequence[str] | None = None,
-) -> EventStream:
-    schema = events_schema(now=now, naive_timezone=naive_timezone, extra_columns=extra_columns)
-    options = EventOptions(
+    slice_rows: int = DEFAULT_SLICE_ROWS,
+) -> EventOptions:
+    """The validated options object of the public keyword arguments."""
+    return EventOptions(
+        now=now,
         naive_timezone=naive_timezone,
+        extra_columns=extra_columns,
         namespace=namespace,
-        id_columns=tuple(id_columns) if id_columns else None,
+        id_columns=tuple(id_columns) if id_columns is not None else None,
+        slice_rows=slice_rows,
     )
-    return EventStream(schema, options)
 
 
 def validate_events(
-    data: Any,
+    data: DataSource,
     *,
     now: Any = None,
     naive_timezone: str | None = None,
@@ -45,18 +51,19 @@ def validate_events(
     invalid unless ``naive_timezone`` names their zone. Exact duplicate rows (same message
     id) are valid but counted: they would be sent once.
     """
-    stream = event_stream(
+    options = event_options(
         now=now,
         naive_timezone=naive_timezone,
         extra_columns=extra_columns,
         namespace=namespace,
         id_columns=id_columns,
+        slice_rows=slice_rows,
     )
-    return streamed_report("events", stream, iter_frames(data, slice_rows), stream.process)
+    return report(EventStream(data, options))
 
 
 def events_to_wire(
-    data: Any,
+    data: DataSource,
     *,
     now: Any = None,
     naive_timezone: str | None = None,
@@ -66,17 +73,14 @@ def events_to_wire(
     slice_rows: int = DEFAULT_SLICE_ROWS,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
-    stream = event_stream(
+    options = event_options(
         now=now,
         naive_timezone=naive_timezone,
         extra_columns=extra_columns,
         namespace=namespace,
         id_columns=id_columns,
+        slice_rows=slice_rows,
     )
-    out: list[dict[str, Any]] = []
-    for df in iter_frames(data, slice_rows):
-        _, kept = stream.process(df, keep_valid=True)
-        wire, indices = kept
-        objects = with_ids(wire)
-        out.extend(objects[j] for j in indices)
-    return out
+    # the bytes are what would be sent; reading them back gives exactly those objects
+    stream = EventStream(data, options)
+    return [orjson.loads(body) for batch in batches(stream) for body in batch.bodies]

@@ -1,0 +1,1 @@
+"""The delivery wing: ledger stage → requests → sender over a Poster → results."""

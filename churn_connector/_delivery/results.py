@@ -1,0 +1,182 @@
+"""Results of a send: one record per request, the SendResult users read, result files."""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._exceptions import ConfigurationError, DeliveryError
+from .._rows import RowBook
+from .._types import ChunkStatus, RowState
+
+RESPONSE_TEXT_LIMIT = 300
+
+CHUNK_COLUMNS = [
+    "chunk",
+    "parent_chunk",
+    "endpoint",
+    "events",
+    "first_row",
+    "last_row",
+    "status",
+    "http_status",
+    "attempts",
+    "elapsed_s",
+    "bytes",
+    "error",
+    "response",
+]
+
+
+@dataclass
+class ChunkRecord:
+    """One request (or one bisected part of a rejected request) and how it ended."""
+
+    chunk: int
+    parent_chunk: int | None
+    endpoint: str
+    events: int
+    first_row: Any
+    last_row: Any
+    status: ChunkStatus
+    http_status: int | None
+    attempts: int
+    elapsed_s: float
+    bytes: int
+    error: str | None
+    response: str | None
+
+
+def trim(text: str | None, limit: int = RESPONSE_TEXT_LIMIT) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class SendResult:
+    """What happened to every row and every request of one send.
+
+    ``chunks``: one row per request; ``rows``: one row per input row (state, message id,
+    chunk, error); ``counts``: rows per state; ``ok``: every valid row was acknowledged.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        book: RowBook,
+        chunks: list[ChunkRecord],
+        elapsed_s: float,
+        *,
+        dry_run: bool = False,
+    ) -> None:
+        self.kind = kind
+        self._book = book
+        self._chunks = chunks
+        self.elapsed_s = elapsed_s
+        self.dry_run = dry_run
+        self.counts = book.counts()
+        pending = self.counts.pop("pending")
+        if pending and not dry_run:
+            raise AssertionError(f"{pending} rows were left without a final state")
+        answered = np.isin(book.status, (RowState.SENT, RowState.REJECTED))
+        if (book.chunk[answered] < 0).any():
+            raise AssertionError("a row was answered without being recorded in a request")
+        if dry_run:
+            self.counts["would_send"] = pending
+        self.n_rows = len(book)
+        self._rows: pd.DataFrame | None = None
+        self._chunk_frame: pd.DataFrame | None = None
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        if self._rows is None:
+            self._rows = self._book.frame()
+        return self._rows
+
+    @property
+    def chunks(self) -> pd.DataFrame:
+        if self._chunk_frame is None:
+            self._chunk_frame = pd.DataFrame(
+                [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
+                columns=CHUNK_COLUMNS,
+            ).astype({"parent_chunk": "Int64", "http_status": "Int64"})
+        return self._chunk_frame
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        """Rows that were not delivered (invalid, rejected or failed)."""
+        rows = self.rows
+        return rows[rows["status"].isin(["invalid", "rejected", "failed"])]
+
+    @property
+    def ok(self) -> bool:
+        return self.counts["rejected"] == 0 and self.counts["failed"] == 0 and not self.dry_run
+
+    @property
+    def exit_code(self) -> int:
+        """PRODUCT.md's exit codes: 2 undelivered valid rows, 1 invalid rows, else 0."""
+        if self.counts["rejected"] or self.counts["failed"]:
+            return 2
+        return 1 if self.counts["invalid"] else 0
+
+    def raise_for_failures(self, *, allow_invalid: bool = False) -> None:
+        """Raise DeliveryError when rows were rejected or failed (or invalid, by default)."""
+        bad = self.counts["rejected"] + self.counts["failed"]
+        if not allow_invalid:
+            bad += self.counts["invalid"]
+        if bad:
+            raise DeliveryError(
+                self.summary(), counts=dict(self.counts), rows=self.failures, chunks=self.chunks
+            )
+
+    def summary(self) -> str:
+        c = self.counts
+        requests = Counter(ch.status for ch in self._chunks)
+        head = "dry run: " if self.dry_run else ""
+        text = (
+            f"{head}{self.kind}: {self.n_rows} rows -> sent {c['sent']}, "
+            f"skipped {c['skipped']}, invalid {c['invalid']}, rejected {c['rejected']}, "
+            f"failed {c['failed']}; {len(self._chunks)} requests "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
+            f"in {self.elapsed_s:.2f} s"
+        )
+        return text
+
+    def __repr__(self) -> str:
+        return f"<SendResult {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        parts = [f"<div><strong>{html.escape(self.summary())}</strong>"]
+        parts.append(self.chunks.head(20).to_html(index=False))
+        if not self.failures.empty:
+            parts.append("<p>Rows not delivered (first 20):</p>")
+            parts.append(self.failures.head(20).to_html(index=False))
+        parts.append("</div>")
+        return "".join(parts)
+
+
+RESULT_SUFFIXES = (".csv", ".parquet")
+
+
+def check_result_path(path: Path | None) -> None:
+    """Refuse a result file name we cannot write, before anything is sent."""
+    if path is not None and path.suffix.lower() not in RESULT_SUFFIXES:
+        raise ConfigurationError(f"{path}: use a .csv or .parquet file name")
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> None:
+    """Write a result frame as CSV or Parquet, by the file's suffix."""
+    check_result_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".parquet":
+        # labels and values may mix types; Parquet columns cannot
+        frame = frame.astype({c: str for c in frame.columns if frame[c].dtype == object})
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)

@@ -1,0 +1,117 @@
+"""What an attempt's answer means, how long to wait before the next, and a switch for tests.
+
+``decide`` is the one place that reads a status code or a failure: a first-match table,
+tested row by row. Retried: network failures, 408, 429 and 5xx. Waits grow exponentially with
+full jitter, ``Retry-After`` (seconds or an HTTP date) is honoured up to ``max_retry_after``.
+Like stamina, ``set_retry_testing(True)`` (or the ``instant_retries()`` context manager)
+keeps every retry but skips the sleeping, so retry tests run instantly.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Literal
+
+from .._config import RetryPolicy
+
+Verdict = Literal["sent", "retry", "reject", "fail", "stop_auth", "stop_endpoint"]
+"""sent: acknowledged · retry: try again after a wait · reject: the API refused the content
+(bisect it) · fail: retrying cannot help, outcome unknown · stop_*: end the whole run."""
+
+Failure = Literal["network", "local"]
+"""A request without an HTTP answer: a network fault (retried) or a local error (not)."""
+
+# first match wins; a status no row names is a failure with unknown outcome
+STATUS_TABLE: tuple[tuple[range, Verdict], ...] = (
+    (range(200, 300), "sent"),
+    (range(401, 402), "stop_auth"),
+    (range(403, 404), "stop_auth"),
+    (range(404, 406), "stop_endpoint"),  # wrong base URL or path
+    (range(300, 400), "stop_endpoint"),  # redirects are not followed: they would carry the key
+    (range(408, 409), "retry"),
+    (range(429, 430), "retry"),
+    (range(500, 600), "retry"),
+    (range(400, 500), "reject"),
+)
+FAILURE_TABLE: dict[Failure, Verdict] = {"network": "retry", "local": "fail"}
+
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")  # delta-seconds (fractions tolerated)
+_testing = threading.Event()
+
+
+def decide(status: int | None, failure: Failure | None = None) -> Verdict:
+    """The verdict on one attempt: its HTTP status, or how it failed without one."""
+    if status is None:
+        return FAILURE_TABLE[failure or "network"]
+    for statuses, verdict in STATUS_TABLE:
+        if status in statuses:
+            return verdict
+    return "fail"
+
+
+def set_retry_testing(enabled: bool) -> None:  # noqa: FBT001 (a switch, as in stamina)
+    """Process-wide: keep retrying, but do not sleep between attempts (for test suites)."""
+    if enabled:
+        _testing.set()
+    else:
+        _testing.clear()
+
+
+def retry_testing() -> bool:
+    """True while retries skip their sleeps."""
+    return _testing.is_set()
+
+
+@contextmanager
+def instant_retries() -> Iterator[None]:
+    """Within the block, retries happen without waiting."""
+    was = _testing.is_set()
+    set_retry_testing(True)
+    try:
+        yield
+    finally:
+        set_retry_testing(was)
+
+
+def sleep(seconds: float, stop: threading.Event | None = None) -> None:
+    """Sleep unless retry testing is on; wake early when ``stop`` is set."""
+    if seconds <= 0 or _testing.is_set():
+        return
+    if stop is None:
+        time.sleep(seconds)
+    else:
+        stop.wait(seconds)
+
+
+def next_wait(
+    policy: RetryPolicy, attempt: int, retry_after: str | None, rng: random.Random
+) -> float:
+    """The wait before the next attempt: Retry-After when given (capped), else back-off."""
+    parsed = parse_retry_after(retry_after)
+    if parsed is not None:
+        return min(parsed, policy.max_retry_after)
+    return policy.backoff(attempt, rng)
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if _SECONDS.fullmatch(text):
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    current = now or datetime.now(UTC)
+    return max(0.0, (when - current).total_seconds())

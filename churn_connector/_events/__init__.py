@@ -1,0 +1,1 @@
+"""The events wing: options → schema → wire (with message ids) → stream → public api."""

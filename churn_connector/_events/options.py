@@ -1,0 +1,43 @@
+"""EventOptions: what decides how an events table is validated and what bytes it becomes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._exceptions import ConfigurationError
+from .._options import TableOptions, utc_now
+
+WIRE_FIELDS = ("context", "event_type", "external_user_id", "occurred_at", "properties")
+_NESTED = ("properties.", "context.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventOptions(TableOptions):
+    """How events are validated and turned into wire objects (immutable, validated).
+
+    ``now`` anchors the accepted time window (default: when the options are made);
+    ``namespace`` salts hashed message ids; ``id_columns`` restricts what they hash.
+    """
+
+    now: Any = None  # becomes a UTC pd.Timestamp
+    namespace: str | None = None
+    id_columns: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "now", utc_now(self.now))
+        if self.namespace is not None and not isinstance(self.namespace, str):
+            raise ConfigurationError(f"namespace must be a string, not {self.namespace!r}")
+        if self.id_columns is not None:
+            columns = (self.id_columns,) if isinstance(self.id_columns, str) else self.id_columns
+            columns = tuple(columns)
+            for column in columns:
+                if column not in WIRE_FIELDS and not (
+                    isinstance(column, str) and column.startswith(_NESTED)
+                ):
+                    raise ConfigurationError(
+                        f"id_columns: {column!r} is not a wire field; use "
+                        f"{', '.join(WIRE_FIELDS)} or a properties.<key> / context.<key> name"
+                    )
+            object.__setattr__(self, "id_columns", columns or None)

@@ -1,0 +1,119 @@
+"""The pandera schema of a raw events table (PRODUCT.md's events table), usable on its own.
+
+    schema = cc.events_schema(now=pd.Timestamp.now(tz="UTC"))
+    schema.validate(df, lazy=True)   # raises pandera's SchemaErrors listing every bad cell
+
+``cc.validate_events`` runs the same schema and turns pandera's failure cases into a
+``ValidationReport`` with a message and a fix for each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pandera.pandas as pa
+
+from .. import _columns
+from .._schema import EXPLAIN_KEY, OWNERS_KEY, SchemaBuilder, message, unknown_column
+from .._types import ExtraColumns
+from .._values import InexactValue, object_value
+from .options import EventOptions
+
+EVENT_TYPE_PATTERN = r"[a-z0-9]+(?:_[a-z0-9]+)*"
+_FLAT_PROPERTIES = r"^properties\..+$"
+_FLAT_CONTEXT = r"^context\..+$"
+_RESERVED_COLUMN = r"^context\.\$message_id$"
+
+
+def events_schema(
+    *,
+    now: Any = None,
+    naive_timezone: str | None = None,
+    extra_columns: ExtraColumns = "error",
+) -> pa.DataFrameSchema:
+    """The pandera schema of a raw events table (see PRODUCT.md's events table).
+
+    ``now`` anchors the accepted time window (default: the current UTC time).
+    ``extra_columns="ignore"`` lets unknown columns through (they are never sent).
+    """
+    options = EventOptions(now=now, naive_timezone=naive_timezone, extra_columns=extra_columns)
+    return build_schema(options)
+
+
+def build_schema(options: EventOptions) -> pa.DataFrameSchema:
+    """The events schema for validated options."""
+    tz = options.naive_timezone
+    checks = SchemaBuilder(tz, options.now)
+    message_id_checks = [
+        checks.add(
+            "message_id_type",
+            _columns.strings_ok,
+            message("message_id must be a string, got {value!r}"),
+        ),
+        checks.add(
+            "message_id_not_blank",
+            _columns.not_blank,
+            message("message_id must not be empty: fill it, or drop the column to use hashed ids"),
+        ),
+    ]
+    reserved_context = checks.add(
+        "context_reserved_key",
+        lambda s: _columns.elementwise(s, lambda v: "$message_id" not in _object_or_empty(v, tz)),
+        message("context must not carry '$message_id': put it in a message_id column instead"),
+    )
+    context = checks.object_column("context")
+    context.checks.append(reserved_context)
+    columns: dict[str, pa.Column] = {
+        "external_user_id": checks.user_id(),
+        "event_type": pa.Column(
+            nullable=False,
+            checks=[
+                checks.add(
+                    "event_type_type",
+                    _columns.strings_ok,
+                    message("event_type must be a string, got {value!r}"),
+                ),
+                checks.add(
+                    "event_type_pattern",
+                    lambda s: _columns.fullmatch(s, EVENT_TYPE_PATTERN),
+                    lambda c, v: (
+                        f"event_type {v!r} must be lowercase snake_case matching "
+                        f"^{EVENT_TYPE_PATTERN}$ (whole value; no spaces, capitals or newlines)"
+                    ),
+                ),
+            ],
+        ),
+        "occurred_at": pa.Column(nullable=False, checks=checks.timestamp_checks("occurred_at")),
+        "properties": checks.object_column("properties"),
+        "context": context,
+        "message_id": pa.Column(nullable=False, required=False, checks=message_id_checks),
+        _FLAT_PROPERTIES: checks.flat_column("property"),
+        _FLAT_CONTEXT: checks.flat_column("context"),
+    }
+    checks.owners["context_reserved_column"] = "context.$message_id"
+    checks.explain["column_in_schema"] = unknown_column("properties")
+    return pa.DataFrameSchema(
+        columns,
+        strict=options.extra_columns == "error",
+        checks=[
+            *checks.conflicts("properties", "context"),
+            checks.add(
+                "context_reserved_column",
+                lambda df: pd.Series(
+                    not df.columns.str.fullmatch(_RESERVED_COLUMN).any(), index=df.index
+                ),
+                message("column 'context.$message_id' is reserved: name it message_id instead"),
+            ),
+        ],
+        name="events",
+        metadata={EXPLAIN_KEY: checks.explain, OWNERS_KEY: checks.owners},
+    )
+
+
+def _object_or_empty(value: Any, naive_timezone: str | None) -> dict[str, Any]:
+    """The object a cell holds (dict or JSON string); {} when it holds none."""
+    try:
+        return object_value(value, "context", naive_timezone)
+    except InexactValue:
+        return {}

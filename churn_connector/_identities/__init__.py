@@ -1,0 +1,1 @@
+"""The identities wing: options → channels → schema → wire → duplicates → stream → api."""

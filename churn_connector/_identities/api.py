@@ -1,0 +1,57 @@
+"""Public entry points of the identities path: validate_identities and identities_to_wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._inputs import DEFAULT_SLICE_ROWS
+from .._stream import report
+from .._types import DataSource, Duplicates, ExtraColumns
+from .._validation import ValidationReport
+from .options import IdentityOptions
+from .stream import IdentityStream
+
+
+def validate_identities(
+    data: DataSource,
+    *,
+    naive_timezone: str | None = None,
+    extra_columns: ExtraColumns = "error",
+    phone_region: str | None = None,
+    duplicates: Duplicates = "error",
+    slice_rows: int = DEFAULT_SLICE_ROWS,
+) -> ValidationReport:
+    """Check every row of an identities table against the contract; nothing is sent.
+
+    Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
+    keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
+    """
+    options = IdentityOptions(
+        naive_timezone=naive_timezone,
+        extra_columns=extra_columns,
+        phone_region=phone_region,
+        duplicates=duplicates,
+        slice_rows=slice_rows,
+    )
+    return report(IdentityStream(data, options))
+
+
+def identities_to_wire(
+    data: DataSource,
+    *,
+    naive_timezone: str | None = None,
+    extra_columns: ExtraColumns = "error",
+    phone_region: str | None = None,
+    duplicates: Duplicates = "error",
+    slice_rows: int = DEFAULT_SLICE_ROWS,
+) -> list[dict[str, Any]]:
+    """The exact identify bodies of the rows that would be sent, in row order."""
+    options = IdentityOptions(
+        naive_timezone=naive_timezone,
+        extra_columns=extra_columns,
+        phone_region=phone_region,
+        duplicates=duplicates,
+        slice_rows=slice_rows,
+    )
+    stream = IdentityStream(data, options)
+    return [body for df in stream.slices() for body in stream.objects(df)]

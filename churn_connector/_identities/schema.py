@@ -1,0 +1,255 @@
+"""The pandera schema of a raw identities table (PRODUCT.md's identities table)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+
+from .. import _columns
+from .._schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
+from .._types import CHANNELS, ExtraColumns
+from .channels import (
+    channels_problems,
+    channels_shape,
+    has_both_push_columns,
+    is_flag,
+    local_phone,
+    no_duplicate_items,
+)
+from .options import (
+    ADDRESS_COLUMNS,
+    E164_PATTERN,
+    EMAIL_PATTERN,
+    FLAGS,
+    PUSH_COLUMNS,
+    USER_ID,
+    IdentityOptions,
+)
+
+_FLAT_TRAITS = r"^traits\..+$"
+# frame-level checks: pandera reports them once per column (row-level) or under the schema
+# name (table-level); each is reported once, under the column it concerns
+_CHECK_COLUMN = {
+    "traits_key_conflict": "traits",
+    "channels_duplicate_item": "channels",
+    "push_token_alias_conflict": "pushToken",
+    **{f"{flag}_without_address": flag for flag in FLAGS},
+}
+
+
+def _bools_ok(s: pd.Series) -> pd.Series:
+    """bool/boolean dtypes, or object cells holding real booleans; 0/1 and 'true' are not."""
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return pd.Series(True, index=s.index)
+    if s.dtype == object:
+        return _columns.elementwise(s, is_flag)
+    return s.isna()
+
+
+def _channel_in(s: pd.Series) -> pd.Series:
+    is_str = s.map(lambda v: isinstance(v, str)) if s.dtype == object else s.notna()
+    return s.isin(CHANNELS) | ~is_str.astype(bool)
+
+
+def _strings(checks: SchemaBuilder, prefix: str) -> pa.Check:
+    return checks.add(
+        f"{prefix}_type",
+        _columns.strings_ok,
+        lambda c, v: f"{c} must be a string, got {v!r} ({type(v).__name__})",
+    )
+
+
+def _phone_column(checks: SchemaBuilder, region: str | None) -> pa.Column:
+    def ok(s: pd.Series) -> pd.Series:
+        matched = _columns.fullmatch(s, E164_PATTERN)
+        if region is None:
+            return matched
+        for i in np.flatnonzero(~matched.to_numpy(dtype=bool)):
+            matched.iloc[int(i)] = local_phone(s.iloc[i], region) is not None
+        return matched
+
+    def explain(column: str | None, value: Any) -> str:
+        if region is None:
+            return (
+                f"phone {value!r} is not E.164 (+ and 2-15 digits, e.g. +14155550100); for "
+                "local numbers of one country pass phone_region='US' (its ISO code)"
+            )
+        return (
+            f"phone {value!r} is neither E.164 (e.g. +14155550100) nor a valid phone number "
+            f"in region {region}: fix it, or give it in international form"
+        )
+
+    return pa.Column(
+        nullable=True,
+        required=False,
+        checks=[
+            _strings(checks, "phone"),
+            checks.add("phone_e164", ok, explain),
+        ],
+    )
+
+
+def _push_column(checks: SchemaBuilder) -> pa.Column:
+    return pa.Column(
+        nullable=True,
+        required=False,
+        checks=[
+            _strings(checks, "push_token"),
+            checks.add(
+                "push_token_not_blank",
+                _columns.not_blank,
+                lambda c, v: f"{c} must not be empty or blank: fill it, or leave the cell null",
+            ),
+        ],
+    )
+
+
+def _flag_column(checks: SchemaBuilder, flag: str) -> pa.Column:
+    return pa.Column(
+        nullable=True,
+        required=False,
+        checks=[
+            checks.add(
+                f"{flag}_type",
+                _bools_ok,
+                lambda c, v: (
+                    f"{c} must be true, false or empty, got {v!r} ({type(v).__name__}); "
+                    "0/1 and 'true'/'false' strings are not read as booleans: cast the column "
+                    "to bool or boolean"
+                ),
+            )
+        ],
+    )
+
+
+def _channels_column(checks: SchemaBuilder) -> pa.Column:
+    return pa.Column(
+        nullable=True,
+        required=False,
+        checks=[
+            checks.add(
+                "channels_type",
+                lambda s: _columns.elementwise(s, lambda v: channels_shape(v) is None),
+                lambda c, v: (
+                    f"{channels_shape(v)}; each item is an object with channel, "
+                    "address and optionally opted_in, verified"
+                ),
+            ),
+            checks.add(
+                "channels_item",
+                lambda s: _columns.elementwise(s, lambda v: not channels_problems(v)),
+                lambda c, v: "; ".join(channels_problems(v)),
+            ),
+        ],
+    )
+
+
+def _frame_check(
+    checks: SchemaBuilder, name: str, fn: Callable[[pd.DataFrame], Any], explain: Explain
+) -> pa.Check:
+    """A frame-level check: a bool (table-level) or a bool per row."""
+    return checks.add(name, cast("Callable[[pd.Series], pd.Series]", fn), explain)
+
+
+def _table_checks(checks: SchemaBuilder, region: str | None) -> list[pa.Check]:
+    alias = _frame_check(
+        checks,
+        "push_token_alias_conflict",
+        lambda df: not has_both_push_columns(df),
+        lambda c, v: "both push_token and pushToken columns are given: keep one of them",
+    )
+    duplicate_items = _frame_check(
+        checks,
+        "channels_duplicate_item",
+        lambda df: no_duplicate_items(df, region),
+        lambda c, v: (
+            "the same (channel, address) would be sent twice in this row's channels (an item "
+            "of the channels column repeats another, or one built from email/phone/push_token): "
+            "keep one of them"
+        ),
+    )
+    return [*checks.conflicts("traits"), alias, duplicate_items, *_orphan_flags(checks)]
+
+
+def _orphan_flag_check(checks: SchemaBuilder, flag: str, columns: tuple[str, ...]) -> pa.Check:
+    def ok(df: pd.DataFrame) -> bool:
+        return flag not in df.columns or any(c in df.columns for c in columns)
+
+    def explain(column: str | None, value: Any) -> str:
+        return (
+            f"column {flag} is given but there is no {' or '.join(columns)} column with the "
+            f"address it applies to: add that column, or drop {flag}"
+        )
+
+    return _frame_check(checks, f"{flag}_without_address", ok, explain)
+
+
+def _orphan_flags(checks: SchemaBuilder) -> list[pa.Check]:
+    """A flag column without its address column could never be sent: say so, not drop it."""
+    return [
+        _orphan_flag_check(checks, f"{channel}_{suffix}", columns)
+        for channel, columns in ADDRESS_COLUMNS.items()
+        for suffix in ("opted_in", "verified")
+    ]
+
+
+def identities_schema(
+    *,
+    naive_timezone: str | None = None,
+    extra_columns: ExtraColumns = "error",
+    phone_region: str | None = None,
+) -> pa.DataFrameSchema:
+    """The pandera schema of a raw identities table (see PRODUCT.md's identities table).
+
+    ``phone_region`` (e.g. ``"US"``) also accepts local phone numbers that are valid in that
+    region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent).
+    """
+    options = IdentityOptions(
+        naive_timezone=naive_timezone, extra_columns=extra_columns, phone_region=phone_region
+    )
+    return build_schema(options)
+
+
+def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:
+    """The identities schema for validated options."""
+    region = options.phone_region
+    checks = SchemaBuilder(options.naive_timezone)
+    email_checks = [
+        _strings(checks, "email"),
+        checks.add(
+            "email_pattern",
+            lambda s: _columns.fullmatch(s, EMAIL_PATTERN),
+            lambda c, v: f"email {v!r} is not a valid email address (name@domain.tld)",
+        ),
+    ]
+    preferred_checks = [
+        _strings(checks, "preferred_channel"),
+        checks.add(
+            "preferred_channel_value",
+            _channel_in,
+            lambda c, v: f"preferred_channel {v!r} must be email, sms or push (or empty)",
+        ),
+    ]
+    columns: dict[str, pa.Column] = {
+        USER_ID: checks.user_id(),
+        "traits": checks.object_column("traits"),
+        _FLAT_TRAITS: checks.flat_column("trait"),
+        "preferred_channel": pa.Column(nullable=True, required=False, checks=preferred_checks),
+        "email": pa.Column(nullable=True, required=False, checks=email_checks),
+        "phone": _phone_column(checks, region),
+        **{column: _push_column(checks) for column in PUSH_COLUMNS},
+        **{flag: _flag_column(checks, flag) for flag in FLAGS},
+        "channels": _channels_column(checks),
+    }
+    checks.explain["column_in_schema"] = unknown_column("traits")
+    return pa.DataFrameSchema(
+        columns,
+        strict=options.extra_columns == "error",
+        checks=_table_checks(checks, region),
+        name="identities",
+        metadata={EXPLAIN_KEY: checks.explain, OWNERS_KEY: {**checks.owners, **_CHECK_COLUMN}},
+    )

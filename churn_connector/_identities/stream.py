@@ -1,0 +1,113 @@
+"""The identities stream: slices -> validation -> identify bodies, one per user and row.
+
+Two rows for one user are a finding. Because input is streamed in slices, the rows of each
+such user are found first by a pass over the id column (``duplicates.duplicate_users``),
+then each slice marks them by the ``duplicates`` option: all invalid (``error``), all but the
+last skipped (``keep_last``), or each sent in row order (``in_order``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._inputs import iter_frames
+from .._stream import Kind, SliceStream, WireBatch
+from .._types import DataSource, RowState
+from .duplicates import duplicate_users, replayable
+from .options import FLAGS, USER_ID, IdentityOptions
+from .schema import build_schema
+from .wire import body_bytes, build_identities
+
+
+class IdentityStream(SliceStream):
+    """Validates and converts slices of one identities input; knows its duplicate users."""
+
+    kind: Kind = "identities"
+
+    def __init__(self, data: DataSource, options: IdentityOptions) -> None:
+        super().__init__(build_schema(options))
+        # read twice (the id pre-pass, then the slices): a one-shot iterator is kept
+        self.data = replayable(data)
+        self.options = options
+        users = duplicate_users(self.data, options.slice_rows)
+        self._users = {u: sorted(ps) for u, ps in users.items()}
+        self._user_at = {p: u for u, ps in self._users.items() for p in ps}
+        self._dup_positions = np.array(sorted(self._user_at), dtype=np.int64)
+
+    def slices(self) -> Iterator[pd.DataFrame]:
+        return iter_frames(self.data, self.options.slice_rows, text_booleans=FLAGS)
+
+    def process(self, df: pd.DataFrame) -> WireBatch:
+        """Validate and convert one slice; return one identify body per row to send."""
+        positions, bodies = self._bodies(df)
+        users = [body[USER_ID] for body in bodies]
+        always = set()
+        if self.options.duplicates == "in_order":
+            # a ledger must not skip one of them: that would reorder what the API merges
+            always = {p for p, u in zip(positions, users, strict=True) if u in self._users}
+        return WireBatch(positions, users, [body_bytes(b) for b in bodies], always_send=always)
+
+    def objects(self, df: pd.DataFrame) -> list[dict[str, Any]]:
+        """Like ``process``, but the identify bodies as objects."""
+        return self._bodies(df)[1]
+
+    def _bodies(self, df: pd.DataFrame) -> tuple[list[int], list[dict[str, Any]]]:
+        begun = self.begin(df)
+        start = begun.start
+        bodies = build_identities(begun.work, self.options)
+        self._mark_duplicates(start, start + len(df))
+        status = self.book.status
+        kept = [
+            (start + i, body)
+            for i, body in zip(begun.valid.tolist(), bodies, strict=True)
+            if status[start + i] == RowState.PENDING
+        ]
+        return [p for p, _ in kept], [b for _, b in kept]
+
+    def _mark_duplicates(self, start: int, stop: int) -> None:
+        """States of this slice's rows of duplicate users; notes once a user's rows are all seen."""
+        lo, hi = np.searchsorted(self._dup_positions, [start, stop])
+        mode = self.options.duplicates
+        for pos in self._dup_positions[lo:hi].tolist():
+            user = self._user_at[pos]
+            last = self._users[user][-1]
+            if mode == "error":
+                self.book.set([pos], RowState.INVALID)
+            elif mode == "keep_last" and pos != last and self.book.status[pos] != RowState.INVALID:
+                self.book.set([pos], RowState.SKIPPED)
+            if pos == last:
+                self._note_duplicates(user)
+
+    def _note_duplicates(self, user: str) -> None:
+        positions = self._users[user]
+        labels = self.book.labels
+        if self.options.duplicates == "keep_last":
+            last = positions[-1]
+            last_invalid = self.book.status[last] == RowState.INVALID
+            for pos in positions[:-1]:
+                if self.book.status[pos] != RowState.SKIPPED:
+                    continue
+                if not last_invalid:
+                    self.book.add_error(pos, f"superseded by row {labels[last]!r}")
+                    continue
+                # sending an older row instead would present stale data as current
+                message = (
+                    f"the last row for external_user_id {user!r} (row {labels[last]!r}) is "
+                    "invalid, so nothing is sent for this user: fix that row"
+                )
+                self.failures.fail(pos, USER_ID, "external_user_id_last_row_invalid", user, message)
+        elif self.options.duplicates == "error":
+            for pos in positions:
+                others = ", ".join(repr(labels[p]) for p in positions if p != pos)
+                message = (
+                    f"external_user_id {user!r} is also on row(s) {others}: one row per user, "
+                    "or pass duplicates='keep_last' (the last row wins) or duplicates='in_order' "
+                    "(each row is sent, one after another in row order)"
+                )
+                self.failures.fail(
+                    pos, USER_ID, "external_user_id_duplicate", user, message, state=None
+                )

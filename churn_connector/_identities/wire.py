@@ -1,0 +1,46 @@
+"""Valid identity rows -> identify bodies (contract 2.2) and their bytes.
+
+Only rows that passed validation reach this module, so it converts without re-checking.
+``channels`` lists the explicit items first, then those built from the convenience columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .. import _columns
+from .._values import canonical, is_missing
+from .channels import convenience_items, explicit_items
+from .options import USER_ID, IdentityOptions
+
+
+def build_identities(work: pd.DataFrame, options: IdentityOptions) -> list[dict[str, Any]]:
+    """Identify bodies for validated rows of ``work`` (a RangeIndex frame), in row order."""
+    n = len(work)
+    if n == 0:
+        return []
+    tz = options.naive_timezone
+    user_ids = _columns.ids_to_wire(work[USER_ID])
+    traits = _columns.merged_objects(work, "traits", tz)
+    preferred = work["preferred_channel"].tolist() if "preferred_channel" in work else [None] * n
+    explicit = explicit_items(work)
+    convenience = convenience_items(work, options.phone_region)
+    bodies = []
+    for i in range(n):
+        body: dict[str, Any] = {USER_ID: user_ids[i]}
+        if traits[i]:
+            body["traits"] = traits[i]
+        if not is_missing(preferred[i]):
+            body["preferred_channel"] = str(preferred[i])
+        channels = explicit[i] + convenience[i]
+        if channels:
+            body["channels"] = channels
+        bodies.append(body)
+    return bodies
+
+
+def body_bytes(body: dict[str, Any]) -> bytes:
+    """The bytes sent for one identify body: canonical JSON (sorted keys, compact, UTF-8)."""
+    return canonical(body)

@@ -1,0 +1,68 @@
+"""Options as values: small frozen objects, validated once at the boundary, passed whole.
+
+Public functions take explicit keyword arguments and build one options object per call, so a
+bad value (a typo in ``extra_columns``, an unknown zone, a naive ``now``) fails at once with
+``ConfigurationError`` instead of deep inside a run.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, get_args
+
+import pandas as pd
+
+from ._exceptions import ConfigurationError
+from ._inputs import DEFAULT_SLICE_ROWS
+from ._types import ExtraColumns
+
+
+def one_of(name: str, value: Any, allowed: Iterable[Any]) -> None:
+    """Refuse ``value`` unless it is one of ``allowed``, naming them."""
+    choices = tuple(allowed)
+    if value not in choices:
+        raise ConfigurationError(
+            f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}"
+        )
+
+
+def check_timezone(naive_timezone: str | None) -> None:
+    """Refuse an unknown zone name up front (it would otherwise fail every row)."""
+    if naive_timezone is None:
+        return
+    try:
+        zoneinfo.ZoneInfo(naive_timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise ConfigurationError(
+            f"naive_timezone {naive_timezone!r} is not a known IANA zone (e.g. 'Europe/Paris')"
+        ) from None
+
+
+def utc_now(now: Any = None) -> pd.Timestamp:
+    """``now`` (default: the current time) as a UTC Timestamp; a naive value is refused."""
+    try:
+        ts = pd.Timestamp.now(tz="UTC") if now is None else pd.Timestamp(now)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"now must be a timestamp, got {now!r} ({exc})") from None
+    if ts.tzinfo is None:
+        raise ConfigurationError("now must be timezone-aware (it is compared with UTC instants)")
+    return ts.tz_convert("UTC")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableOptions:
+    """What every table (events or identities) is read and validated with."""
+
+    naive_timezone: str | None = None
+    extra_columns: ExtraColumns = "error"
+    slice_rows: int = DEFAULT_SLICE_ROWS
+
+    def __post_init__(self) -> None:
+        check_timezone(self.naive_timezone)
+        one_of("extra_columns", self.extra_columns, get_args(ExtraColumns))
+        if isinstance(self.slice_rows, bool) or not isinstance(self.slice_rows, int):
+            raise ConfigurationError(f"slice_rows must be an integer, not {self.slice_rows!r}")
+        if self.slice_rows < 1:
+            raise ConfigurationError("slice_rows must be at least 1")

@@ -1,0 +1,212 @@
+"""Building blocks shared by the events and identities schemas (pandera).
+
+Each wing's ``schema.py`` assembles its table schema from these: named, vectorised checks
+whose names come from the registry in ``_checks`` and whose explanations turn a failing
+cell into a message with its fix. Nothing is coerced: ``coerce`` stays off so that each
+bad cell is a row-level failure case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pandas as pd
+import pandera.pandas as pa
+
+from . import _columns, _timestamps
+from ._checks import require
+from ._timestamps import TimestampProblem
+from ._values import object_value, problem_of
+
+PAST_WINDOW = timedelta(days=30)
+FUTURE_WINDOW = timedelta(minutes=5)
+Explain = Callable[[str | None, Any], str]
+EXPLAIN_KEY = "churn_connector.explain"
+OWNERS_KEY = "churn_connector.frame_check_columns"
+
+
+def message(text: str) -> Explain:
+    """An explanation from a template with ``{column}`` and ``{value}``."""
+    return lambda column, value: text.format(column=column, value=value)
+
+
+class SchemaBuilder:
+    """Builds named checks and their explanations for one set of options."""
+
+    def __init__(self, naive_timezone: str | None, now: pd.Timestamp | None = None) -> None:
+        self.now = now  # anchors the time window of timestamp checks
+        self.naive_timezone = naive_timezone
+        self.owners: dict[str, str] = {}
+        self.explain: dict[str, Explain] = {
+            "not_nullable": message("{column} is required but the cell is empty"),
+            "column_in_dataframe": message("required column {value!r} is missing"),
+        }
+
+    def add(self, name: str, fn: Callable[[Any], Any], explain: Explain) -> pa.Check:
+        """A pandera check named from the registry; ``fn`` gets a Series (or the frame)."""
+        self.explain[require(name)] = explain
+        return pa.Check(fn, name=name, error=name)
+
+    # -- shared column rules --------------------------------------------------------------
+    def user_id(self) -> pa.Column:
+        return pa.Column(
+            nullable=False,
+            required=True,
+            checks=[
+                self.add(
+                    "external_user_id_type",
+                    _columns.id_type_ok,
+                    lambda c, v: (
+                        f"external_user_id must be a string or an integer, got {v!r} "
+                        f"({type(v).__name__}); a float id like 12345.0 is a warehouse bug: "
+                        "cast the column to Int64 or to string"
+                    ),
+                ),
+                self.add(
+                    "external_user_id_not_blank",
+                    _columns.not_blank,
+                    message("external_user_id must not be empty or blank"),
+                ),
+            ],
+        )
+
+    def timestamp_checks(self, prefix: str) -> list[pa.Check]:
+        assert self.now is not None, "timestamp checks need now"
+        lo = self.now - PAST_WINDOW
+        hi = self.now + FUTURE_WINDOW
+        tz = self.naive_timezone
+
+        def code_is_not(code: TimestampProblem) -> Callable[[pd.Series], pd.Series]:
+            def check(s: pd.Series) -> pd.Series:
+                return pd.Series(_timestamps.normalize(s, tz).problem != code, index=s.index)
+
+            return check
+
+        # bounds in whole milliseconds (ceil / floor), so nothing is multiplied into overflow
+        lo_ms = -(-lo.value // 1_000_000)
+        hi_ms = hi.value // 1_000_000
+
+        def in_window(s: pd.Series) -> pd.Series:
+            norm = _timestamps.normalize(s, tz)
+            inside = (norm.ms >= lo_ms) & (norm.ms <= hi_ms)
+            return pd.Series(inside | (norm.problem != TimestampProblem.OK), index=s.index)
+
+        naive_fix = "pass naive_timezone='<IANA zone>' if the column is local time"
+        return [
+            self.add(
+                f"{prefix}_type",
+                code_is_not(TimestampProblem.BAD_TYPE),
+                lambda c, v: (
+                    f"{c} must be a tz-aware datetime or an RFC 3339 string, got "
+                    f"{type(v).__name__} {v!r}; epoch numbers are ambiguous: convert them "
+                    "with pd.to_datetime(..., unit=..., utc=True)"
+                ),
+            ),
+            self.add(
+                f"{prefix}_format",
+                code_is_not(TimestampProblem.BAD_FORMAT),
+                message(
+                    "{column} {value!r} is not an RFC 3339 timestamp "
+                    "(e.g. 2026-11-20T09:30:00.123+01:00) or not a real date"
+                ),
+            ),
+            self.add(
+                f"{prefix}_naive",
+                code_is_not(TimestampProblem.NAIVE),
+                lambda c, v: f"{c} {v!r} has no time zone and none is guessed: {naive_fix}",
+            ),
+            self.add(
+                f"{prefix}_local_time",
+                code_is_not(TimestampProblem.BAD_LOCAL_TIME),
+                lambda c, v: (
+                    f"{c} {v!r} does not exist or is ambiguous in {tz} (a DST change); "
+                    "give it an explicit offset"
+                ),
+            ),
+            self.add(
+                f"{prefix}_window",
+                in_window,
+                lambda c, v: (
+                    f"{c} {v!r} is outside the accepted window "
+                    f"[{lo.isoformat()}, {hi.isoformat()}] (now − 30 days .. now + 5 minutes)"
+                ),
+            ),
+        ]
+
+    def object_column(self, name: str) -> pa.Column:
+        tz = self.naive_timezone
+
+        def ok(s: pd.Series) -> pd.Series:
+            return _columns.elementwise(s, lambda v: problem_of(object_value, v, name, tz) is None)
+
+        return pa.Column(
+            nullable=True,
+            required=False,
+            checks=[
+                self.add(
+                    f"{name}_json",
+                    ok,
+                    lambda c, v: str(problem_of(object_value, v, c or name, tz)),
+                )
+            ],
+        )
+
+    def conflicts(self, *kinds: str) -> list[pa.Check]:
+        return [self._conflict(kind) for kind in kinds]
+
+    def _conflict(self, kind: str) -> pa.Check:
+        tz = self.naive_timezone
+
+        def check(df: pd.DataFrame) -> pd.Series:
+            return _columns.key_conflicts(df, kind, tz)
+
+        self.owners[f"{kind}_key_conflict"] = kind
+        return self.add(
+            f"{kind}_key_conflict",
+            check,
+            message(
+                f"a key is set both in the {kind} object and in a {kind}.<key> column; "
+                "keep one of them"
+            ),
+        )
+
+    def flat_column(self, kind: str) -> pa.Column:
+        tz = self.naive_timezone
+        name = f"{kind}_value_json"
+
+        def ok(s: pd.Series) -> pd.Series:
+            _, problems = _columns.scalar_column(s, str(s.name), tz)
+            out = pd.Series(True, index=s.index)
+            if problems:
+                out.iloc[list(problems)] = False
+            return out
+
+        def explain(column: str | None, value: Any) -> str:
+            probe = pd.Series([value], name=column)
+            problems = _columns.scalar_column(probe, str(column), tz)[1]
+            return problems.get(0, f"{column}: {value!r} cannot be sent exactly")
+
+        return pa.Column(
+            nullable=True, required=False, regex=True, checks=[self.add(name, ok, explain)]
+        )
+
+
+def unknown_column(prefix: str) -> Explain:
+    return lambda column, value: (
+        f"unknown column {value!r}: drop it, or rename it to '{prefix}.{value}' to send it "
+        f"(or pass extra_columns='ignore')"
+    )
+
+
+def frame_owners(schema: pa.DataFrameSchema) -> dict[str, str]:
+    """Frame-level check name -> the column its failures are reported under."""
+    found: dict[str, str] = (schema.metadata or {}).get(OWNERS_KEY, {})
+    return found
+
+
+def explanations(schema: pa.DataFrameSchema) -> dict[str, Explain]:
+    """The message builders of a schema made by this module, by check name."""
+    found: dict[str, Explain] = (schema.metadata or {}).get(EXPLAIN_KEY, {})
+    return found

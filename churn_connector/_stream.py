@@ -1,0 +1,145 @@
+"""The one shape both resources share: slices in, validated wire batches out.
+
+A stream reads its input in slices; for each slice it extends the row book, runs the schema,
+records failures and marks invalid rows (``SliceStream.begin``, the same for events and
+identities), then turns the valid rows into a ``WireBatch``. What spans slices (ids already
+seen, duplicate users, table-level failures) lives on the stream, so a streamed input gives
+the same results as one whole frame. The ledger and the sender take batches from here.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+
+from ._rows import RowBook
+from ._types import RowState
+from ._validation import FailureLog, ValidationReport, failures_frame, run_schema
+
+Kind = Literal["events", "identities"]
+
+
+@dataclass
+class WireBatch:
+    """The rows of one slice that are to be sent, in row order, as wire bytes."""
+
+    positions: list[int]
+    keys: list[str]  # message ids (events) or user ids (identities): what a ledger records
+    bodies: list[bytes]  # one serialised event, or one whole identify body, per position
+    content: np.ndarray | None = None  # events: 64-bit content keys (the ledger's digests)
+    always_send: set[int] = field(default_factory=set)  # positions a ledger must not skip
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def select(self, keep: list[int]) -> WireBatch:
+        """The batch restricted to the entries at indices ``keep``."""
+        return WireBatch(
+            [self.positions[i] for i in keep],
+            [self.keys[i] for i in keep],
+            [self.bodies[i] for i in keep],
+            None if self.content is None else self.content[keep],
+            self.always_send,
+        )
+
+
+class Stream(Protocol):
+    """What the client, the reports and the integrations need of a resource's stream."""
+
+    kind: Kind
+    book: RowBook
+    failures: FailureLog
+    duplicates: int  # rows skipped as exact repeats of an earlier row
+
+    def slices(self) -> Iterator[pd.DataFrame]:
+        """The input, read once more from the start, in slices."""
+        ...
+
+    def process(self, df: pd.DataFrame) -> WireBatch:
+        """Validate and convert one slice; return what is to be sent."""
+        ...
+
+
+@dataclass
+class SliceStart:
+    """A slice after validation: where it starts in the book, and its valid rows."""
+
+    start: int
+    valid: np.ndarray  # positions within the slice
+    work: pd.DataFrame  # the valid rows, relabelled 0..n-1
+
+
+class SliceStream:
+    """The steps every slice of every resource starts with."""
+
+    duplicates = 0
+
+    def __init__(self, schema: pa.DataFrameSchema) -> None:
+        self.schema = schema
+        self.book = RowBook()
+        self.failures = FailureLog(self.book)
+
+    def begin(self, df: pd.DataFrame) -> SliceStart:
+        """Add the slice to the book, validate it, record its failures, mark invalid rows."""
+        n = len(df)
+        start = self.book.extend(df.index)
+        result = run_schema(df, self.schema, start, df.index)
+        self.failures.add(result.records, start, n)
+        self.book.set(start + np.flatnonzero(result.invalid), RowState.INVALID)
+        valid = np.flatnonzero(~result.invalid)
+        work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
+        return SliceStart(start, valid, work)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic collector while a slice is converted.
+
+    Converting builds several small dicts per row and no reference cycles; the collector's
+    repeated scans of them cost ~40% of the time (benchmarks/bench_events.py).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def batches(stream: Stream) -> Iterator[WireBatch]:
+    """Every slice of the stream's input, processed."""
+    for df in stream.slices():
+        yield stream.process(df)
+
+
+def report(stream: Stream) -> ValidationReport:
+    """Process every slice and report on the book and the failures; nothing is sent.
+
+    Failures are ordered table-level first, then by row, so the report is the same
+    whatever the slice size.
+    """
+    valid_parts: list[pd.DataFrame] = []
+    for df in stream.slices():
+        start = len(stream.book)
+        stream.process(df)
+        status = stream.book.status[start : start + len(df)]
+        valid_parts.append(df.iloc[np.flatnonzero(status != RowState.INVALID)])
+    valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
+    frame = failures_frame(stream.failures.records)
+    order = frame["position"].fillna(-1).to_numpy(dtype=np.int64).argsort(kind="stable")
+    return ValidationReport(
+        stream.kind,
+        valid=valid,
+        failures=frame.iloc[order].reset_index(drop=True),
+        n_rows=len(stream.book),
+        n_invalid=int((stream.book.status == RowState.INVALID).sum()),
+        duplicates=stream.duplicates,
+    )

@@ -1,0 +1,41 @@
+"""The package's shared vocabulary: row states, chunk statuses, what a user may hand in."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, Literal, TypeAlias
+
+
+class RowState(IntEnum):
+    """The state of one input row; stored as int8 in the row book.
+
+    Every row ends in exactly one state other than ``PENDING``.
+    """
+
+    PENDING = 0
+    SENT = 1
+    INVALID = 2
+    REJECTED = 3
+    FAILED = 4
+    SKIPPED = 5
+
+    @property
+    def label(self) -> str:
+        """The lower-case name shown in result frames (``"sent"``, ``"invalid"``, ...)."""
+        return self.name.lower()
+
+
+STATE_NAMES: tuple[str, ...] = tuple(s.label for s in RowState)
+
+ChunkStatus = Literal["sent", "rejected", "failed", "split", "dry_run"]
+"""How one request ended: ``split`` was rejected and re-sent as two halves."""
+
+Channel = Literal["email", "sms", "push"]
+CHANNELS: tuple[Channel, ...] = ("email", "sms", "push")
+
+ExtraColumns = Literal["error", "ignore"]
+Duplicates = Literal["error", "keep_last", "in_order"]
+AuthHeader = Literal["bearer", "x-api-key"]
+
+DataSource: TypeAlias = Any
+"""A DataFrame, an Arrow table, a file path, or an iterable of DataFrames (see _inputs)."""

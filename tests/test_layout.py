@@ -1,0 +1,99 @@
+"""The house rules of the package layout, checked on the source: every import points down
+the flow read → validate → wire → ledger → chunk → send → results, or to the shared ground."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[1] / "churn_connector"
+
+# rooms from the ground up; a module may import its own room and the rooms below it
+ROOMS = [
+    "ground",  # vocabulary, config, values, timestamps, columns, checks, inputs, row book
+    "validation",  # _schema, _validation, _stream: what both resources share
+    "resources",  # _events/, _identities/ (never each other)
+    "delivery",  # _delivery/: ledger stage, requests, retry, transport, sender, results
+    "top",  # the client, the command line, integrations, samples, the package root
+]
+TOP = {"_client", "_cli", "_demo", "_integrations", "samples", "__init__", "airflow", "spark"}
+VALIDATION = {"_schema", "_validation", "_stream"}
+WINGS = {"_events", "_identities"}
+MAX_LINES = 400
+
+
+def room_of(parts: tuple[str, ...]) -> str:
+    head = parts[0].removesuffix(".py")
+    if head == "_sandbox":
+        return "sandbox"
+    if head in TOP:
+        return "top"
+    if head == "_delivery":
+        return "delivery"
+    if head in WINGS:
+        return "resources"
+    if head in VALIDATION:
+        return "validation"
+    return "ground"
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+def internal_imports(path: Path) -> list[tuple[tuple[str, ...], int]]:
+    """(target module parts under the package, line) for every import of our own code."""
+    tree = ast.parse(path.read_text())
+    here = path.relative_to(PACKAGE).parts[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - node.level + 1]
+            elif (node.module or "").startswith("churn_connector"):
+                base = ()
+                node = ast.ImportFrom(
+                    module=node.module.removeprefix("churn_connector").lstrip(".") or None,
+                    names=node.names,
+                    level=1,
+                    lineno=node.lineno,
+                )
+            else:
+                continue
+            target = (*base, *(node.module.split(".") if node.module else ()))
+            if target:
+                found.append((target, node.lineno))
+            else:  # "from . import x": each name is a module of this package
+                found.extend(((*base, a.name), node.lineno) for a in node.names)
+    return found
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down_the_flow(path: Path) -> None:
+    parts = path.relative_to(PACKAGE).parts
+    mine = room_of(parts)
+    for target, line in internal_imports(path):
+        theirs = room_of(target)
+        where = f"{'/'.join(parts)}:{line} imports {'.'.join(target)}"
+        if mine == "sandbox" or theirs == "sandbox":
+            # the sandbox is written from the contract alone and shares nothing with us
+            assert mine == theirs or mine == "top", where
+            continue
+        assert ROOMS.index(theirs) <= ROOMS.index(mine), where
+        if mine == theirs == "resources":
+            assert target[0] == parts[0], f"{where}: one wing never imports the other"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_outside_the_sandbox_is_long(path: Path) -> None:
+    if path.relative_to(PACKAGE).parts[0] == "_sandbox":
+        return
+    assert len(path.read_text().splitlines()) <= MAX_LINES
+
+
+def test_both_wings_have_the_same_core_rooms() -> None:
+    core = {"options.py", "schema.py", "wire.py", "stream.py", "api.py"}
+    for wing in WINGS:
+        assert core <= {p.name for p in (PACKAGE / wing).glob("*.py")}, wing
