@@ -261,12 +261,12 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
-_BLOCK = re.compile(r"(<!-- checks:start -->\n).*?(\n<!-- checks:end -->)", re.DOTALL)
+_BLOCK = re.compile(r"(<!-- checks:start -->\n).*?(<!-- checks:end -->)", re.DOTALL)
 
 
 def readme_with_table(text: str) -> str:
     """``text`` with the block between the checks markers replaced by the current table."""
-    return _BLOCK.sub(lambda m: m.group(1) + markdown_table() + m.group(2), text)
+    return _BLOCK.sub(lambda m: m.group(1) + markdown_table() + "\n" + m.group(2), text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,6 +89,7 @@ class Sender:
             # the request that stopped the run belongs in the chunk frame too
             stopped = Outcome("failed", exc.status, exc.attempts or 1, 0.0, exc.message, None)
             self._record(req, number, len(payload), stopped, "failed")
+            self.book.set_chunk(req.positions, number)
             raise
         if outcome.status == "dry_run":
             self._record(req, number, len(payload), outcome, "dry_run")

@@ -137,7 +137,7 @@ class SandboxHTTPServer(ThreadingHTTPServer):
             self._open.discard(request)
         super().shutdown_request(request)
 
-    def handleerror_response(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: Any, client_address: Any) -> None:
         # clients vanish mid-request in fault tests; never print tracebacks to stderr
         _log.debug("error while handling a sandbox request", exc_info=True)
 

@@ -6,7 +6,9 @@ import os
 import queue
 import re
 import signal
+import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -227,3 +229,19 @@ def test_cli_uses_keys_from_the_environment_and_never_prints_them():
 def test_cli_usage_errors_exit_3(argv, capsys):
     assert main(argv) == 3
     assert "usage" in capsys.readouterr().err
+
+
+def test_a_client_resetting_mid_request_prints_no_traceback(capsys):
+    with Sandbox() as sb:
+        host, port = sb.base_url.removeprefix("http://").split(":")
+        for _ in range(3):
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(
+                    b"POST /v1/events/batch HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n"
+                    b"Content-Type: application/json\r\n\r\n{"
+                )
+                # SO_LINGER 0: close() sends a reset instead of a clean end of stream
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                time.sleep(0.05)
+        time.sleep(0.3)  # let the handler threads meet the reset
+    assert "Traceback" not in capsys.readouterr().err

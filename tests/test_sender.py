@@ -1,0 +1,151 @@
+"""The sender over a scripted Poster: splitting, ordering and accounting, without sockets."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import orjson
+import pandas as pd
+import pytest
+
+import churn_connector as cc
+from churn_connector._delivery.progress import Progress
+from churn_connector._delivery.requests import EVENTS_PATH, IDENTIFY_PATH, Request
+from churn_connector._delivery.results import SendResult
+from churn_connector._delivery.sender import Sender, stopped_error
+from churn_connector._delivery.transport import Outcome
+from churn_connector._rows import RowBook
+
+SENT = Outcome("sent", 200, 1, 0.0, None, "{}")
+REJECTED = Outcome("rejected", 400, 1, 0.0, "HTTP 400", "bad event")
+
+
+class ScriptedPoster:
+    """Answers each request by a rule over its body, and records what it was sent."""
+
+    def __init__(self, answer: Callable[[str, bytes], Outcome]) -> None:
+        self.answer = answer
+        self.seen: list[tuple[str, bytes]] = []
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    def post(self, path: str, body: bytes) -> Outcome:
+        with self._lock:
+            self.seen.append((path, body))
+        return self.answer(path, body)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def close(self) -> None:
+        pass
+
+
+def book_of(n: int) -> RowBook:
+    book = RowBook()
+    book.extend(pd.RangeIndex(n))
+    return book
+
+
+def event_request(positions: list[int], names: list[str]) -> Request:
+    parts = [orjson.dumps({"event_type": name}) for name in names]
+    return Request(EVENTS_PATH, positions, parts)
+
+
+def sender(poster: ScriptedPoster, book: RowBook, **options: object) -> Sender:
+    return Sender(
+        poster,
+        book,
+        Progress("test", enabled=False),
+        concurrency=int(options.pop("concurrency", 4)),  # type: ignore[call-overload]
+        bisect=bool(options.pop("bisect", True)),
+        split_budget=int(options.pop("split_budget", 1000)),  # type: ignore[call-overload]
+    )
+
+
+def refuse_poison(path: str, body: bytes) -> Outcome:
+    return REJECTED if b"poison" in body else SENT
+
+
+def test_a_rejected_batch_is_bisected_until_the_refused_event_stands_alone() -> None:
+    names = ["ok"] * 7 + ["poison"]
+    book = book_of(8)
+    run = sender(ScriptedPoster(refuse_poison), book)
+    run.run([event_request(list(range(8)), names)])
+    result = SendResult("events", book, run.chunks, 0.0)
+    assert result.counts["sent"] == 7
+    assert result.counts["rejected"] == 1
+    assert list(result.rows["status"])[7] == "rejected"
+    chunks = result.chunks.set_index("chunk")
+    # 8 -> 4 + 4 -> (2 + 2) -> (1 + 1): three splits on the poison's side
+    assert (chunks["status"] == "split").sum() == 3
+    assert chunks.loc[chunks["status"] == "rejected", "events"].tolist() == [1]
+
+
+def test_a_spent_split_budget_reports_the_batch_whole() -> None:
+    book = book_of(8)
+    run = sender(ScriptedPoster(refuse_poison), book, split_budget=0)
+    run.run([event_request(list(range(8)), ["ok"] * 7 + ["poison"])])
+    assert SendResult("events", book, run.chunks, 0.0).counts["rejected"] == 8
+
+
+def test_bisection_can_be_turned_off() -> None:
+    book = book_of(2)
+    run = sender(ScriptedPoster(refuse_poison), book, bisect=False)
+    run.run([event_request([0, 1], ["ok", "poison"])])
+    assert [c.status for c in run.chunks] == ["rejected"]
+
+
+def test_requests_of_one_key_are_never_in_flight_together_and_keep_their_order() -> None:
+    in_flight: dict[str, int] = {}
+    most: dict[str, int] = {}
+    order: list[bytes] = []
+    lock = threading.Lock()
+
+    def slow(path: str, body: bytes) -> Outcome:
+        key = body[:1].decode()
+        with lock:
+            in_flight[key] = in_flight.get(key, 0) + 1
+            most[key] = max(most.get(key, 0), in_flight[key])
+            order.append(body)
+        time.sleep(0.01)
+        with lock:
+            in_flight[key] -= 1
+        return SENT
+
+    keys = ["a", "b", "a", "c", "a", "b", "a"]
+    requests = [
+        Request(IDENTIFY_PATH, [i], body=f"{k}{i}".encode(), key=k) for i, k in enumerate(keys)
+    ]
+    book = book_of(len(keys))
+    sender(ScriptedPoster(slow), book, concurrency=4).run(requests)
+    assert most == {"a": 1, "b": 1, "c": 1}
+    assert [b for b in order if b.startswith(b"a")] == [b"a0", b"a2", b"a4", b"a6"]
+    assert (book.status == cc.RowState.SENT).all()
+
+
+def test_a_stopped_run_accounts_for_every_row_and_stops_the_poster() -> None:
+    def stop_on_second(path: str, body: bytes) -> Outcome:
+        if b"second" in body:
+            raise cc.AuthenticationError("refused", status=401, attempts=1)
+        return SENT
+
+    book = book_of(4)
+    poster = ScriptedPoster(stop_on_second)
+    run = sender(poster, book, concurrency=1)
+    with pytest.raises(cc.AuthenticationError) as info:
+        run.run([event_request([0, 1], ["first"] * 2), event_request([2, 3], ["second"] * 2)])
+    error = stopped_error(info.value, book, run.chunks)
+    assert poster.stopped
+    assert error.counts == {
+        "sent": 2,
+        "invalid": 0,
+        "rejected": 0,
+        "failed": 2,
+        "skipped": 0,
+    }
+    assert error.chunks is not None
+    assert error.chunks["status"].tolist() == ["sent", "failed"]
+    assert book.chunk.tolist() == [1, 1, 2, 2]  # the stopping request's rows point to it
