@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol, TypedDict
 
 import pandas as pd
 import pytest
 
 import churn_connector as cc
+from churn_connector._types import ExtraColumns
+
+
+class MakeEvents(Protocol):
+    """The type of the ``make_events`` fixture (the module-level ``make_events`` below)."""
+
+    def __call__(self, now: pd.Timestamp, n: int = ..., users: int = ...) -> pd.DataFrame: ...
+
+
+class WireOptions(TypedDict, total=False):
+    """The keywords of ``cc.events_to_wire`` besides ``now``, for typed test helpers."""
+
+    naive_timezone: str | None
+    extra_columns: ExtraColumns
+    namespace: str | None
+    id_columns: Sequence[str] | None
+    slice_rows: int
 
 
 @pytest.fixture(autouse=True)
@@ -102,5 +120,5 @@ def odd_server() -> Iterator[Callable[..., str]]:
 
 
 @pytest.fixture(name="make_events")
-def make_events_fixture() -> object:
+def make_events_fixture() -> MakeEvents:
     return make_events

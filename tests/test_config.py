@@ -33,7 +33,7 @@ def test_missing_base_url_or_key_is_a_configuration_error(monkeypatch: pytest.Mo
 
 def test_unknown_option_is_a_configuration_error() -> None:
     with pytest.raises(cc.ConfigurationError, match="batch_sise"):
-        cc.Client("https://api.example.com", "k", batch_sise=10)
+        cc.Client("https://api.example.com", "k", batch_sise=10)  # type: ignore[call-arg]
 
 
 def test_insecure_http_needs_an_explicit_opt_in() -> None:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 import pytest
 
 import churn_connector as cc
 from churn_connector._delivery.transport import HttpPoster
+from tests.conftest import MakeEvents
 
 
-def stored_wire(sb: cc.Sandbox) -> list[dict]:
+def stored_wire(sb: cc.Sandbox) -> list[dict[str, Any]]:
     stored = sb.events()
     return [
         {
@@ -26,14 +28,14 @@ def stored_wire(sb: cc.Sandbox) -> list[dict]:
     ]
 
 
-def by_id(events: list[dict]) -> dict[str, dict]:
+def by_id(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {e["context"]["$message_id"]: e for e in events}
 
 
 def test_every_valid_row_lands_exactly_once_as_the_expected_wire_object(
-    client: cc.Client, sandbox: cc.Sandbox, now: pd.Timestamp, make_events: object
+    client: cc.Client, sandbox: cc.Sandbox, now: pd.Timestamp, make_events: MakeEvents
 ) -> None:
-    df = make_events(now, n=1234)  # type: ignore[operator]
+    df = make_events(now, n=1234)
     result = client.send_events(df, now=now)
     assert result.ok and result.counts["sent"] == 1234
     assert by_id(stored_wire(sandbox)) == by_id(cc.events_to_wire(df, now=now))
@@ -167,12 +169,12 @@ def test_the_deadline_stops_retrying(
 
 
 def test_other_client_errors_are_not_retried_but_bisected(
-    client: cc.Client, sandbox: cc.Sandbox, make_events: object
+    client: cc.Client, sandbox: cc.Sandbox, make_events: MakeEvents
 ) -> None:
     # the client is told it is 10 days earlier, so two rows 35 days old look valid to it
     # but are outside the API's window
     server_now = pd.Timestamp.now(tz="UTC")
-    df = make_events(server_now - pd.Timedelta(days=20), n=8)  # type: ignore[operator]
+    df = make_events(server_now - pd.Timedelta(days=20), n=8)
     df.loc[[1, 6], "occurred_at"] = server_now - pd.Timedelta(days=35)
     result = client.send_events(df, now=server_now - pd.Timedelta(days=10))
     assert result.counts["sent"] == 6 and result.counts["rejected"] == 2
@@ -184,8 +186,8 @@ def test_other_client_errors_are_not_retried_but_bisected(
     assert len(sandbox.events()) == 6
 
 
-def test_an_oversized_request_is_split(now: pd.Timestamp, make_events: object) -> None:
-    df = make_events(now, n=40)  # type: ignore[operator]
+def test_an_oversized_request_is_split(now: pd.Timestamp, make_events: MakeEvents) -> None:
+    df = make_events(now, n=40)
     with cc.Sandbox(max_body_bytes=3000) as sb:
         result = cc.Client(sb.base_url, sb.api_key).send_events(df, now=now)
         assert result.ok
@@ -203,12 +205,12 @@ def test_max_request_bytes_keeps_requests_small(
 
 
 def test_a_refused_key_stops_the_run_without_showing_the_key(
-    sandbox: cc.Sandbox, now: pd.Timestamp, make_events: object
+    sandbox: cc.Sandbox, now: pd.Timestamp, make_events: MakeEvents
 ) -> None:
     key = "sk_test_not_the_right_one_123456"
     client = cc.Client(sandbox.base_url, key, max_concurrency=1)
     with pytest.raises(cc.AuthenticationError) as info:
-        client.send_events(make_events(now, n=2000), now=now)  # type: ignore[operator]
+        client.send_events(make_events(now, n=2000), now=now)
     assert key not in str(info.value) and key not in repr(info.value)
     assert info.value.status == 401
     assert info.value.counts["failed"] == 2000
@@ -244,12 +246,12 @@ def test_row_states_add_up_to_the_input(
 
 
 def test_one_pooled_connection_per_worker_is_reused(
-    odd_server: Callable[..., str], now: pd.Timestamp, make_events: object
+    odd_server: Callable[..., str], now: pd.Timestamp, make_events: MakeEvents
 ) -> None:
     peers: set[tuple[str, int]] = set()
     url = odd_server(200, b"{}", delay=0.02, peers=peers)
     client = cc.Client(url, "k", max_concurrency=4)
-    result = client.send_events(make_events(now, n=400), now=now, batch_size=10)  # type: ignore[operator]
+    result = client.send_events(make_events(now, n=400), now=now, batch_size=10)
     assert len(result.chunks) == 40
     assert 2 <= len(peers) <= 4  # concurrent, and never more connections than workers
 
@@ -302,9 +304,11 @@ def test_a_wrong_endpoint_stops_the_run_without_bisecting(
         cc.Client(url, "k", max_concurrency=1).send_events(events, now=now, batch_size=2)
     assert info.value.status == status
     assert info.value.counts["failed"] == len(events)
+    chunks, rows = info.value.chunks, info.value.rows
+    assert chunks is not None and rows is not None  # a stopped send carries its results
     # one request went out; any already queued stop before sending
-    assert (info.value.chunks["attempts"] > 0).sum() == 1
-    assert (info.value.rows["status"] == "failed").all()
+    assert (chunks["attempts"] > 0).sum() == 1
+    assert (rows["status"] == "failed").all()
 
 
 def test_an_unusable_key_is_refused_before_sending_without_echoing_it() -> None:
@@ -315,10 +319,10 @@ def test_an_unusable_key_is_refused_before_sending_without_echoing_it() -> None:
 
 
 def test_bisection_stops_when_its_request_budget_is_spent(
-    sandbox: cc.Sandbox, make_events: object
+    sandbox: cc.Sandbox, make_events: MakeEvents
 ) -> None:
     server_now = pd.Timestamp.now(tz="UTC")
-    df = make_events(server_now - pd.Timedelta(days=35), n=64)  # type: ignore[operator]
+    df = make_events(server_now - pd.Timedelta(days=35), n=64)
     client = cc.Client(sandbox.base_url, sandbox.api_key, max_split_requests=4)
     result = client.send_events(df, now=server_now - pd.Timedelta(days=10))
     assert result.counts["rejected"] == 64

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pandera.errors
+import pyarrow as pa
 import pytest
 
 import churn_connector as cc
@@ -343,7 +344,7 @@ def test_an_unknown_zone_name_is_a_configuration_error(now: pd.Timestamp) -> Non
 
 def test_arrow_and_categorical_timestamps_are_accepted(now: pd.Timestamp) -> None:
     when = pd.Series([now - pd.Timedelta(hours=1)])
-    arrow = when.astype("timestamp[ms, tz=UTC][pyarrow]")
+    arrow = when.astype(pd.ArrowDtype(pa.timestamp("ms", tz="UTC")))
     categorical = when.map(lambda t: t.isoformat()).astype("category")
     for column in (arrow, categorical):
         df = pd.DataFrame({"external_user_id": ["a"], "event_type": ["x"], "occurred_at": column})

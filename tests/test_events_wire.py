@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import Any, Unpack
 
 import numpy as np
 import orjson
@@ -15,13 +16,14 @@ from hypothesis import strategies as st
 import churn_connector as cc
 from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
+from tests.conftest import WireOptions
 
 NOW = pd.Timestamp("2026-11-22T12:00:00Z")
 WHEN = pd.Timestamp("2026-11-20T09:30:00.123987Z")
 WIRE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 
-def wire(df: pd.DataFrame, **kw: object) -> list[dict]:
+def wire(df: pd.DataFrame, **kw: Unpack[WireOptions]) -> list[dict[str, Any]]:
     return cc.events_to_wire(df, now=NOW, **kw)
 
 
@@ -179,7 +181,7 @@ rows = st.fixed_dictionaries(
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(rows, min_size=1, max_size=8))
-def test_transform_is_exact_for_any_valid_rows(generated: list[dict]) -> None:
+def test_transform_is_exact_for_any_valid_rows(generated: list[dict[str, Any]]) -> None:
     when = [
         (NOW - pd.Timedelta(milliseconds=r["offset_ms"])).tz_convert(r["zone"]).to_pydatetime()
         for r in generated

@@ -41,7 +41,7 @@ def test_exceptions_pickle_with_message_and_typed_attributes(exc: cc.ChurnConnec
 
 def test_attributes_are_keyword_only() -> None:
     with pytest.raises(TypeError):
-        cc.TransportError("stopped", 401)  # type: ignore[misc]
+        cc.TransportError("stopped", 401)  # type: ignore[call-arg]
 
 
 def test_a_transport_error_carries_the_results_of_the_stopped_run() -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 import churn_connector as cc
 from churn_connector._cli import main
+from tests.conftest import MakeEvents
 
 
 def users_table(n: int = 6) -> pd.DataFrame:
@@ -21,8 +24,8 @@ def users_table(n: int = 6) -> pd.DataFrame:
     )
 
 
-def stored(sb: cc.Sandbox) -> dict[str, dict]:
-    return {r.external_user_id: r._asdict() for r in sb.users().itertuples(index=False)}
+def stored(sb: cc.Sandbox) -> dict[str, dict[Hashable, Any]]:
+    return {r["external_user_id"]: r for r in sb.users().to_dict("records")}
 
 
 def test_each_valid_row_is_one_identify_with_the_exact_body(
@@ -77,7 +80,7 @@ def test_invalid_rows_are_never_sent(client: cc.Client, sandbox: cc.Sandbox) -> 
     assert result.exit_code == 1
 
 
-def test_one_users_rows_go_one_at_a_time_in_row_order(make_events: object) -> None:
+def test_one_users_rows_go_one_at_a_time_in_row_order(make_events: MakeEvents) -> None:
     steps = 4
     rows = [
         {"external_user_id": f"user{u}", "traits.step": s} for s in range(steps) for u in range(10)
@@ -151,5 +154,6 @@ def test_cli_sends_identities_from_csv(
 
 def test_cli_validates_identities(tmp_path: Path) -> None:
     path = tmp_path / "users.parquet"
-    users_table(3).assign(preferred_channel=["email", "fax", None]).to_parquet(path)
+    preferred_channel: list[Any] = ["email", "fax", None]  # stubs: no None in assign() lists
+    users_table(3).assign(preferred_channel=preferred_channel).to_parquet(path)
     assert main(["validate", "identities", str(path)]) == 1

@@ -3,6 +3,7 @@ duplicate users in every mode, and the same results whatever the slice size."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from churn_connector._identities.duplicates import duplicate_users
 from churn_connector._identities.options import IdentityOptions
 from churn_connector._identities.stream import IdentityStream
 from churn_connector._stream import batches
+from churn_connector._types import Duplicates
 
 
 def identity_stream(df: object, **options: Any) -> IdentityStream:
@@ -49,7 +51,7 @@ def only_failure(report: cc.ValidationReport) -> pd.Series:
     return report.failures.iloc[0]
 
 
-def users(*ids: object, **columns: list[object]) -> pd.DataFrame:
+def users(*ids: object, **columns: object) -> pd.DataFrame:
     return pd.DataFrame({"external_user_id": pd.Series(ids, dtype=object), **columns})
 
 
@@ -366,7 +368,7 @@ def test_same_address_on_different_channels_is_not_a_duplicate() -> None:
     assert validate_identities(df).ok
 
 
-def test_arrow_list_of_structs_with_null_fields_is_accepted(tmp_path: object) -> None:
+def test_arrow_list_of_structs_with_null_fields_is_accepted(tmp_path: Path) -> None:
     table = pa.table(
         {
             "external_user_id": ["a"],
@@ -400,7 +402,7 @@ def test_duplicate_users_maps_wire_ids_to_positions_of_repeated_users() -> None:
     assert duplicate_users(dup_table(), slice_rows=2) == {"a": [0, 4, 6], "7": [1, 3]}
 
 
-def test_duplicate_users_reads_parquet_id_column(tmp_path: object) -> None:
+def test_duplicate_users_reads_parquet_id_column(tmp_path: Path) -> None:
     path = f"{tmp_path}/ids.parquet"
     pq.write_table(pa.table({"external_user_id": ["x", "y", "x"], "email": ["a@b.co"] * 3}), path)
     assert duplicate_users(path, slice_rows=1) == {"x": [0, 2]}
@@ -453,20 +455,20 @@ def test_duplicates_in_order_sends_every_row_in_row_order() -> None:
 
 
 @pytest.mark.parametrize("mode", ["error", "keep_last", "in_order"])
-def test_results_do_not_depend_on_the_slice_size(mode: str) -> None:
-    df = dup_table().assign(
-        preferred_channel=["fax", None, None, "sms", None, 3, None],
-        phone=[None, "+1", None, None, "x", None, None],
-    )
-    whole = validate_identities(df, duplicates=mode)  # type: ignore[arg-type]
-    sliced = validate_identities(df, duplicates=mode, slice_rows=1)  # type: ignore[arg-type]
+def test_results_do_not_depend_on_the_slice_size(mode: Duplicates) -> None:
+    # list[Any]: pandas-stubs type assign() columns as Sequence[Scalar], which excludes None
+    preferred_channel: list[Any] = ["fax", None, None, "sms", None, 3, None]
+    phone: list[Any] = [None, "+1", None, None, "x", None, None]
+    df = dup_table().assign(preferred_channel=preferred_channel, phone=phone)
+    whole = validate_identities(df, duplicates=mode)
+    sliced = validate_identities(df, duplicates=mode, slice_rows=1)
     pd.testing.assert_frame_equal(whole.failures, sliced.failures)
     pd.testing.assert_frame_equal(whole.valid, sliced.valid)
     assert whole.n_invalid == sliced.n_invalid
 
 
 @pytest.mark.parametrize("mode", ["error", "keep_last", "in_order"])
-def test_stream_states_sends_and_notes_do_not_depend_on_the_slice_size(mode: str) -> None:
+def test_stream_states_sends_and_notes_do_not_depend_on_the_slice_size(mode: Duplicates) -> None:
     df = dup_table()
     outcomes = []
     for rows in (len(df), 1):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import orjson
@@ -24,7 +26,7 @@ EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 E164 = re.compile(r"\+[1-9]\d{1,14}")
 
 
-def body_of(**columns: object) -> dict[str, object]:
+def body_of(**columns: object) -> dict[str, Any]:
     data = {
         "external_user_id": ["u1"],
         **{k: pd.Series([v], dtype=object) for k, v in columns.items()},
@@ -265,8 +267,8 @@ rows = st.fixed_dictionaries(
 )
 
 
-def _distinct_items(row: dict[str, object]) -> bool:
-    pairs = [(i["channel"], i["address"]) for i in row["channels"] or []]  # type: ignore[attr-defined]
+def _distinct_items(row: dict[str, Any]) -> bool:
+    pairs = [(i["channel"], i["address"]) for i in row["channels"] or []]
     pairs += [
         (c, row[k])
         for c, k in (("email", "email"), ("sms", "phone"), ("push", "push_token"))
@@ -275,13 +277,17 @@ def _distinct_items(row: dict[str, object]) -> bool:
     return len(pairs) == len(set(pairs))
 
 
-def _valid_item(item: dict[str, object]) -> bool:
+def _valid_item(item: dict[str, Any]) -> bool:
     address = item["address"]
     if not isinstance(address, str) or not set(item) <= ITEM_KEYS:
         return False
-    rule = {"email": EMAIL.fullmatch, "sms": E164.fullmatch, "push": lambda a: a.strip()}
+    rule: dict[str, Callable[[str], object]] = {
+        "email": EMAIL.fullmatch,
+        "sms": E164.fullmatch,
+        "push": lambda a: a.strip(),
+    }
     flags_ok = all(type(item[k]) is bool for k in ("opted_in", "verified") if k in item)
-    return item["channel"] in rule and bool(rule[item["channel"]](address)) and flags_ok  # type: ignore[index, operator]
+    return item["channel"] in rule and bool(rule[item["channel"]](address)) and flags_ok
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
@@ -294,7 +300,7 @@ def _valid_item(item: dict[str, object]) -> bool:
     )
 )
 def test_wire_bodies_hold_only_contract_fields_and_valid_items(
-    generated: list[dict[str, object]],
+    generated: list[dict[str, Any]],
 ) -> None:
     df = pd.DataFrame({k: pd.Series([r[k] for r in generated], dtype=object) for k in generated[0]})
     assert validate_identities(df).ok
@@ -306,8 +312,8 @@ def test_wire_bodies_hold_only_contract_fields_and_valid_items(
         assert body.get("traits", None) != {}
         assert "traits" in body or not {
             k: v for k, v in (row["traits"] or {}).items() if v is not None
-        }  # type: ignore[attr-defined]
+        }
         channels = body.get("channels", [])
         assert channels != [] or "channels" not in body
-        assert all(_valid_item(item) for item in channels)  # type: ignore[union-attr]
-        assert len({(i["channel"], i["address"]) for i in channels}) == len(channels)  # type: ignore[union-attr, index]
+        assert all(_valid_item(item) for item in channels)
+        assert len({(i["channel"], i["address"]) for i in channels}) == len(channels)

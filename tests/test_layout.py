@@ -52,7 +52,7 @@ def internal_imports(path: Path) -> list[tuple[tuple[str, ...], int]]:
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = here[: len(here) - node.level + 1]
-            elif (node.module or "").startswith("churn_connector"):
+            elif node.module is not None and node.module.startswith("churn_connector"):
                 base = ()
                 node = ast.ImportFrom(
                     module=node.module.removeprefix("churn_connector").lstrip(".") or None,

@@ -86,17 +86,17 @@ def test_cli_send_with_ledger_skips_on_rerun(
     sandbox: cc.Sandbox,
     events: pd.DataFrame,
     tmp_path: Path,
-    monkeypatch: object,
-    capsys: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("CHURN_BASE_URL", sandbox.base_url)  # type: ignore[attr-defined]
-    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)  # type: ignore[attr-defined]
+    monkeypatch.setenv("CHURN_BASE_URL", sandbox.base_url)
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
     path = tmp_path / "events.parquet"
     events.to_parquet(path)
     ledger = tmp_path / "ledger.sqlite"
     assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
     assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
-    assert "skipped 10" in capsys.readouterr().out  # type: ignore[attr-defined]
+    assert "skipped 10" in capsys.readouterr().out
 
 
 def test_a_ledger_is_scoped_to_one_api_and_key(

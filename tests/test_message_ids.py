@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import uuid
+from typing import Any, Unpack
 
 import pandas as pd
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._values import canonical
+from tests.conftest import WireOptions
 
 UUID8 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -41,11 +43,13 @@ GOLDEN = [
 
 
 @pytest.mark.parametrize(("event", "namespace", "expected"), GOLDEN)
-def test_golden_vectors_never_change(event: dict, namespace: str | None, expected: str) -> None:
+def test_golden_vectors_never_change(
+    event: dict[str, Any], namespace: str | None, expected: str
+) -> None:
     assert cc.message_id(event, namespace=namespace) == expected
 
 
-def spec_id(event: dict, namespace: str | None = None) -> str:
+def spec_id(event: dict[str, Any], namespace: str | None = None) -> str:
     """The README's definition, written with the standard library only."""
     canonical = json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     data = b"churn-connector/message-id/v1\n" + (namespace or "").encode() + b"\n"
@@ -57,7 +61,7 @@ def spec_id(event: dict, namespace: str | None = None) -> str:
 
 @pytest.mark.parametrize(("event", "namespace", "expected"), GOLDEN)
 def test_golden_vectors_follow_the_documented_definition(
-    event: dict, namespace: str | None, expected: str
+    event: dict[str, Any], namespace: str | None, expected: str
 ) -> None:
     assert spec_id(event, namespace) == expected
 
@@ -76,7 +80,7 @@ def test_namespace_changes_the_id() -> None:
     assert cc.message_id(LOGIN, namespace="a") != cc.message_id(LOGIN, namespace="b")
 
 
-def ids(df: pd.DataFrame, now: pd.Timestamp, **kw: object) -> list[str]:
+def ids(df: pd.DataFrame, now: pd.Timestamp, **kw: Unpack[WireOptions]) -> list[str]:
     return [e["context"]["$message_id"] for e in cc.events_to_wire(df, now=now, **kw)]
 
 
@@ -130,7 +134,7 @@ json_objects = st.dictionaries(st.text(), json_scalars, max_size=6)
 
 @settings(max_examples=150, deadline=None)
 @given(props=json_objects, context=json_objects)
-def test_id_is_independent_of_key_order(props: dict, context: dict) -> None:
+def test_id_is_independent_of_key_order(props: dict[str, Any], context: dict[str, Any]) -> None:
     context.pop("$message_id", None)
     event = {**LOGIN, "properties": props, "context": context}
     reordered = {
@@ -155,7 +159,7 @@ def test_id_is_independent_of_key_order(props: dict, context: dict) -> None:
         ),
     )
 )
-def test_canonical_form_is_sorted_compact_utf8_json(props: dict) -> None:
+def test_canonical_form_is_sorted_compact_utf8_json(props: dict[str, Any]) -> None:
     # floats are excluded here: their spelling is pinned separately below
     assert cc.message_id({**LOGIN, "properties": props}) == spec_id({**LOGIN, "properties": props})
 

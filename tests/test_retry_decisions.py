@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from churn_connector._delivery.retry import decide
+from churn_connector._delivery.retry import Failure, Verdict, decide
 
-TABLE = [
+TABLE: list[tuple[int | None, Failure | None, Verdict]] = [
     (200, None, "sent"),
     (201, None, "sent"),
     (204, None, "sent"),
@@ -38,5 +38,7 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("status", "failure", "verdict"), TABLE)
-def test_each_answer_has_one_verdict(status: int | None, failure: str | None, verdict: str) -> None:
-    assert decide(status, failure) == verdict  # type: ignore[arg-type]
+def test_each_answer_has_one_verdict(
+    status: int | None, failure: Failure | None, verdict: Verdict
+) -> None:
+    assert decide(status, failure) == verdict

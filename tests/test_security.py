@@ -6,6 +6,8 @@ import logging
 import pickle
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,7 +18,7 @@ KEY = "sk_test_SECRET_must_not_leak_42"
 
 
 @pytest.fixture
-def keyed_sandbox() -> cc.Sandbox:
+def keyed_sandbox() -> Iterator[cc.Sandbox]:
     with cc.Sandbox(api_keys=[KEY]) as sb:
         yield sb
 
@@ -56,9 +58,9 @@ def test_key_is_absent_from_authentication_errors_even_pickled(
 
 
 def test_key_is_absent_from_cli_output(
-    keyed_sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, tmp_path: object
+    keyed_sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
 ) -> None:
-    path = tmp_path / "events.parquet"  # type: ignore[operator]
+    path = tmp_path / "events.parquet"
     events.assign(occurred_at=events["occurred_at"]).to_parquet(path)
     env = {"CHURN_API_KEY": KEY, "CHURN_BASE_URL": keyed_sandbox.base_url, "PATH": ""}
     out = subprocess.run(

@@ -54,14 +54,21 @@ def event_request(positions: list[int], names: list[str]) -> Request:
     return Request(EVENTS_PATH, positions, parts)
 
 
-def sender(poster: ScriptedPoster, book: RowBook, **options: object) -> Sender:
+def sender(
+    poster: ScriptedPoster,
+    book: RowBook,
+    *,
+    concurrency: int = 4,
+    bisect: bool = True,
+    split_budget: int = 1000,
+) -> Sender:
     return Sender(
         poster,
         book,
         Progress("test", enabled=False),
-        concurrency=int(options.pop("concurrency", 4)),  # type: ignore[call-overload]
-        bisect=bool(options.pop("bisect", True)),
-        split_budget=int(options.pop("split_budget", 1000)),  # type: ignore[call-overload]
+        concurrency=concurrency,
+        bisect=bisect,
+        split_budget=split_budget,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 import pytest
 import requests
@@ -84,6 +84,25 @@ class Api:
         return {field for _, field, _ in Api.problems(response)}
 
 
+class MakeEvent(Protocol):
+    """The ``make_event`` fixture: ``make_event(n, **overrides)`` (see :func:`event`)."""
+
+    def __call__(self, n: int = ..., **overrides: Any) -> dict[str, Any]: ...
+
+
+class MakeSandbox(Protocol):
+    """The ``make_sandbox`` fixture: ``make_sandbox(**sandbox_options)``, started."""
+
+    def __call__(self, **options: Any) -> Sandbox: ...
+
+
+ApiFor: TypeAlias = Callable[[Sandbox], Api]
+"""The ``api_for`` fixture: a client for another sandbox."""
+
+FmtTime: TypeAlias = Callable[[datetime], str]
+"""The ``fmt_time`` fixture: a datetime as the contract's occurred_at string."""
+
+
 def event(n: int = 0, **overrides: Any) -> dict[str, Any]:
     """A valid wire event; ``n`` varies the message id."""
     base: dict[str, Any] = {
@@ -104,19 +123,19 @@ def now() -> datetime:
 
 
 @pytest.fixture
-def fmt_time() -> Callable[[datetime], str]:
+def fmt_time() -> FmtTime:
     """Formats a datetime as the contract's occurred_at string."""
     return wire_time
 
 
 @pytest.fixture
-def make_event() -> Callable[..., dict[str, Any]]:
+def make_event() -> MakeEvent:
     """Factory for valid wire events: ``make_event(n, **overrides)``."""
     return event
 
 
 @pytest.fixture
-def make_sandbox() -> Iterator[Callable[..., Sandbox]]:
+def make_sandbox() -> Iterator[MakeSandbox]:
     """Factory for started sandboxes (clock frozen at NOW unless given); all closed after."""
     made: list[Sandbox] = []
 
@@ -139,17 +158,17 @@ def session() -> Iterator[requests.Session]:
 
 
 @pytest.fixture
-def api_for(session: requests.Session) -> Callable[[Sandbox], Api]:
+def api_for(session: requests.Session) -> ApiFor:
     """``api_for(sandbox)``: a client for another sandbox, sharing the test's session."""
     return lambda sandbox: Api(sandbox, session)
 
 
 @pytest.fixture
-def sandbox(make_sandbox: Callable[..., Sandbox]) -> Sandbox:
+def sandbox(make_sandbox: MakeSandbox) -> Sandbox:
     """A default sandbox: one random key, in-memory DB, no faults, clock at NOW."""
     return make_sandbox()
 
 
 @pytest.fixture
-def api(sandbox: Sandbox, api_for: Callable[[Sandbox], Api]) -> Api:
+def api(sandbox: Sandbox, api_for: ApiFor) -> Api:
     return api_for(sandbox)

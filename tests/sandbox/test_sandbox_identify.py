@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from typing import Any
 
 import pytest
 import requests
 
+from churn_connector._sandbox import Sandbox
+from tests.sandbox.conftest import Api, MakeSandbox
 
-def user(sandbox, external_user_id="u1", api_key=None) -> dict[str, Any]:
+
+def user(
+    sandbox: Sandbox, external_user_id: str = "u1", api_key: str | None = None
+) -> dict[Hashable, Any]:
     users = sandbox.users(api_key)
     rows = users[users["external_user_id"] == external_user_id].to_dict("records")
     assert len(rows) == 1, users
     return rows[0]
 
 
-def test_minimal_identify_creates_a_user(api, sandbox):
+def test_minimal_identify_creates_a_user(api: Api, sandbox: Sandbox) -> None:
     response = api.identify({"external_user_id": "u1"})
     assert response.status_code == 200
     assert response.json() == {"ok": True, "changed": True}
@@ -34,7 +40,7 @@ def test_minimal_identify_creates_a_user(api, sandbox):
     }
 
 
-def test_full_identify_is_stored(api, sandbox):
+def test_full_identify_is_stored(api: Api, sandbox: Sandbox) -> None:
     body = {
         "external_user_id": "u1",
         "traits": {"plan": "pro", "name": "Ada"},
@@ -58,20 +64,22 @@ def test_full_identify_is_stored(api, sandbox):
     }
 
 
-def test_traits_are_merged_shallowly_later_call_wins(api, sandbox):
+def test_traits_are_merged_shallowly_later_call_wins(api: Api, sandbox: Sandbox) -> None:
     first = {"plan": "free", "name": "Ada", "address": {"city": "A", "zip": "1"}}
     api.identify({"external_user_id": "u1", "traits": first})
     api.identify({"external_user_id": "u1", "traits": {"plan": "pro", "address": {"city": "B"}}})
     assert user(sandbox)["traits"] == {"plan": "pro", "name": "Ada", "address": {"city": "B"}}
 
 
-def test_identify_without_traits_keeps_stored_traits(api, sandbox):
+def test_identify_without_traits_keeps_stored_traits(api: Api, sandbox: Sandbox) -> None:
     api.identify({"external_user_id": "u1", "traits": {"plan": "pro"}})
     api.identify({"external_user_id": "u1"})
     assert user(sandbox)["traits"] == {"plan": "pro"}
 
 
-def test_preferred_channel_is_set_when_given_and_kept_when_absent(api, sandbox):
+def test_preferred_channel_is_set_when_given_and_kept_when_absent(
+    api: Api, sandbox: Sandbox
+) -> None:
     api.identify({"external_user_id": "u1", "preferred_channel": "email"})
     api.identify({"external_user_id": "u1", "traits": {"x": 1}})
     assert user(sandbox)["preferred_channel"] == "email"
@@ -79,7 +87,7 @@ def test_preferred_channel_is_set_when_given_and_kept_when_absent(api, sandbox):
     assert user(sandbox)["preferred_channel"] == "push"
 
 
-def test_channel_items_are_upserted_by_channel_and_address(api, sandbox):
+def test_channel_items_are_upserted_by_channel_and_address(api: Api, sandbox: Sandbox) -> None:
     email = {"channel": "email", "address": "a@example.com"}
     api.identify({"external_user_id": "u1", "channels": [email]})
     api.identify({"external_user_id": "u1", "channels": [{**email, "opted_in": False}]})
@@ -89,18 +97,18 @@ def test_channel_items_are_upserted_by_channel_and_address(api, sandbox):
     assert user(sandbox)["channels"] == [{**email, "opted_in": False, "verified": True}]
 
 
-def test_a_new_address_adds_a_second_item(api, sandbox):
+def test_a_new_address_adds_a_second_item(api: Api, sandbox: Sandbox) -> None:
     api.identify({"external_user_id": "u1", **item("email", "a@x.io")})
     api.identify({"external_user_id": "u1", **item("email", "b@x.io")})
     assert [c["address"] for c in user(sandbox)["channels"]] == ["a@x.io", "b@x.io"]
 
 
-def test_opted_in_defaults_to_true_on_first_insert(api, sandbox):
+def test_opted_in_defaults_to_true_on_first_insert(api: Api, sandbox: Sandbox) -> None:
     api.identify({"external_user_id": "u1", "channels": [{"channel": "push", "address": "t"}]})
     assert user(sandbox)["channels"] == [{"channel": "push", "address": "t", "opted_in": True}]
 
 
-def test_same_identify_twice_changes_nothing(api, sandbox):
+def test_same_identify_twice_changes_nothing(api: Api, sandbox: Sandbox) -> None:
     body = {
         "external_user_id": "u1",
         "traits": {"plan": "pro"},
@@ -114,7 +122,7 @@ def test_same_identify_twice_changes_nothing(api, sandbox):
     assert sandbox.stats()["identifies"] == 2
 
 
-def test_identify_log_records_each_accepted_call_in_order(api, sandbox):
+def test_identify_log_records_each_accepted_call_in_order(api: Api, sandbox: Sandbox) -> None:
     api.identify({"external_user_id": "u1", "traits": {"a": 1}})
     api.identify({"external_user_id": "u1", "email": "x@y.z"})  # rejected: not logged
     api.identify({"external_user_id": "u2"})
@@ -171,18 +179,20 @@ ADDR = "channels[0].address"
         ({"external_user_id": 42}, "external_user_id", "wrong_type"),
     ],
 )
-def test_identify_rules_reject(api, sandbox, body, field, code):
+def test_identify_rules_reject(
+    api: Api, sandbox: Sandbox, body: dict[str, Any], field: str, code: str
+) -> None:
     response = api.identify({"external_user_id": "u1", **body})
     assert (None, field, code) in api.problems(response)
     assert sandbox.users().empty
 
 
-def test_identify_without_user_id_is_rejected(api):
+def test_identify_without_user_id_is_rejected(api: Api) -> None:
     response = api.identify({"traits": {"plan": "pro"}})
     assert api.problems(response) == {(None, "external_user_id", "missing_field")}
 
 
-def test_every_bad_channel_item_is_listed(api):
+def test_every_bad_channel_item_is_listed(api: Api) -> None:
     response = api.identify(
         {
             "external_user_id": "u1",
@@ -206,7 +216,7 @@ def test_every_bad_channel_item_is_listed(api):
         ("push", "ExponentPushToken[xxxx]"),
     ],
 )
-def test_valid_addresses_are_accepted(api, channel, address):
+def test_valid_addresses_are_accepted(api: Api, channel: str, address: str) -> None:
     body = {"external_user_id": "u1", "channels": [{"channel": channel, "address": address}]}
     assert api.identify(body).status_code == 200
 
@@ -214,7 +224,7 @@ def test_valid_addresses_are_accepted(api, channel, address):
 # --------------------------------------------------------------------------- concurrency
 
 
-def _identify_concurrently(sandbox, users: list[str]) -> list[int]:
+def _identify_concurrently(sandbox: Sandbox, users: list[str]) -> list[int]:
     statuses: list[int] = []
     barrier = threading.Barrier(len(users), timeout=5)
 
@@ -237,19 +247,19 @@ def _identify_concurrently(sandbox, users: list[str]) -> list[int]:
     return statuses
 
 
-def test_concurrent_identifies_for_one_user_are_detected(make_sandbox):
+def test_concurrent_identifies_for_one_user_are_detected(make_sandbox: MakeSandbox) -> None:
     sandbox = make_sandbox(latency=0.3)
     assert _identify_concurrently(sandbox, ["same", "same"]) == [200, 200]
     assert sandbox.stats()["max_concurrent_identify_same_user"] == 2
 
 
-def test_concurrent_identifies_for_different_users_are_fine(make_sandbox):
+def test_concurrent_identifies_for_different_users_are_fine(make_sandbox: MakeSandbox) -> None:
     sandbox = make_sandbox(latency=0.3)
     assert _identify_concurrently(sandbox, ["a", "b", "c"]) == [200, 200, 200]
     assert sandbox.stats()["max_concurrent_identify_same_user"] == 1
 
 
-def test_sequential_identifies_report_concurrency_one(api, sandbox):
+def test_sequential_identifies_report_concurrency_one(api: Api, sandbox: Sandbox) -> None:
     assert sandbox.stats()["max_concurrent_identify_same_user"] == 0
     api.identify({"external_user_id": "u1"})
     api.identify({"external_user_id": "u1"})

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,12 @@ import requests
 
 from churn_connector._sandbox import Fault, Sandbox
 from churn_connector._sandbox._cli import main
+from tests.sandbox.conftest import Api, ApiFor, MakeEvent, MakeSandbox
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_default_key_is_a_random_test_key():
+def test_default_key_is_a_random_test_key() -> None:
     first, second = Sandbox(), Sandbox()
     try:
         assert re.fullmatch(r"sk_test_[0-9a-f]{24}", first.api_key)
@@ -36,7 +38,7 @@ def test_default_key_is_a_random_test_key():
         second.close()
 
 
-def test_context_manager_serves_and_stops(make_event, session):
+def test_context_manager_serves_and_stops(make_event: MakeEvent, session: requests.Session) -> None:
     with Sandbox() as sandbox:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", sandbox.base_url)
         response = session.get(sandbox.base_url + "/v1/identify", timeout=5)
@@ -47,12 +49,14 @@ def test_context_manager_serves_and_stops(make_event, session):
     sandbox.close()
 
 
-def test_repr_never_shows_the_key(sandbox):
+def test_repr_never_shows_the_key(sandbox: Sandbox) -> None:
     assert sandbox.api_key not in repr(sandbox)
     assert sandbox.base_url in repr(sandbox)
 
 
-def test_stop_is_idempotent_and_quick_with_idle_keep_alive_connections(sandbox, api, make_event):
+def test_stop_is_idempotent_and_quick_with_idle_keep_alive_connections(
+    sandbox: Sandbox, api: Api, make_event: MakeEvent
+) -> None:
     api.batch([make_event()])  # leaves a pooled keep-alive connection open
     started = time.monotonic()
     sandbox.stop()
@@ -60,7 +64,7 @@ def test_stop_is_idempotent_and_quick_with_idle_keep_alive_connections(sandbox, 
     assert time.monotonic() - started < 1.0
 
 
-def test_stop_does_not_wait_for_a_stalled_request(sandbox, make_event):
+def test_stop_does_not_wait_for_a_stalled_request(sandbox: Sandbox, make_event: MakeEvent) -> None:
     sandbox.script_faults([Fault("stall", seconds=30)])
     outcome: queue.Queue[object] = queue.Queue()
 
@@ -90,25 +94,27 @@ def test_stop_does_not_wait_for_a_stalled_request(sandbox, make_event):
     assert outcome.get(timeout=1) is not None  # the client finished, one way or the other
 
 
-def test_data_stays_readable_after_stop(sandbox, api, make_event):
+def test_data_stays_readable_after_stop(sandbox: Sandbox, api: Api, make_event: MakeEvent) -> None:
     api.batch([make_event()])
     sandbox.stop()
     assert len(sandbox.events()) == 1
 
 
-def test_restart_after_stop_serves_the_same_data(sandbox, api, make_event):
+def test_restart_after_stop_serves_the_same_data(
+    sandbox: Sandbox, api: Api, make_event: MakeEvent
+) -> None:
     api.batch([make_event(1)])
     sandbox.stop()
     sandbox.start()
     assert api.batch([make_event(1)]).json()["duplicates"] == 1
 
 
-def test_start_twice_is_an_error(sandbox):
+def test_start_twice_is_an_error(sandbox: Sandbox) -> None:
     with pytest.raises(RuntimeError, match="already running"):
         sandbox.start()
 
 
-def test_base_url_before_start_is_an_error():
+def test_base_url_before_start_is_an_error() -> None:
     sandbox = Sandbox()
     try:
         with pytest.raises(RuntimeError, match="not been started"):
@@ -117,7 +123,9 @@ def test_base_url_before_start_is_an_error():
         sandbox.close()
 
 
-def test_many_sandboxes_run_at_once_and_stay_separate(make_sandbox, make_event):
+def test_many_sandboxes_run_at_once_and_stay_separate(
+    make_sandbox: MakeSandbox, make_event: MakeEvent
+) -> None:
     sandboxes = [make_sandbox() for _ in range(6)]
     assert len({sb.base_url for sb in sandboxes}) == 6
 
@@ -139,7 +147,9 @@ def test_many_sandboxes_run_at_once_and_stay_separate(make_sandbox, make_event):
         assert set(sandbox.events()["message_id"]) == expected
 
 
-def test_file_db_persists_across_instances_and_is_inspectable(tmp_path, make_event, api_for, now):
+def test_file_db_persists_across_instances_and_is_inspectable(
+    tmp_path: Path, make_event: MakeEvent, api_for: ApiFor, now: datetime
+) -> None:
     db = tmp_path / "sandbox.sqlite"
     with Sandbox(api_keys=["persist_key"], db=db, clock=lambda: now) as first:
         api_for(first).batch([make_event(1)])
@@ -157,7 +167,9 @@ def test_file_db_persists_across_instances_and_is_inspectable(tmp_path, make_eve
     assert b"persist_key" not in db.read_bytes()  # partitions are key digests, not keys
 
 
-def test_naive_clock_gives_500_not_a_guess(make_sandbox, api_for, make_event, now):
+def test_naive_clock_gives_500_not_a_guess(
+    make_sandbox: MakeSandbox, api_for: ApiFor, make_event: MakeEvent, now: datetime
+) -> None:
     sandbox = make_sandbox(clock=lambda: now.replace(tzinfo=None))
     response = api_for(sandbox).batch([make_event()])
     assert response.status_code == 500
@@ -184,7 +196,13 @@ def _run_cli(args: list[str], env_key: str | None) -> tuple[list[str], int, str]
         cwd=REPO,
     ) as proc:
         assert proc.stdout is not None
-        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout])
+        stdout = proc.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                lines.put(line)
+
+        reader = threading.Thread(target=pump)
         reader.start()
         seen: list[str] = []
         try:
@@ -208,7 +226,7 @@ def _run_cli(args: list[str], env_key: str | None) -> tuple[list[str], int, str]
     return seen, rc, str(status)
 
 
-def test_cli_serves_with_a_generated_key_and_stops_on_sigterm():
+def test_cli_serves_with_a_generated_key_and_stops_on_sigterm() -> None:
     lines, rc, status = _run_cli(["--port", "0", "--latency", "0"], env_key=None)
     assert status == "200"
     assert rc == 0
@@ -216,7 +234,7 @@ def test_cli_serves_with_a_generated_key_and_stops_on_sigterm():
     assert any(re.search(r"http://127\.0\.0\.1:\d+", line) for line in lines)
 
 
-def test_cli_uses_keys_from_the_environment_and_never_prints_them():
+def test_cli_uses_keys_from_the_environment_and_never_prints_them() -> None:
     lines, rc, status = _run_cli(["--port", "0"], env_key="env_key_one,env_key_two")
     assert (status, rc) == ("200", 0)
     assert not any("env_key" in line for line in lines)
@@ -226,12 +244,14 @@ def test_cli_uses_keys_from_the_environment_and_never_prints_them():
 @pytest.mark.parametrize(
     "argv", [["--error-rate", "2"], ["--port", "x"], ["--bogus"], ["--latency", "-1"]]
 )
-def test_cli_usage_errors_exit_3(argv, capsys):
+def test_cli_usage_errors_exit_3(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 3
     assert "usage" in capsys.readouterr().err
 
 
-def test_a_client_resetting_mid_request_prints_no_traceback(capsys):
+def test_a_client_resetting_mid_request_prints_no_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with Sandbox() as sb:
         host, port = sb.base_url.removeprefix("http://").split(":")
         for _ in range(3):
