@@ -25,6 +25,8 @@ from ._exceptions import (
     DataValidationError,
     DeliveryError,
     InputError,
+    Interrupted,
+    LedgerError,
     TransportError,
 )
 from ._identities.api import identities_to_wire, validate_identities
@@ -51,7 +53,9 @@ __all__ = [
     "DeliveryError",
     "Fault",
     "InputError",
+    "Interrupted",
     "Ledger",
+    "LedgerError",
     "RetryPolicy",
     "RowState",
     "Sandbox",

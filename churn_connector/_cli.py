@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, NoReturn
 from ._client import Client
 from ._delivery.results import check_result_path, write_frame
 from ._events.api import validate_events
-from ._exceptions import ChurnConnectorError, TransportError
+from ._exceptions import ChurnConnectorError, Interrupted, LedgerError, TransportError
 from ._identities.api import validate_identities
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
@@ -50,6 +51,40 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_network_options(p: argparse.ArgumentParser) -> None:
+    for flag, text in (
+        ("--deadline", "end the whole run after S seconds (default 3600)"),
+        ("--connect-timeout", "seconds to connect (default 5)"),
+        ("--read-timeout", "seconds to wait for each read of an answer (default 30)"),
+        ("--request-timeout", "seconds for one whole request, answer included (default 120)"),
+    ):
+        p.add_argument(flag, type=float, metavar="S", help=text)
+    p.add_argument(
+        "--max-request-bytes", type=int, metavar="N", help="keep every request body under N bytes"
+    )
+    p.add_argument("--ca-bundle", metavar="PEM", help="trust the CAs in this file (private CA)")
+    p.add_argument(
+        "--proxy",
+        metavar="URL",
+        help="http://[user:password@]host:port; a CONNECT tunnel, for https base URLs only",
+    )
+    p.add_argument(
+        "--trust-env", action="store_true", help="use HTTPS_PROXY / NO_PROXY from the environment"
+    )
+
+
+# ClientConfig fields set by the options of the same name
+_NETWORK_FIELDS = (
+    "deadline",
+    "connect_timeout",
+    "read_timeout",
+    "request_timeout",
+    "max_request_bytes",
+    "ca_bundle",
+    "proxy",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="churn-connector", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -70,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument(
         "--ledger", type=Path, help="SQLite file of acknowledged data: skip it on re-runs"
     )
+    _add_network_options(send)
     send.add_argument(
         "--auth-header",
         choices=["bearer", "x-api-key"],
@@ -112,6 +148,11 @@ def _send(args: argparse.Namespace) -> int:
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
     client_options: dict[str, Any] = {"auth_header": args.auth_header}
+    client_options.update(
+        {name: getattr(args, name) for name in _NETWORK_FIELDS if getattr(args, name) is not None}
+    )
+    if args.trust_env:
+        client_options["trust_env"] = True
     if args.concurrency is not None:
         key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
         client_options[key] = args.concurrency
@@ -121,7 +162,7 @@ def _send(args: argparse.Namespace) -> int:
     send = client.send_events if args.kind == "events" else client.identify
     try:
         result = send(args.file, dry_run=args.dry_run, ledger=args.ledger, **_data_options(args))
-    except TransportError as exc:
+    except (TransportError, LedgerError, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
         for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
             if path is not None and frame is not None:
@@ -154,9 +195,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the demo starts a sandbox: loaded only when asked for
         demo = importlib.import_module("._demo", __package__)
         return int(demo.run_demo(args.out))
+    except Interrupted as exc:
+        print(exc.message, file=sys.stderr)
+        return 128 + (exc.signal or signal.SIGINT)
     except ChurnConnectorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # a second Ctrl-C while the first one's results were being written: stop at once
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":  # pragma: no cover

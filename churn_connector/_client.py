@@ -12,21 +12,24 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypedDict, Unpack
 
+import numpy as np
+
 from ._config import ClientConfig, ClientOptions, Secret
 from ._delivery.ledger import LedgerArg, LedgerStage, open_ledger, scope_of
 from ._delivery.progress import Progress
-from ._delivery.requests import Request, chunk_events, identify_requests
+from ._delivery.requests import Request, SizeLimit, chunk_events, identify_requests
 from ._delivery.results import SendResult
-from ._delivery.sender import Sender, stopped_error
+from ._delivery.sender import Sender
+from ._delivery.signals import signal_of, sigterm_raises
 from ._delivery.transport import DryRunPoster, HttpPoster, Poster
 from ._events.api import event_options
 from ._events.stream import EventStream
-from ._exceptions import TransportError
+from ._exceptions import Interrupted, _RunStopped
 from ._identities.options import IdentityOptions
 from ._identities.stream import IdentityStream
 from ._inputs import DEFAULT_SLICE_ROWS
 from ._stream import Stream, WireBatch, batches
-from ._types import DataSource, Duplicates, ExtraColumns
+from ._types import DataSource, Duplicates, ExtraColumns, RowState
 
 log = logging.getLogger("churn_connector")
 
@@ -95,11 +98,12 @@ class Client:
         )
         stream = EventStream(data, options)
 
-        def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
-            return chunk_events(wire, config.batch_size, config.max_request_bytes)
-
         concurrency = max_concurrency or config.max_concurrency
         run = _Run(config, stream, concurrency, dry_run=dry_run, progress=progress)
+
+        def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
+            return chunk_events(wire, config.batch_size, run.size_limit)
+
         return run.deliver(requests, ledger)
 
     def identify(
@@ -155,6 +159,7 @@ class _Run:
         self.dry_run = dry_run
         self.progress = progress
         self.started = time.monotonic()
+        self.size_limit = SizeLimit(config.max_request_bytes)  # learned from 413 answers
 
     def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row."""
@@ -190,16 +195,40 @@ class _Run:
             concurrency=1 if self.dry_run else self.concurrency,
             bisect=self.config.bisect_rejected,
             split_budget=self.config.max_split_requests,
+            size_limit=self.size_limit,
             on_sent=stage.acknowledged if stage is not None else None,
         )
         try:
-            sender.run(requests)
-        except TransportError as exc:
-            raise stopped_error(exc, book, sender.chunks) from None
+            with sigterm_raises():
+                sender.run(requests)
+        except BaseException as exc:
+            if isinstance(exc, Exception) and not isinstance(exc, _RunStopped):
+                raise  # a bug of ours: shown as it is
+            raise self._stopped(exc, sender) from exc
         finally:
             poster.close()
             bar.close()
         return sender
+
+    def _stopped(self, exc: BaseException, sender: Sender) -> _RunStopped:
+        """The error a stopped run raises: every row accounted for, the frames attached."""
+        book = self.stream.book
+        reason = (
+            f"the run stopped ({exc.message})" if isinstance(exc, _RunStopped) else "interrupted"
+        )
+        pending = np.flatnonzero(book.status == RowState.PENDING)
+        book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
+        elapsed = time.monotonic() - self.started
+        partial = SendResult(self.stream.kind, book, sender.chunks, elapsed)
+        counts = dict(partial.counts)
+        if isinstance(exc, _RunStopped):
+            return exc.with_results(counts, partial.rows, partial.chunks)
+        # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
+        summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
+        log.warning("%s", summary)
+        return Interrupted(
+            summary, signal=signal_of(exc), counts=counts, rows=partial.rows, chunks=partial.chunks
+        )
 
 
 class SendEventsOptions(TypedDict, total=False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import os
 import random
@@ -16,7 +17,11 @@ MAX_BATCH_SIZE = 500
 
 
 class Secret:
-    """A string that does not print itself (repr, str, f-strings, logs, pickles of reprs)."""
+    """A string that does not print itself (repr, str, f-strings, logs, pickles of reprs).
+
+    Everything the package does with the raw key happens in these methods, so no frame of
+    ours holds it in a local variable that a traceback-with-locals renderer would print.
+    """
 
     __slots__ = ("_value",)
 
@@ -25,6 +30,34 @@ class Secret:
 
     def reveal(self) -> str:
         return self._value
+
+    def problem(self) -> str | None:
+        """Why this cannot be an API key, without echoing it; None when it can."""
+        if not self._value:
+            return "the API key is empty"
+        if not (self._value.isascii() and self._value.isprintable()) or any(
+            ch.isspace() for ch in self._value
+        ):
+            # e.g. a trailing newline from a secrets file
+            return (
+                "the API key holds white space, control or non-ASCII characters; "
+                "strip it (a trailing newline from a secrets file is the usual cause)"
+            )
+        return None
+
+    def fingerprint(self) -> str:
+        """A short hash that tells keys apart without revealing them."""
+        return hashlib.sha256(self._value.encode()).hexdigest()[:16]
+
+    def auth_headers(self, scheme: AuthHeader) -> dict[str, str]:
+        """The request header that carries the key."""
+        if scheme == "bearer":
+            return {"Authorization": "Bearer " + self._value}
+        return {"X-API-Key": self._value}
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every occurrence of the key masked (servers may echo headers)."""
+        return text.replace(self._value, "********") if self._value in text else text
 
     def __repr__(self) -> str:
         return "Secret('********')"
@@ -47,7 +80,6 @@ class RetryPolicy:
     max_delay: float = 30.0
     multiplier: float = 2.0
     max_retry_after: float = 120.0
-    deadline: float | None = 3600.0  # seconds for the whole run; None = no deadline
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -84,6 +116,13 @@ class ClientOptions(TypedDict, total=False):
     max_split_requests: int
     retry: RetryPolicy
     allow_insecure_http: bool
+    request_timeout: float
+    deadline: float | None
+    fail_fast_after: float
+    ca_bundle: str | None
+    verify: bool
+    proxy: str | None
+    trust_env: bool
 
 
 @dataclass(frozen=True)
@@ -103,6 +142,13 @@ class ClientConfig:
     max_split_requests: int = 1000  # per run; then a rejected batch is reported whole
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     allow_insecure_http: bool = False
+    request_timeout: float = 120.0  # one attempt, from connecting to the last byte read
+    deadline: float | None = 3600.0  # the whole run; None = no deadline
+    fail_fast_after: float = 10.0  # seconds of nothing but unreachable-host failures
+    ca_bundle: str | None = None  # PEM file of trusted CAs (default: REQUESTS_CA_BUNDLE, ...)
+    verify: bool = True  # False only for loopback hosts (a local TLS test server)
+    proxy: str | None = None  # http://[user:pass@]host:port, for https base URLs only
+    trust_env: bool = False  # read HTTPS_PROXY / NO_PROXY from the environment
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -117,15 +163,9 @@ class ClientConfig:
                 "plain http:// is refused for a non-loopback host (the key would travel in "
                 "clear text); use https:// or pass allow_insecure_http=True"
             )
-        key = self.api_key.reveal()
-        if not key:
-            raise ConfigurationError("the API key is empty")
-        if not (key.isascii() and key.isprintable()) or any(ch.isspace() for ch in key):
-            # e.g. a trailing newline from a secrets file; the key itself is never echoed
-            raise ConfigurationError(
-                "the API key holds white space, control or non-ASCII characters; "
-                "strip it (a trailing newline from a secrets file is the usual cause)"
-            )
+        problem = self.api_key.problem()
+        if problem is not None:
+            raise ConfigurationError(problem)
         if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             raise ConfigurationError(
                 f"batch_size must be between 1 and {MAX_BATCH_SIZE} (the API's limit), "
@@ -134,8 +174,20 @@ class ClientConfig:
         for name in ("max_concurrency", "identify_concurrency"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be at least 1")
-        if self.connect_timeout <= 0 or self.read_timeout <= 0:
-            raise ConfigurationError("timeouts must be positive")
+        timeouts = (self.connect_timeout, self.read_timeout, self.request_timeout)
+        if min(timeouts) <= 0 or (self.deadline is not None and self.deadline <= 0):
+            raise ConfigurationError("timeouts and the deadline must be positive")
+        if self.fail_fast_after < 0:
+            raise ConfigurationError("fail_fast_after must not be negative")
+        if not self.verify and not _is_loopback(parts.hostname):
+            raise ConfigurationError(
+                "verify=False is refused for a non-loopback host: it would send the key to "
+                "anyone in between; pass ca_bundle='<your CA>.pem' for a private CA"
+            )
+        if self.ca_bundle is not None and not os.path.isfile(self.ca_bundle):
+            raise ConfigurationError(f"ca_bundle {self.ca_bundle!r} is not a file")
+        if self.proxy is not None:
+            check_proxy(self.proxy, self.base_url)
         if self.auth_header not in ("bearer", "x-api-key"):
             raise ConfigurationError("auth_header must be 'bearer' or 'x-api-key'")
 
@@ -150,12 +202,15 @@ class ClientConfig:
         url = base_url or os.environ.get("CHURN_BASE_URL")
         if not url:
             raise ConfigurationError("no base_url given and CHURN_BASE_URL is not set")
-        key = api_key if api_key is not None else os.environ.get("CHURN_API_KEY")
-        if not key:
-            raise ConfigurationError("no api_key given and CHURN_API_KEY is not set")
-        secret = key if isinstance(key, Secret) else Secret(key)
+        # wrapped at once: no frame below holds the raw key in a local variable
+        if api_key is None:
+            api_key = Secret(os.environ.get("CHURN_API_KEY", ""))
+            if api_key.problem() == "the API key is empty":
+                raise ConfigurationError("no api_key given and CHURN_API_KEY is not set")
+        elif not isinstance(api_key, Secret):
+            api_key = Secret(api_key)
         try:
-            return cls(base_url=url.rstrip("/"), api_key=secret, **options)
+            return cls(base_url=url.rstrip("/"), api_key=api_key, **options)
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
 
@@ -164,3 +219,18 @@ class ClientConfig:
             return replace(self, **options)
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
+
+
+def check_proxy(proxy: str, base_url: str) -> None:
+    """Refuse a proxy that could see the key: only CONNECT tunnels to https base URLs."""
+    parts = urlsplit(proxy)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ConfigurationError(
+            "proxy must be an http://[user:password@]host:port URL (the CONNECT tunnel "
+            "carries TLS from us to the API end to end)"
+        )
+    if urlsplit(base_url).scheme != "https":
+        raise ConfigurationError(
+            "a proxy is only used for an https:// base URL: over plain http the proxy "
+            "would read the key in every request"
+        )

@@ -8,7 +8,13 @@ Every exception the package raises on purpose derives from one root::
     ├── DataValidationError     some rows are invalid             .n_invalid .n_rows
     ├── TransportError          the API could not be used at all  .status .attempts + run results
     │   └── AuthenticationError     401/403: the key was refused; the run stops at once
+    ├── LedgerError             the ledger file cannot be written; the run stops  + run results
+    ├── Interrupted             SIGINT/SIGTERM (or an orchestrator's kill) stopped the run
+    │                                                                 .signal + run results
     └── DeliveryError           some valid rows were not delivered          .counts .rows .chunks
+
+"Run results" are ``.counts`` (rows per state), ``.rows`` and ``.chunks`` (the result frames
+of what happened before the run stopped), so a caller can still write them down.
 
 Each class declares its attributes as keyword-only constructor arguments. All of them pickle
 and unpickle to an equal message and attributes (the root's ``__reduce__``), because Airflow
@@ -29,6 +35,8 @@ __all__ = [
     "DataValidationError",
     "DeliveryError",
     "InputError",
+    "Interrupted",
+    "LedgerError",
     "TransportError",
 ]
 
@@ -95,7 +103,18 @@ class _RunResults:
         self.chunks = chunks
 
 
-class TransportError(_RunResults, ChurnConnectorError):
+class _RunStopped(_RunResults, ChurnConnectorError):
+    """An error that ended a run part way; it carries what the run did before."""
+
+    def with_results(
+        self, counts: dict[str, int], rows: pd.DataFrame, chunks: pd.DataFrame
+    ) -> _RunStopped:
+        """The same error, carrying what the stopped run delivered."""
+        state = {**vars(self), "counts": counts, "rows": rows, "chunks": chunks}
+        return _rebuild(type(self), self.message, state)  # type: ignore[no-any-return]
+
+
+class TransportError(_RunStopped):
     """The API could not be reached or used at all; the run stopped.
 
     ``status`` is the HTTP status that stopped it (None for network failures); when raised
@@ -117,22 +136,51 @@ class TransportError(_RunResults, ChurnConnectorError):
         self.attempts = attempts
         self._set_results(counts, rows, chunks)
 
-    def with_results(
-        self, counts: dict[str, int], rows: pd.DataFrame, chunks: pd.DataFrame
-    ) -> TransportError:
-        """The same error, carrying what the stopped run delivered."""
-        return type(self)(
-            self.message,
-            status=self.status,
-            attempts=self.attempts,
-            counts=counts,
-            rows=rows,
-            chunks=chunks,
-        )
-
 
 class AuthenticationError(TransportError):
     """The API refused the key (401 or 403). Carries ``status``, never the key."""
+
+
+class LedgerError(_RunStopped):
+    """The ledger could not be written (read-only, corrupt, disk full); ``path`` names it.
+
+    The run stops at the first failed write: a ledger that silently stops recording would
+    make a later run re-send, or worse, skip what it should not.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        counts: dict[str, int] | None = None,
+        rows: pd.DataFrame | None = None,
+        chunks: pd.DataFrame | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self._set_results(counts, rows, chunks)
+
+
+class Interrupted(_RunStopped):
+    """The run was interrupted (Ctrl-C, SIGTERM, an orchestrator stopping the task).
+
+    Requests in flight were abandoned: their rows are ``failed`` with "outcome unknown,
+    safe to re-send". ``signal`` is the signal number when one was received.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        signal: int | None = None,
+        counts: dict[str, int] | None = None,
+        rows: pd.DataFrame | None = None,
+        chunks: pd.DataFrame | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.signal = signal
+        self._set_results(counts, rows, chunks)
 
 
 class DeliveryError(_RunResults, ChurnConnectorError):

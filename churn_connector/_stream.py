@@ -35,6 +35,7 @@ class WireBatch:
     bodies: list[bytes]  # one serialised event, or one whole identify body, per position
     content: np.ndarray | None = None  # events: 64-bit content keys (the ledger's digests)
     always_send: set[int] = field(default_factory=set)  # positions a ledger must not skip
+    times: np.ndarray | None = None  # events: occurred_at in epoch ms (send-time window)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -47,6 +48,7 @@ class WireBatch:
             [self.bodies[i] for i in keep],
             None if self.content is None else self.content[keep],
             self.always_send,
+            None if self.times is None else self.times[keep],
         )
 
 

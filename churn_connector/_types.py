@@ -18,6 +18,7 @@ class RowState(IntEnum):
     REJECTED = 3
     FAILED = 4
     SKIPPED = 5
+    EXPIRED = 6  # aged out of the API's 30-day window before its request was sent
 
     @property
     def label(self) -> str:

@@ -60,7 +60,14 @@ def test_invalid_rows_never_reach_the_server(
 ) -> None:
     events.loc[[2, 5], "event_type"] = ["Bad Type", "oops\n"]
     result = client.send_events(events, now=now)
-    assert result.counts == {"sent": 8, "invalid": 2, "rejected": 0, "failed": 0, "skipped": 0}
+    assert result.counts == {
+        "sent": 8,
+        "invalid": 2,
+        "rejected": 0,
+        "failed": 0,
+        "skipped": 0,
+        "expired": 0,
+    }
     sent_ids = set(sandbox.events()["message_id"])
     invalid_rows = result.rows[result.rows["status"] == "invalid"]
     assert list(invalid_rows["row"]) == [2, 5]
@@ -161,29 +168,28 @@ def test_giving_up_after_max_attempts_marks_rows_failed(
 def test_the_deadline_stops_retrying(
     sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
 ) -> None:
-    client = cc.Client(sandbox.base_url, sandbox.api_key, retry=cc.RetryPolicy(deadline=0.0))
+    client = cc.Client(sandbox.base_url, sandbox.api_key, deadline=1e-9)
     result = client.send_events(events, now=now)
     assert result.counts["failed"] == len(events)
     assert "deadline" in result.chunks.iloc[0]["error"]
     assert sandbox.requests_log().empty
 
 
-def test_other_client_errors_are_not_retried_but_bisected(
-    client: cc.Client, sandbox: cc.Sandbox, make_events: MakeEvents
-) -> None:
-    # the client is told it is 10 days earlier, so two rows 35 days old look valid to it
-    # but are outside the API's window
-    server_now = pd.Timestamp.now(tz="UTC")
-    df = make_events(server_now - pd.Timedelta(days=20), n=8)
-    df.loc[[1, 6], "occurred_at"] = server_now - pd.Timedelta(days=35)
-    result = client.send_events(df, now=server_now - pd.Timedelta(days=10))
+def test_other_client_errors_are_not_retried_but_bisected(make_events: MakeEvents) -> None:
+    # the API's clock runs 10 days ahead of ours, so two rows 25 days old look valid to the
+    # client (then and when sent) but are outside the API's window
+    now = pd.Timestamp.now(tz="UTC")
+    df = make_events(now - pd.Timedelta(days=10), n=8)
+    df.loc[[1, 6], "occurred_at"] = now - pd.Timedelta(days=25)
+    with cc.Sandbox(clock=lambda: (now + pd.Timedelta(days=10)).to_pydatetime()) as sandbox:
+        result = cc.Client(sandbox.base_url, sandbox.api_key).send_events(df, now=now)
+        assert len(sandbox.events()) == 6
     assert result.counts["sent"] == 6 and result.counts["rejected"] == 2
     rejected = result.rows[result.rows["status"] == "rejected"]
     assert list(rejected["row"]) == [1, 6]
     assert "HTTP 400" in rejected.iloc[0]["error"]
     assert set(result.chunks["attempts"]) == {1}
     assert result.chunks.iloc[0]["status"] == "split"
-    assert len(sandbox.events()) == 6
 
 
 def test_an_oversized_request_is_split(now: pd.Timestamp, make_events: MakeEvents) -> None:
@@ -318,12 +324,12 @@ def test_an_unusable_key_is_refused_before_sending_without_echoing_it() -> None:
     assert key.strip() not in str(info.value)
 
 
-def test_bisection_stops_when_its_request_budget_is_spent(
-    sandbox: cc.Sandbox, make_events: MakeEvents
-) -> None:
-    server_now = pd.Timestamp.now(tz="UTC")
-    df = make_events(server_now - pd.Timedelta(days=35), n=64)
-    client = cc.Client(sandbox.base_url, sandbox.api_key, max_split_requests=4)
-    result = client.send_events(df, now=server_now - pd.Timedelta(days=10))
-    assert result.counts["rejected"] == 64
-    assert len(sandbox.requests_log()) == 5  # the batch, then 4 halves within the budget
+def test_bisection_stops_when_its_request_budget_is_spent(make_events: MakeEvents) -> None:
+    now = pd.Timestamp.now(tz="UTC")
+    df = make_events(now - pd.Timedelta(days=25), n=64)
+    # the API's clock runs 10 days ahead: every row is outside its window, none outside ours
+    with cc.Sandbox(clock=lambda: (now + pd.Timedelta(days=10)).to_pydatetime()) as sandbox:
+        client = cc.Client(sandbox.base_url, sandbox.api_key, max_split_requests=4)
+        result = client.send_events(df, now=now)
+        assert result.counts["rejected"] == 64
+        assert len(sandbox.requests_log()) == 5  # the batch, then 4 halves within the budget

@@ -11,6 +11,7 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._cli import main
+from tests.conftest import MakeEvents
 
 
 def test_a_rerun_with_a_ledger_sends_nothing_already_acknowledged(
@@ -26,6 +27,7 @@ def test_a_rerun_with_a_ledger_sends_nothing_already_acknowledged(
         "rejected": 0,
         "failed": 0,
         "skipped": len(events),
+        "expired": 0,
     }
     assert set(again.rows["error"]) == {"already delivered (ledger)"}
     assert len(sandbox.requests_log()) == 1  # only the first run's single batch
@@ -142,28 +144,68 @@ def test_an_unusable_ledger_path_is_a_configuration_error(
 
 
 class _BrokenDatabase:
+    """A database whose every statement fails, as a full disk or broken file would."""
+
+    in_transaction = False
+
     def execute(self, *args: object) -> None:
-        raise sqlite3.OperationalError("database is locked")
+        raise sqlite3.OperationalError("disk I/O error")
 
     executemany = execute
 
 
-def test_a_failing_ledger_never_fails_a_run(
+def test_a_ledger_that_cannot_be_written_stops_the_run_naming_the_file(
     client: cc.Client,
     sandbox: cc.Sandbox,
-    events: pd.DataFrame,
+    make_events: MakeEvents,
     now: pd.Timestamp,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    events = make_events(now, n=30)
     ledger = cc.Ledger(tmp_path / "ledger.sqlite")
     real = ledger._db
     ledger._db = _BrokenDatabase()  # type: ignore[assignment]
-    with caplog.at_level(logging.WARNING, logger="churn_connector"):
-        result = client.send_events(events, now=now, ledger=ledger)
+    with (
+        caplog.at_level(logging.WARNING, logger="churn_connector"),
+        pytest.raises(cc.LedgerError, match=r"ledger\.sqlite") as info,
+    ):
+        client.send_events(events, now=now, ledger=ledger, batch_size=10, max_concurrency=1)
     ledger._db = real
     ledger.close()
-    assert result.counts["sent"] == len(events)
-    assert len(sandbox.events()) == len(events)
-    assert "ledger read failed" in caplog.text
-    assert "ledger write failed" in caplog.text
+    assert "ledger read failed" in caplog.text  # reads fail soft: sending is safe
+    error = info.value
+    assert error.path == str(tmp_path / "ledger.sqlite")
+    assert sum(error.counts.values()) == len(events)
+    assert error.counts["sent"] == 10  # stopped at the first failed write, not 40 warnings later
+    assert len(sandbox.events()) == 10
+
+
+def test_a_corrupt_ledger_fails_the_cli_with_exit_3_and_a_rerun_stores_nothing_twice(
+    sandbox: cc.Sandbox,
+    make_events: MakeEvents,
+    now: pd.Timestamp,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
+    ledger = tmp_path / "ledger.sqlite"
+    first, second = tmp_path / "first.parquet", tmp_path / "second.parquet"
+    make_events(now, n=300).iloc[:150].to_parquet(first)
+    make_events(now, n=300).iloc[150:].to_parquet(second)
+    base = ["send", "events", "--base-url", sandbox.base_url, "--ledger", str(ledger)]
+    assert main([*base[:2], str(first), *base[2:]]) == 0
+    with sqlite3.connect(ledger) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(ledger.read_bytes())
+    data[4096:] = b"\xff" * (len(data) - 4096)  # every page but the header page
+    ledger.write_bytes(bytes(data))
+    rows = tmp_path / "rows.csv"
+    code = main([*base[:2], str(second), *base[2:], "--rows", str(rows)])
+    assert code == 3
+    assert str(ledger) in capsys.readouterr().err
+    assert len(pd.read_csv(rows)) == 150
+    ledger.unlink()
+    assert main([*base[:2], str(second), *base[2:]]) == 0
+    assert sandbox.stats()["stored"] == 300

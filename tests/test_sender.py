@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import orjson
 import pandas as pd
@@ -14,7 +14,7 @@ import churn_connector as cc
 from churn_connector._delivery.progress import Progress
 from churn_connector._delivery.requests import EVENTS_PATH, IDENTIFY_PATH, Request
 from churn_connector._delivery.results import SendResult
-from churn_connector._delivery.sender import Sender, stopped_error
+from churn_connector._delivery.sender import Sender
 from churn_connector._delivery.transport import Outcome
 from churn_connector._rows import RowBook
 
@@ -36,7 +36,7 @@ class ScriptedPoster:
             self.seen.append((path, body))
         return self.answer(path, body)
 
-    def stop(self) -> None:
+    def stop(self, reason: str) -> None:
         self.stopped = True
 
     def close(self) -> None:
@@ -133,7 +133,7 @@ def test_requests_of_one_key_are_never_in_flight_together_and_keep_their_order()
     assert (book.status == cc.RowState.SENT).all()
 
 
-def test_a_stopped_run_accounts_for_every_row_and_stops_the_poster() -> None:
+def test_a_request_that_stops_the_run_is_recorded_and_the_poster_stopped() -> None:
     def stop_on_second(path: str, body: bytes) -> Outcome:
         if b"second" in body:
             raise cc.AuthenticationError("refused", status=401, attempts=1)
@@ -142,17 +142,38 @@ def test_a_stopped_run_accounts_for_every_row_and_stops_the_poster() -> None:
     book = book_of(4)
     poster = ScriptedPoster(stop_on_second)
     run = sender(poster, book, concurrency=1)
-    with pytest.raises(cc.AuthenticationError) as info:
+    with pytest.raises(cc.AuthenticationError):
         run.run([event_request([0, 1], ["first"] * 2), event_request([2, 3], ["second"] * 2)])
-    error = stopped_error(info.value, book, run.chunks)
     assert poster.stopped
-    assert error.counts == {
-        "sent": 2,
-        "invalid": 0,
-        "rejected": 0,
-        "failed": 2,
-        "skipped": 0,
-    }
-    assert error.chunks is not None
-    assert error.chunks["status"].tolist() == ["sent", "failed"]
+    assert [(c.status, c.http_status) for c in run.chunks] == [("sent", 200), ("failed", 401)]
     assert book.chunk.tolist() == [1, 1, 2, 2]  # the stopping request's rows point to it
+    # the client marks the undecided rows failed (tests/test_delivery.py checks the counts)
+    assert book.status.tolist() == [cc.RowState.SENT] * 2 + [cc.RowState.PENDING] * 2
+
+
+def test_a_hanging_request_is_abandoned_when_the_run_is_interrupted() -> None:
+    release = threading.Event()
+
+    def hang(path: str, body: bytes) -> Outcome:
+        release.wait(10)
+        return SENT
+
+    class Interrupting:
+        """A request source that raises KeyboardInterrupt once the first request hangs."""
+
+        def __iter__(self) -> Iterator[Request]:
+            yield event_request([0], ["first"])
+            time.sleep(0.2)
+            raise KeyboardInterrupt
+
+    book = book_of(1)
+    poster = ScriptedPoster(hang)
+    run = sender(poster, book, concurrency=2)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run.run(Interrupting())
+    release.set()
+    assert time.monotonic() - started < 3
+    assert poster.stopped
+    assert book.status.tolist() == [cc.RowState.FAILED]
+    assert "outcome unknown, safe to re-send" in book.errors[0]

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeAlias
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, LedgerError
 from .._stream import Kind, WireBatch
 from .._types import RowState
 from .._validation import FailureLog
@@ -117,10 +117,18 @@ class Ledger:
         self._write("DELETE FROM acknowledged WHERE scope = ? AND kind = ? AND key = ?", rows)
 
     def _write(self, sql: str, rows: Sequence[tuple[str, ...]]) -> None:
+        """One transaction for all ``rows`` (one per acknowledged request, not per row)."""
         if self.read_only or not rows:
             return
         with self._lock:
-            self._db.executemany(sql, rows)
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(sql, rows)
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
 
     def count(self, kind: str) -> int:
         with self._lock:
@@ -131,7 +139,12 @@ class Ledger:
 
 
 class ScopedLedger:
-    """A ledger seen from one API; writes never fail a run (the API de-duplicates)."""
+    """A ledger seen from one API.
+
+    A failed read sends what was perhaps delivered (the API de-duplicates); a failed write
+    stops the run with ``LedgerError``, because a ledger that silently stops recording
+    would make the next run re-send everything it was meant to skip.
+    """
 
     def __init__(self, ledger: Ledger, scope: str, *, writable: bool = True) -> None:
         self.ledger = ledger
@@ -158,8 +171,12 @@ class ScopedLedger:
         try:
             write(self.scope, kind, items)  # type: ignore[operator]
         except sqlite3.Error as exc:
-            # delivery already happened; a missing record only costs a re-send next run
-            log.warning("ledger write failed (%s); the next run re-sends these", exc)
+            raise LedgerError(
+                f"ledger {self.ledger.path}: cannot record what the API acknowledged ({exc}); "
+                "the run was stopped. Fix the file (or pass another path) and re-run: what "
+                "was delivered is stored once",
+                path=str(self.ledger.path),
+            ) from None
 
 
 LedgerArg: TypeAlias = "str | os.PathLike[str] | Ledger | None"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -21,17 +22,28 @@ class Request:
     body: bytes | None = None  # identify: the whole body
     parent: int | None = None  # the chunk this is a bisected half of
     key: str | None = None  # requests with one key are sent one at a time, in order
+    times: list[int] | None = None  # events: occurred_at (epoch ms) per position
 
     def payload(self) -> bytes:
         return self.body if self.body is not None else batch_body(self.parts or [])
 
-    def halves(self, parent: int) -> list[Request]:
-        """The two halves of a rejected events request, to isolate what the API refused."""
+    def select(self, keep: Sequence[int], parent: int | None = None) -> Request:
+        """The events request restricted to the entries at indices ``keep``."""
+        assert self.parts is not None
+        return Request(
+            self.path,
+            [self.positions[i] for i in keep],
+            [self.parts[i] for i in keep],
+            parent=parent,
+            times=None if self.times is None else [self.times[i] for i in keep],
+        )
+
+    def halves(self, parent: int | None) -> list[Request]:
+        """The two halves of an events request: to isolate what the API refused, or to fit."""
         assert self.parts is not None
         half = len(self.parts) // 2
         return [
-            Request(self.path, self.positions[lo:hi], self.parts[lo:hi], parent=parent)
-            for lo, hi in ((0, half), (half, len(self.parts)))
+            self.select(range(lo, hi), parent) for lo, hi in ((0, half), (half, len(self.parts)))
         ]
 
 
@@ -43,24 +55,50 @@ def batch_body(rows: Sequence[bytes]) -> bytes:
 _EMPTY_BODY = len(batch_body([]))
 
 
+class SizeLimit:
+    """The request size the API accepts: configured, then learned from its 413 answers.
+
+    Each 413 halves the limit below the refused size, so a run spends a logarithmic number
+    of extra requests finding it, and every later request is built to fit.
+    """
+
+    def __init__(self, configured: int | None) -> None:
+        self.bytes = configured
+        self._lock = threading.Lock()
+
+    def fits(self, size: int) -> bool:
+        limit = self.bytes
+        return limit is None or size <= limit
+
+    def refused(self, size: int) -> None:
+        """The API answered 413 to a body of ``size`` bytes."""
+        with self._lock:
+            learned = max(size // 2, 1)
+            if self.bytes is None or learned < self.bytes:
+                self.bytes = learned
+
+
 def chunk_events(
-    batches: Iterable[WireBatch], batch_size: int, max_bytes: int | None
+    batches: Iterable[WireBatch], batch_size: int, limit: SizeLimit
 ) -> Iterator[Request]:
-    """Group events into batch requests of at most ``batch_size`` (and ``max_bytes``)."""
+    """Group events into batch requests of at most ``batch_size`` events that fit ``limit``."""
     positions: list[int] = []
     parts: list[bytes] = []
+    times: list[int] = []
     size = _EMPTY_BODY
     for batch in batches:
-        for pos, row in zip(batch.positions, batch.bodies, strict=True):
-            too_big = max_bytes is not None and parts and size + len(row) + 1 > max_bytes
+        stamps = batch.times.tolist() if batch.times is not None else [0] * len(batch)
+        for pos, row, ms in zip(batch.positions, batch.bodies, stamps, strict=True):
+            too_big = parts and not limit.fits(size + len(row) + 1)
             if len(parts) >= batch_size or too_big:
-                yield Request(EVENTS_PATH, positions, parts)
-                positions, parts, size = [], [], _EMPTY_BODY
+                yield Request(EVENTS_PATH, positions, parts, times=times)
+                positions, parts, times, size = [], [], [], _EMPTY_BODY
             positions.append(pos)
             parts.append(row)
+            times.append(ms)
             size += len(row) + 1
     if parts:
-        yield Request(EVENTS_PATH, positions, parts)
+        yield Request(EVENTS_PATH, positions, parts, times=times)
 
 
 def identify_requests(batches: Iterable[WireBatch]) -> Iterator[Request]:

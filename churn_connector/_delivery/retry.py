@@ -10,6 +10,7 @@ keeps every retry but skips the sleeping, so retry tests run instantly.
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 import re
 import threading
@@ -27,6 +28,8 @@ Verdict = Literal["sent", "retry", "reject", "fail", "stop_auth", "stop_endpoint
 
 Failure = Literal["network", "local"]
 """A request without an HTTP answer: a network fault (retried) or a local error (not)."""
+
+LOG_EVERY = 5.0  # seconds: at most one retry line per cause in that time
 
 # first match wins; a status no row names is a failure with unknown outcome
 STATUS_TABLE: tuple[tuple[range, Verdict], ...] = (
@@ -115,3 +118,45 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
         when = when.replace(tzinfo=UTC)
     current = now or datetime.now(UTC)
     return max(0.0, (when - current).total_seconds())
+
+
+class RetryLog:
+    """Retries logged at WARNING with their cause, at most one line per cause every few
+    seconds (with how many there were), so a flaky API does not flood the log."""
+
+    def __init__(self, log: logging.Logger, every: float = LOG_EVERY) -> None:
+        self.log = log
+        self.every = every
+        self._pending: dict[str, int] = {}
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def note(self, cause: str, wait: float, *, rate_limited: bool = False) -> None:
+        now = time.monotonic()
+        with self._lock:
+            count = self._pending.get(cause, 0) + 1
+            if now - self._last.get(cause, -self.every) < self.every:
+                self._pending[cause] = count
+                return
+            self._pending[cause] = 0
+            self._last[cause] = now
+        if rate_limited:
+            self.log.warning(
+                "the API is rate limiting (HTTP 429): pausing every request for %.1f s%s",
+                wait,
+                _times(count),
+            )
+        else:
+            self.log.warning("retrying after %s in %.1f s%s", cause, wait, _times(count))
+
+    def flush(self) -> None:
+        """Log the retries counted but not yet logged."""
+        with self._lock:
+            pending = {c: n for c, n in self._pending.items() if n}
+            self._pending.clear()
+        for cause, count in pending.items():
+            self.log.warning("retried after %s%s", cause, _times(count))
+
+
+def _times(count: int) -> str:
+    return f" ({count} retries since the last line)" if count > 1 else ""

@@ -1,29 +1,48 @@
 """Delivery: post requests with bounded concurrency through a Poster, keep the books.
 
 At most ``2 × concurrency`` requests are built ahead of the network, so memory stays flat
-however long the input. A batch whose content the API refused (400, 413, 422) is split in
-halves and the halves are sent again, isolating the offending events and delivering the rest.
+however long the input. A batch whose content the API refused (400, 422) is split in halves
+and the halves are sent again, isolating the offending events and delivering the rest; a 413
+teaches the run a smaller request size. Just before a request is sent, events that aged out
+of the API's 30-day window are taken out of it (``expired``). Workers are daemon threads, so
+an interrupt ends the process at once even while a request hangs.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 import numpy as np
 
 from .._exceptions import TransportError
 from .._rows import RowBook
+from .._schema import PAST_WINDOW
 from .._types import ChunkStatus, RowState
 from .progress import Progress
-from .requests import Request
-from .results import ChunkRecord, SendResult
+from .requests import Request, SizeLimit
+from .results import ChunkRecord
 from .transport import Outcome, Poster
 
 # statuses that say "something in this body": splitting can isolate it
 SPLIT_STATUSES = frozenset({400, 413, 422})
+TOO_LARGE = 413
+# an event this close to the end of the window could age out while its request is in flight
+EXPIRY_MARGIN_MS = 60_000
+_WINDOW_MS = int(PAST_WINDOW.total_seconds() * 1000)
 _ROW_STATE = {"sent": RowState.SENT, "rejected": RowState.REJECTED, "failed": RowState.FAILED}
+_DRAIN_SECONDS = 1.0  # after a stop: how long to wait for requests in flight to report
+
+
+@dataclass
+class _Work:
+    """One request handed to a worker, and how it ended (an exception stops the run)."""
+
+    request: Request
+    error: BaseException | None = None
 
 
 class Sender:
@@ -38,6 +57,7 @@ class Sender:
         concurrency: int,
         bisect: bool,
         split_budget: int = 1000,
+        size_limit: SizeLimit | None = None,
         on_sent: Callable[[Sequence[int]], None] | None = None,
     ) -> None:
         self.poster = poster
@@ -46,11 +66,15 @@ class Sender:
         self.bisect = bisect
         # an API that refuses everything would otherwise cost ~2 requests per event
         self.split_budget = split_budget
+        self.size_limit = size_limit or SizeLimit(None)
         self.on_sent = on_sent
         self.progress = progress
         self.chunks: list[ChunkRecord] = []
         self._lock = threading.Lock()
         self._next_chunk = 0
+        self._active: dict[int, tuple[Request, int]] = {}  # chunk -> (request, body size)
+        self._closed = False  # after a stop: late answers change nothing
+        self._stopping = threading.Event()  # a worker hit an error that ends the run
 
     def _new_chunk_number(self) -> int:
         with self._lock:
@@ -61,56 +85,95 @@ class Sender:
         self, req: Request, number: int, size: int, outcome: Outcome, status: ChunkStatus
     ) -> None:
         labels = self.book.labels
-        record = ChunkRecord(
-            chunk=number,
-            parent_chunk=req.parent,
-            endpoint=req.path,
-            events=len(req.positions),
-            first_row=labels[req.positions[0]],
-            last_row=labels[req.positions[-1]],
-            status=status,
-            http_status=outcome.http_status,
-            attempts=outcome.attempts,
-            elapsed_s=round(outcome.elapsed_s, 4),
-            bytes=size,
-            error=outcome.error,
-            response=outcome.response,
+        self.chunks.append(
+            ChunkRecord(
+                chunk=number,
+                parent_chunk=req.parent,
+                endpoint=req.path,
+                events=len(req.positions),
+                first_row=labels[req.positions[0]],
+                last_row=labels[req.positions[-1]],
+                status=status,
+                http_status=outcome.http_status,
+                attempts=outcome.attempts,
+                elapsed_s=round(outcome.elapsed_s, 4),
+                bytes=size,
+                error=outcome.error,
+                response=outcome.response,
+            )
         )
+
+    def _finish(self, req: Request, number: int, size: int, outcome: Outcome) -> None:
+        """Record how a request ended and set its rows' states (unless the run was closed)."""
         with self._lock:
-            self.chunks.append(record)
+            self._active.pop(number, None)
+            if self._closed:
+                return
+            if outcome.status == "dry_run":
+                self._record(req, number, size, outcome, "dry_run")
+                self.book.set_chunk(req.positions, number)  # the rows stay pending
+                return
+            self._record(req, number, size, outcome, outcome.status)
+            state = _ROW_STATE[outcome.status]
+            error = None
+            if state != RowState.SENT:
+                error = f"{outcome.error}: {outcome.response or ''}".rstrip(": ")
+            self.book.set(req.positions, state, error=error, chunk=number)
+        if state == RowState.SENT and self.on_sent is not None:
+            self.on_sent(req.positions)
+        self.progress.update(len(req.positions))
 
     def deliver(self, req: Request) -> None:
         """Send one request (and, if it is rejected, its halves); set every row's state."""
-        number = self._new_chunk_number()
+        req = self._without_expired(req)
+        if not req.positions:
+            return
         payload = req.payload()
+        if req.parts is not None and len(req.parts) > 1 and not self.size_limit.fits(len(payload)):
+            for half in req.halves(req.parent):  # built before the API's limit was learned
+                self.deliver(half)
+            return
+        number = self._new_chunk_number()
+        with self._lock:
+            self._active[number] = (req, len(payload))
         try:
             outcome = self.poster.post(req.path, payload)
         except TransportError as exc:
             # the request that stopped the run belongs in the chunk frame too
             stopped = Outcome("failed", exc.status, exc.attempts or 1, 0.0, exc.message, None)
-            self._record(req, number, len(payload), stopped, "failed")
-            self.book.set_chunk(req.positions, number)
+            with self._lock:
+                self._active.pop(number, None)
+                self._record(req, number, len(payload), stopped, "failed")
+                self.book.set_chunk(req.positions, number)
             raise
-        if outcome.status == "dry_run":
-            self._record(req, number, len(payload), outcome, "dry_run")
-            self.book.set_chunk(req.positions, number)  # the rows stay pending: would send
-            return
-        splittable = req.parts is not None and len(req.parts) > 1
-        content_refused = outcome.http_status in SPLIT_STATUSES
-        if content_refused and self.bisect and splittable and self._spend_split():
-            self._record(req, number, len(payload), outcome, "split")
+        if outcome.http_status == TOO_LARGE:
+            self.size_limit.refused(len(payload))
+        if self._should_split(req, outcome):
+            with self._lock:
+                self._active.pop(number, None)
+                if self._closed:
+                    return
+                self._record(req, number, len(payload), outcome, "split")
             for half in req.halves(parent=number):
                 self.deliver(half)
             return
-        self._record(req, number, len(payload), outcome, outcome.status)
-        state = _ROW_STATE[outcome.status]
-        error = None
-        if state != RowState.SENT:
-            error = f"{outcome.error}: {outcome.response or ''}".rstrip(": ")
-        self.book.set(req.positions, state, error=error, chunk=number)
-        if state == RowState.SENT and self.on_sent is not None:
-            self.on_sent(req.positions)
-        self.progress.update(len(req.positions))
+        if outcome.http_status == TOO_LARGE and len(req.positions) == 1:
+            outcome = Outcome(
+                outcome.status,
+                outcome.http_status,
+                outcome.attempts,
+                outcome.elapsed_s,
+                f"HTTP 413: this event alone ({len(payload)} bytes) is larger than the API accepts",
+                outcome.response,
+            )
+        self._finish(req, number, len(payload), outcome)
+
+    def _should_split(self, req: Request, outcome: Outcome) -> bool:
+        if req.parts is None or len(req.parts) < 2 or outcome.http_status not in SPLIT_STATUSES:
+            return False
+        if outcome.http_status == TOO_LARGE:
+            return True  # a size problem, not a content one: never a reason to reject rows
+        return self.bisect and self._spend_split()
 
     def _spend_split(self) -> bool:
         with self._lock:
@@ -119,67 +182,138 @@ class Sender:
             self.split_budget -= 2
             return True
 
+    def _without_expired(self, req: Request) -> Request:
+        """The request without events that aged out of the 30-day window since validation."""
+        if req.times is None:
+            return req
+        oldest_ms = int(time.time() * 1000) - _WINDOW_MS + EXPIRY_MARGIN_MS
+        times = np.asarray(req.times, dtype=np.int64)
+        expired = np.flatnonzero(times < oldest_ms)
+        if not len(expired):
+            return req
+        with self._lock:
+            if not self._closed:
+                self.book.set(
+                    [req.positions[i] for i in expired.tolist()],
+                    RowState.EXPIRED,
+                    error="aged out of the API's 30-day window before its request was sent; "
+                    "never sent",
+                )
+        self.progress.update(len(expired))
+        return req.select(np.flatnonzero(times >= oldest_ms).tolist(), req.parent)
+
+    # -- running -------------------------------------------------------------------------
+    def _work(self, inbox: queue.SimpleQueue[_Work | None], done: queue.SimpleQueue[_Work]) -> None:
+        while (item := inbox.get()) is not None:
+            if not self._stopping.is_set():
+                try:
+                    self.deliver(item.request)
+                except BaseException as exc:
+                    # handed to the main thread; requests queued behind it are not sent
+                    self._stopping.set()
+                    self.poster.stop(_reason_of(exc))
+                    item.error = exc
+            done.put(item)
+
     def run(self, requests: Iterable[Request]) -> None:
         """Deliver all requests with at most ``concurrency`` in flight.
 
         Requests that share a ``key`` (one user's identifies) are never in flight together
         and go out in their input order; a held request waits while others overtake it.
+        On any exception (an interrupt included) the poster is stopped, requests in flight
+        are abandoned, and the exception propagates.
         """
-        in_flight: dict[Future[None], Request] = {}
-        busy: set[str] = set()
-        held: list[Request] = []
-        source = iter(requests)
-        exhausted = False
-        error: BaseException | None = None
+        inbox: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        done: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        workers = [
+            threading.Thread(
+                target=self._work, args=(inbox, done), name=f"churn-send-{i}", daemon=True
+            )
+            for i in range(self.concurrency)
+        ]
+        for worker in workers:
+            worker.start()
+        feeder = _Feeder(requests, 4 * self.concurrency)
+        in_flight = 0
+        try:
+            while True:
+                while in_flight < 2 * self.concurrency and (req := feeder.take()) is not None:
+                    inbox.put(_Work(req))
+                    in_flight += 1
+                if not in_flight:
+                    break
+                item = done.get()
+                in_flight -= 1
+                feeder.release(item.request)
+                if item.error is not None:
+                    raise item.error
+        except BaseException as exc:
+            self.abandon(_reason_of(exc), done, in_flight)
+            raise
+        finally:
+            for _ in workers:
+                inbox.put(None)
 
-        def free(req: Request) -> bool:
-            return req.key is None or req.key not in busy
-
-        def take() -> Request | None:
-            nonlocal exhausted
-            for k, cand in enumerate(held):
-                if free(cand):
-                    return held.pop(k)
-            while not exhausted and len(held) < 4 * self.concurrency:
-                nxt = next(source, None)
-                if nxt is None:
-                    exhausted = True
-                elif free(nxt) and not any(h.key == nxt.key for h in held if h.key):
-                    return nxt
-                else:
-                    held.append(nxt)
-            return None
-
-        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="churn-send") as pool:
+    def abandon(self, reason: str, done: queue.SimpleQueue[_Work], in_flight: int) -> None:
+        """Stop: abort what is in flight, give it a moment to report, close the books on it."""
+        self._stopping.set()
+        self.poster.stop(reason)
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        while in_flight and (left := deadline - time.monotonic()) > 0:
             try:
-                while True:
-                    while len(in_flight) < 2 * self.concurrency:
-                        req = take()
-                        if req is None:
-                            break
-                        if req.key is not None:
-                            busy.add(req.key)
-                        in_flight[pool.submit(self.deliver, req)] = req
-                    if not in_flight:
-                        break
-                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        req = in_flight.pop(fut)
-                        if req.key is not None:
-                            busy.discard(req.key)
-                        fut.result()
-            except BaseException as exc:
-                error = exc
-                self.poster.stop()
-                for fut in in_flight:
-                    fut.cancel()
-        if error is not None:
-            raise error
+                done.get(timeout=left)
+            except queue.Empty:
+                break
+            in_flight -= 1
+        with self._lock:
+            self._closed = True
+            stuck = list(self._active.items())
+            self._active.clear()
+        for number, (req, size) in stuck:
+            error = f"{reason}; outcome unknown, safe to re-send"
+            self._record(req, number, size, Outcome("failed", None, 1, 0.0, error, None), "failed")
+            self.book.set(req.positions, RowState.FAILED, error=error, chunk=number)
 
 
-def stopped_error(exc: TransportError, book: RowBook, chunks: list[ChunkRecord]) -> TransportError:
-    """Mark every undecided row failed; attach counts and the partial result frames."""
-    pending = np.flatnonzero(book.status == RowState.PENDING)
-    book.set(pending, RowState.FAILED, error=f"not sent: the run stopped ({exc.message})")
-    partial = SendResult("stopped", book, chunks, 0.0)
-    return exc.with_results(dict(partial.counts), partial.rows, partial.chunks)
+class _Feeder:
+    """Hands out requests in input order, holding back one whose key is busy."""
+
+    def __init__(self, requests: Iterable[Request], hold: int) -> None:
+        self._source = iter(requests)
+        self._hold = hold
+        self._held: list[Request] = []
+        self._busy: set[str] = set()
+        self._exhausted = False
+
+    def take(self) -> Request | None:
+        req = self._next_free()
+        if req is not None and req.key is not None:
+            self._busy.add(req.key)
+        return req
+
+    def release(self, req: Request) -> None:
+        if req.key is not None:
+            self._busy.discard(req.key)
+
+    def _next_free(self) -> Request | None:
+        for k, cand in enumerate(self._held):
+            if cand.key is None or cand.key not in self._busy:
+                return self._held.pop(k)
+        while not self._exhausted and len(self._held) < self._hold:
+            nxt = next(self._source, None)
+            if nxt is None:
+                self._exhausted = True
+            elif (nxt.key is None or nxt.key not in self._busy) and not any(
+                h.key == nxt.key for h in self._held if h.key
+            ):
+                return nxt
+            else:
+                self._held.append(nxt)
+        return None
+
+
+def _reason_of(exc: BaseException) -> str:
+    if isinstance(exc, Exception) and not isinstance(exc, KeyboardInterrupt):
+        message = getattr(exc, "message", None) or type(exc).__name__
+        return f"the run was stopped ({message})"
+    return "interrupted"

@@ -1,10 +1,10 @@
 """The network seam: a Poster posts bytes to a path and says how it ended.
 
-``HttpPoster`` is the real one: one pooled ``requests`` session, authenticated POSTs,
-retries by ``retry.decide``, a 429 pause shared by all workers. ``DryRunPoster`` builds
-nothing on the wire. Tests may script their own. Every attempt of one request sends the same
-bytes; 401/403 and a wrong endpoint stop the whole run. Error texts name the failure, never
-the key or the URL.
+``HttpPoster`` is the real one (over ``_delivery.connections``): retries judged by
+``retry.decide``, one 429 pause shared by all workers, a breaker that ends the run when the
+host cannot be reached at all, and request and run deadlines that hold even against a
+server that trickles its answer. ``DryRunPoster`` sends nothing; tests may script their own.
+Every attempt of one request sends the same bytes. Texts never hold the key or the URL.
 """
 
 from __future__ import annotations
@@ -16,26 +16,16 @@ import time
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-import requests
-from requests.adapters import HTTPAdapter
-from requests.utils import get_environ_proxies
-
 from ..__version__ import __version__
 from .._config import ClientConfig
 from .._exceptions import AuthenticationError, TransportError
-from .results import trim
-from .retry import Verdict, decide, next_wait, retry_testing, sleep
+from .connections import Abort, Answer, ConnectionPool, NetworkFailure
+from .retry import RetryLog, Verdict, decide, next_wait, retry_testing, sleep
 
 log = logging.getLogger("churn_connector")
 
-BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body is cut off
-_NETWORK_ERRORS = (
-    requests.ConnectionError,
-    requests.Timeout,
-    requests.exceptions.ChunkedEncodingError,
-)
-
 OutcomeStatus = Literal["sent", "rejected", "failed", "dry_run"]
+INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -58,8 +48,8 @@ class Poster(Protocol):
 
     def post(self, path: str, body: bytes) -> Outcome: ...
 
-    def stop(self) -> None:
-        """Make no new attempts: the run is ending."""
+    def stop(self, reason: str) -> None:
+        """Make no new attempts and abandon those in flight: the run is ending."""
         ...
 
     def close(self) -> None: ...
@@ -71,24 +61,11 @@ class DryRunPoster:
     def post(self, path: str, body: bytes) -> Outcome:
         return Outcome("dry_run", None, 0, 0.0, None, None)
 
-    def stop(self) -> None:
+    def stop(self, reason: str) -> None:
         pass
 
     def close(self) -> None:
         pass
-
-
-def _body_text(resp: requests.Response) -> str | None:
-    """The start of the body as text; never more than BODY_LIMIT bytes are read."""
-    data = bytearray()
-    try:
-        for part in resp.iter_content(chunk_size=8192):
-            data += part
-            if len(data) >= BODY_LIMIT:
-                break
-    except requests.RequestException as exc:
-        return f"<response body unreadable: {type(exc).__name__}>"
-    return trim(bytes(data[:BODY_LIMIT]).decode("utf-8", "replace"))
 
 
 class _PauseGate:
@@ -112,6 +89,34 @@ class _PauseGate:
                 return
 
 
+class _Breaker:
+    """Ends the run when the host has been unreachable for ``after`` seconds, every attempt.
+
+    Connection refused, DNS and TLS failures do not heal by retrying each request eight
+    times in every worker; any answer from the server resets the streak.
+    """
+
+    def __init__(self, after: float) -> None:
+        self.after = after
+        self._since: float | None = None
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def answered(self) -> None:
+        with self._lock:
+            self._since, self._count = None, 0
+
+    def unreachable(self) -> bool:
+        """Note one failure; True when the run should stop."""
+        now = time.monotonic()
+        with self._lock:
+            if self._since is None:
+                self._since = now
+            self._count += 1
+            lasted = now - self._since >= self.after or retry_testing()
+            return self._count >= 3 and lasted
+
+
 @dataclass
 class _Attempt:
     """What one attempt saw."""
@@ -124,73 +129,69 @@ class _Attempt:
 
 
 class HttpPoster:
-    """Posts JSON bytes to the API with the configured retry policy."""
+    """Posts JSON bytes to the API with the configured retry policy and deadlines."""
 
     def __init__(self, config: ClientConfig, pool_size: int, seed: int | None = None) -> None:
         self.config = config
-        self.session = requests.Session()
-        # trust_env off: a ~/.netrc would otherwise replace our Authorization header
-        self.session.trust_env = False
-        self.proxies = get_environ_proxies(config.base_url)
-        adapter = HTTPAdapter(
-            pool_connections=1, pool_maxsize=pool_size, pool_block=True, max_retries=0
-        )
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
+        self.pool = ConnectionPool(config, pool_size)
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
             # an undecodable compressed 2xx body must not hide that the data was stored
             "Accept-Encoding": "identity",
             "User-Agent": f"churn-connector/{__version__}",
-            **_auth_header(config),
+            **config.api_key.auth_headers(config.auth_header),
         }
         self._stop = threading.Event()
+        self._stop_reason = ""
         self.gate = _PauseGate()
+        self.breaker = _Breaker(config.fail_fast_after)
+        self.retries = RetryLog(log)
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
-        deadline = config.retry.deadline
+        deadline = config.deadline
         self.deadline = None if deadline is None else time.monotonic() + deadline
 
-    def stop(self) -> None:
-        self._stop.set()
+    def stop(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self._stop_reason = reason
+            self._stop.set()
+        self.pool.abort_all(reason)
 
     def close(self) -> None:
-        self.session.close()
+        self.retries.flush()
+        self.pool.close()
 
     def _time_left(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
-    def _attempt(self, url: str, body: bytes, number: int) -> _Attempt:
+    def _attempt(self, path: str, body: bytes) -> _Attempt:
         """One POST, judged by ``decide``."""
-        timeout = (self.config.connect_timeout, self.config.read_timeout)
+        limit = min(self.config.request_timeout, self._time_left())
+        reason = (
+            "deadline exceeded"
+            if limit < self.config.request_timeout
+            else f"no complete answer within request_timeout ({self.config.request_timeout:g} s)"
+        )
         try:
-            resp = self.session.post(
-                url,
-                data=body,
-                headers=self.headers,
-                timeout=timeout,
-                allow_redirects=False,
-                proxies=self.proxies,
-                stream=True,  # status first: a body that fails to decode cannot hide it
-            )
-        except _NETWORK_ERRORS as exc:
-            error = f"{type(exc).__name__} on attempt {number}"
-            return _Attempt(decide(None, "network"), error=error)
-        except requests.RequestException as exc:
-            # not a network fault: retrying cannot help; the message may quote headers
-            error = f"{type(exc).__name__}: the request could not be made"
-            return _Attempt(decide(None, "local"), error=error)
-        status = resp.status_code
-        text = _body_text(resp)
-        retry_after = resp.headers.get("Retry-After")
-        resp.close()
-        return _Attempt(decide(status), status, f"HTTP {status}", text, retry_after)
+            answer: Answer = self.pool.post(path, body, self.headers, Abort(limit, reason))
+        except NetworkFailure as exc:
+            if exc.unreachable and self.breaker.unreachable():
+                self.stop(exc.message)
+                raise TransportError(
+                    f"cannot reach the API at {self.pool.where}: {exc.message}. "
+                    "The run was stopped.",
+                    attempts=1,
+                ) from None
+            return _Attempt(decide(None, "network"), error=exc.message)
+        self.breaker.answered()
+        text = self.config.api_key.scrub(answer.text) if answer.text is not None else None
+        status = answer.status
+        return _Attempt(decide(status), status, f"HTTP {status}", text, answer.retry_after)
 
     def post(self, path: str, body: bytes) -> Outcome:
         """POST ``body`` with retries; raise AuthenticationError on 401/403."""
         policy = self.config.retry
-        url = self.config.base_url + path
         started = time.monotonic()
         seen = _Attempt("fail")
         attempt = 0
@@ -198,19 +199,22 @@ class HttpPoster:
         while attempt < policy.max_attempts:
             self.gate.wait(self._stop)
             if self._stop.is_set():
-                error = "run stopped before this request could be completed"
+                error = _abandoned(self._stop_reason, sent=attempt > 0)
                 break
             if self._time_left() <= 0:
                 error = "deadline exceeded before the request could be delivered"
                 break
             attempt += 1
-            seen = self._attempt(url, body, attempt)
+            seen = self._attempt(path, body)
             error = seen.error
             elapsed = time.monotonic() - started
+            if self._stop.is_set() and seen.verdict != "sent":
+                error = _abandoned(self._stop_reason, sent=True)
+                break
             if seen.verdict == "sent":
                 return Outcome("sent", seen.http_status, attempt, elapsed, None, seen.text)
             if seen.verdict in ("stop_auth", "stop_endpoint"):
-                self._stop.set()
+                self.stop("the run was stopped")
                 raise _stop_error(seen, path, attempt)
             if seen.verdict in ("reject", "fail"):
                 status: OutcomeStatus = "rejected" if seen.verdict == "reject" else "failed"
@@ -224,17 +228,18 @@ class HttpPoster:
                 break
             if seen.http_status == 429:
                 self.gate.pause(wait)
-            log.debug("retrying %s in %.2fs after %s", path, wait, error)
+            self.retries.note(error or "failure", wait, rate_limited=seen.http_status == 429)
             sleep(wait, self._stop)
         elapsed = time.monotonic() - started
         return Outcome("failed", seen.http_status, attempt, elapsed, error, seen.text)
 
 
-def _auth_header(config: ClientConfig) -> dict[str, str]:
-    key = config.api_key.reveal()
-    if config.auth_header == "bearer":
-        return {"Authorization": f"Bearer {key}"}
-    return {"X-API-Key": key}
+def _abandoned(reason: str, *, sent: bool) -> str:
+    """Why a request ended unfinished because the run stopped."""
+    if sent:
+        # it may have reached the server: whether it was stored is unknown
+        return f"{reason}; outcome unknown, safe to re-send"
+    return f"not sent: {reason}"
 
 
 def _stop_error(seen: _Attempt, path: str, attempts: int) -> TransportError:

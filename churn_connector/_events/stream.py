@@ -110,6 +110,7 @@ class EventStream(SliceStream):
             [wire.ids[j] for j in kept.tolist()],
             [wire.body[j] for j in kept.tolist()],
             content[kept],
+            times=wire.ms[kept],
         )
 
     def _repeat(self, pos: int, first: int, mid: str, *, same_content: bool) -> None:

@@ -33,6 +33,7 @@ class WireEvents:
     ids: list[str]
     id_keys: list[int]  # 64-bit keys of the ids, for de-duplication across slices
     content_keys: list[int]  # 64-bit keys of the content without the id
+    ms: np.ndarray  # occurred_at in epoch milliseconds
 
 
 def _keys(digests: np.ndarray) -> list[int]:
@@ -62,10 +63,11 @@ def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
     tz = options.naive_timezone
     n = len(work)
     if n == 0:
-        return WireEvents([], [], [], [])
+        return WireEvents([], [], [], [], np.empty(0, dtype=np.int64))
     user_ids = _columns.ids_to_wire(work["external_user_id"])
     event_types = work["event_type"].tolist()
-    times = _timestamps.format_ms(_timestamps.normalize(work["occurred_at"], tz).ms)
+    ms = _timestamps.normalize(work["occurred_at"], tz).ms
+    times = _timestamps.format_ms(ms)
     properties = _columns.merged_objects(work, "properties", tz)
     context = _columns.merged_objects(work, "context", tz)
     events = [
@@ -79,7 +81,7 @@ def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
         for c, e, u, t, p in zip(context, event_types, user_ids, times, properties, strict=True)
     ]
     given = [str(v) for v in work["message_id"].tolist()] if "message_id" in work else None
-    out = WireEvents([], [], [], [])
+    out = WireEvents([], [], [], [], ms)
     for lo in range(0, n, _BLOCK):
         block_ids = given[lo : lo + _BLOCK] if given is not None else None
         _serialise(events[lo : lo + _BLOCK], block_ids, options, out)
