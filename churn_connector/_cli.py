@@ -19,7 +19,13 @@ from typing import Any, NoReturn
 from ._client import Client
 from ._delivery.results import check_result_path, write_frame
 from ._events.api import validate_events
-from ._exceptions import ChurnConnectorError, Interrupted, LedgerError, TransportError
+from ._exceptions import (
+    ChurnConnectorError,
+    InputError,
+    Interrupted,
+    LedgerError,
+    TransportError,
+)
 from ._identities.api import validate_identities
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
@@ -162,7 +168,7 @@ def _send(args: argparse.Namespace) -> int:
     send = client.send_events if args.kind == "events" else client.identify
     try:
         result = send(args.file, dry_run=args.dry_run, ledger=args.ledger, **_data_options(args))
-    except (TransportError, LedgerError, Interrupted) as exc:
+    except (TransportError, LedgerError, InputError, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
         for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
             if path is not None and frame is not None:

@@ -4,7 +4,7 @@ Every exception the package raises on purpose derives from one root::
 
     ChurnConnectorError
     ├── ConfigurationError      bad options, missing key or base URL, plain http to a remote host
-    ├── InputError              the input cannot be read          .path .line
+    ├── InputError              the input cannot be read          .path .line + run results
     ├── DataValidationError     some rows are invalid             .n_invalid .n_rows
     ├── TransportError          the API could not be used at all  .status .attempts + run results
     │   └── AuthenticationError     401/403: the key was refused; the run stops at once
@@ -67,15 +67,6 @@ class ConfigurationError(ChurnConnectorError):
     """An option, the base URL or the API key is missing or unusable."""
 
 
-class InputError(ChurnConnectorError):
-    """The input data cannot be read (unsupported type, unreadable or broken file)."""
-
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.line = line
-
-
 class DataValidationError(ChurnConnectorError):
     """Some rows are invalid (``ValidationReport.raise_for_failures``)."""
 
@@ -112,6 +103,29 @@ class _RunStopped(_RunResults, ChurnConnectorError):
         """The same error, carrying what the stopped run delivered."""
         state = {**vars(self), "counts": counts, "rows": rows, "chunks": chunks}
         return _rebuild(type(self), self.message, state)  # type: ignore[no-any-return]
+
+
+class InputError(_RunStopped):
+    """The input cannot be read (unsupported type, unreadable or broken file).
+
+    ``path`` and ``line`` say where; raised part way through a send, it also carries what
+    the run delivered before (``counts``, ``rows``, ``chunks``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        counts: dict[str, int] | None = None,
+        rows: pd.DataFrame | None = None,
+        chunks: pd.DataFrame | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+        self._set_results(counts, rows, chunks)
 
 
 class TransportError(_RunStopped):
