@@ -14,7 +14,7 @@ from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
-from ._config import ClientConfig, ClientOptions, Secret
+from ._config import ClientConfig, ClientOptions, Secret, as_secret
 from ._delivery.ledger import LedgerArg, LedgerStage, open_ledger, scope_of
 from ._delivery.progress import Progress
 from ._delivery.requests import Request, SizeLimit, chunk_events, identify_requests
@@ -53,6 +53,7 @@ class Client:
         config: ClientConfig | None = None,
         **options: Unpack[ClientOptions],
     ) -> None:
+        api_key = as_secret(api_key)  # no frame below holds the raw key in a local variable
         self.config = (
             config if config is not None else ClientConfig.create(base_url, api_key, **options)
         )
@@ -164,7 +165,7 @@ class _Run:
     def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row."""
         stream, config = self.stream, self.config
-        scope = scope_of(config.base_url, config.api_key.reveal())
+        scope = scope_of(config.base_url, config.api_key)
         scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
         try:
             wire = batches(stream)
@@ -270,6 +271,7 @@ def send_events(
     **options: Unpack[SendEventsOptions],
 ) -> SendResult:
     """One-call form: ``Client(base_url, api_key, config=config).send_events(data, ...)``."""
+    api_key = as_secret(api_key)
     return Client(base_url, api_key, config=config).send_events(data, **options)
 
 
@@ -282,4 +284,5 @@ def identify(
     **options: Unpack[IdentifyOptions],
 ) -> SendResult:
     """One-call form: ``Client(base_url, api_key, config=config).identify(data, ...)``."""
+    api_key = as_secret(api_key)
     return Client(base_url, api_key, config=config).identify(data, **options)

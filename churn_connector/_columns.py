@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import _timestamps
 from ._timestamps import TimestampProblem
-from ._values import InexactValue, has_surrogate, is_missing, object_value, to_json
+from ._values import OBJECT_LEVEL, InexactValue, has_surrogate, is_missing, object_value, to_json
 
 MISSING: Any = object()  # a cell that is omitted from the wire (null, NaN, NA)
 
@@ -146,7 +146,7 @@ def scalar_column(
         if is_missing(v):
             continue
         try:
-            values[i] = to_json(v, path, naive_timezone)
+            values[i] = to_json(v, path, naive_timezone, OBJECT_LEVEL + 1)
         except InexactValue as exc:
             problems[i] = str(exc)
     return values, problems

@@ -6,6 +6,7 @@ import hashlib
 import ipaddress
 import os
 import random
+from collections.abc import ItemsView, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TypedDict, Unpack
 from urllib.parse import urlsplit
@@ -69,6 +70,30 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+def as_secret(value: str | Secret | None) -> Secret | None:
+    """Wrap a key at the boundary, so no frame below holds it in a local variable."""
+    return Secret(value) if isinstance(value, str) else value
+
+
+class SecretHeaders:
+    """Request headers, some secret: iterable like a mapping for http.client, but neither a
+    dict nor a Mapping, so a traceback-with-locals renderer shows only this repr."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict[str, str]) -> None:
+        self._items = items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def items(self) -> ItemsView[str, str]:
+        return self._items.items()
+
+    def __repr__(self) -> str:
+        return f"SecretHeaders({', '.join(self._items)})"
 
 
 @dataclass(frozen=True)
@@ -202,13 +227,11 @@ class ClientConfig:
         url = base_url or os.environ.get("CHURN_BASE_URL")
         if not url:
             raise ConfigurationError("no base_url given and CHURN_BASE_URL is not set")
-        # wrapped at once: no frame below holds the raw key in a local variable
+        api_key = as_secret(api_key)  # no frame below holds the raw key in a local variable
         if api_key is None:
             api_key = Secret(os.environ.get("CHURN_API_KEY", ""))
             if api_key.problem() == "the API key is empty":
                 raise ConfigurationError("no api_key given and CHURN_API_KEY is not set")
-        elif not isinstance(api_key, Secret):
-            api_key = Secret(api_key)
         try:
             return cls(base_url=url.rstrip("/"), api_key=api_key, **options)
         except TypeError as exc:

@@ -90,7 +90,8 @@ class RowBook:
         """Message ids of the rows from ``start`` on (None where a row has none)."""
         try:
             packed = np.array([b"" if i is None else i.encode("ascii") for i in ids], dtype="S36")
-            if any(i is not None and len(i) > 36 for i in ids):
+            # fixed-width bytes drop trailing NULs and cannot hold longer ids: keep those exact
+            if any(i is not None and (len(i) > 36 or "\x00" in i) for i in ids):
                 raise ValueError
         except (UnicodeEncodeError, ValueError):
             packed = np.array(ids, dtype=object)

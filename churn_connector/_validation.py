@@ -16,7 +16,7 @@ from ._exceptions import DataValidationError
 from ._rows import RowBook
 from ._schema import explanations, frame_owners
 from ._types import RowState
-from ._values import has_surrogate, mask_surrogates
+from ._values import has_surrogate, mask_unreportable
 
 FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
 
@@ -73,10 +73,11 @@ def run_schema(
             return SliceFailures(invalid)
         except pa.errors.SchemaErrors as exc:
             cases = exc.failure_cases
-    if not masked and _pandera_broke_on_surrogates(cases):
-        # pandera's failure reporting turns values into pyarrow strings, which refuse lone
-        # surrogates; mask those cells (once) so each is reported on its own row instead
-        return run_schema(mask_surrogates(df), schema, offset, labels, masked=True)
+    if not masked and _pandera_broke_on_a_value(cases):
+        # pandera's failure reporting turns values into pyarrow strings (which refuse lone
+        # surrogates) and prints them (which a very deep value breaks); mask those cells
+        # (once) so each is reported on its own row instead of failing the whole slice
+        return run_schema(mask_unreportable(df), schema, offset, labels, masked=True)
     for case in cases.itertuples(index=False):
         column = None if _missing(case.column) else str(case.column)
         check = str(case.check)
@@ -165,7 +166,7 @@ def _note(check: str, message: str) -> str:
     return f"[{check}] {message}"
 
 
-def _pandera_broke_on_surrogates(cases: pd.DataFrame) -> bool:
+def _pandera_broke_on_a_value(cases: pd.DataFrame) -> bool:
     # a check that raised is reported table-level with the error text as its value;
     # column names are failure values too, so those checks are left out
     own = ~cases["check"].isin(["column_in_schema", "column_in_dataframe"])
@@ -173,9 +174,12 @@ def _pandera_broke_on_surrogates(cases: pd.DataFrame) -> bool:
     return bool(
         table_level["failure_case"]
         .astype(object)
-        .map(lambda v: "surrogates not allowed" in str(v) or "UnicodeEncodeError" in str(v))
+        .map(lambda v: any(sign in str(v) for sign in _REPORTING_BROKE))
         .any()
     )
+
+
+_REPORTING_BROKE = ("surrogates not allowed", "UnicodeEncodeError", "maximum recursion depth")
 
 
 def _missing(value: Any) -> bool:

@@ -19,6 +19,10 @@ import pandas as pd
 from ._timestamps import datetime_to_wire
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+# objects and arrays nested deeper than this, counted from the event (or identify body) as
+# level 1, make the row invalid; the wire's JSON encoder stops at 254
+MAX_DEPTH = 128
+OBJECT_LEVEL = 2  # properties, context, traits: one level below the event
 
 
 class InexactValue(ValueError):
@@ -43,14 +47,31 @@ class Unencodable:
         return ascii(self.text)
 
 
-def to_json(value: Any, path: str, naive_timezone: str | None) -> Any:
-    """Return ``value`` as plain JSON-able Python, or raise InexactValue naming the path."""
+class TooDeep:
+    """Stands in for a value nested so deep that printing it (as pandera's failure
+    reporting does) would exceed Python's recursion limit; reported like any bad value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<nested deeper than {MAX_DEPTH} levels>"
+
+
+def to_json(value: Any, path: str, naive_timezone: str | None, depth: int = OBJECT_LEVEL) -> Any:
+    """Return ``value`` as plain JSON-able Python, or raise InexactValue naming the path.
+
+    ``depth`` is the nesting level ``value`` sits at if it is an object or array.
+    """
     if isinstance(value, str):
         if has_surrogate(value):
             raise InexactValue(path, "text holds a lone surrogate, which UTF-8 cannot carry")
         return value
     if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, TooDeep):
+        raise InexactValue(
+            path, f"nested deeper than {MAX_DEPTH} levels (counted from the event); flatten it"
+        )
     if isinstance(value, Unencodable):
         raise InexactValue(path, f"text {value!r} holds a lone surrogate, which UTF-8 cannot carry")
     if isinstance(value, int):
@@ -61,6 +82,10 @@ def to_json(value: Any, path: str, naive_timezone: str | None) -> Any:
         if not math.isfinite(value):
             raise InexactValue(path, f"{value} is not a JSON number (NaN/infinity)")
         return value
+    if isinstance(value, dict | list | tuple | np.ndarray) and depth > MAX_DEPTH:
+        raise InexactValue(
+            path, f"nested deeper than {MAX_DEPTH} levels (counted from the event); flatten it"
+        )
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
@@ -68,14 +93,16 @@ def to_json(value: Any, path: str, naive_timezone: str | None) -> Any:
                 raise InexactValue(path, f"key {key!r} is not a string")
             if has_surrogate(key):
                 raise InexactValue(path, f"key {key!r} holds a lone surrogate")
-            out[key] = to_json(item, f"{path}.{key}", naive_timezone)
+            out[key] = to_json(item, f"{path}.{key}", naive_timezone, depth + 1)
         return out
     if isinstance(value, list | tuple):
-        return [to_json(item, f"{path}[{i}]", naive_timezone) for i, item in enumerate(value)]
+        return [
+            to_json(item, f"{path}[{i}]", naive_timezone, depth + 1) for i, item in enumerate(value)
+        ]
     if isinstance(value, np.ndarray) and value.ndim == 1:
-        return to_json(value.tolist(), path, naive_timezone)
+        return to_json(value.tolist(), path, naive_timezone, depth)
     if isinstance(value, np.generic) and not isinstance(value, np.datetime64 | np.timedelta64):
-        return to_json(value.item(), path, naive_timezone)
+        return to_json(value.item(), path, naive_timezone, depth)
     if value is pd.NA or value is pd.NaT:
         raise InexactValue(path, "missing value (NA/NaT) inside an object; omit the key instead")
     if isinstance(value, dt.datetime):
@@ -103,6 +130,8 @@ def check_json_string(text: str, path: str, naive_timezone: str | None) -> dict[
     try:
         parsed = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):
+            raise InexactValue(path, f"nested deeper than {MAX_DEPTH} levels") from None
         raise InexactValue(path, f"not valid JSON ({exc})") from None
     if not isinstance(parsed, dict):
         raise InexactValue(path, f"must be a JSON object, got {type(parsed).__name__}")
@@ -127,24 +156,27 @@ def is_missing(value: Any) -> bool:
     return isinstance(value, float | np.floating) and math.isnan(value)
 
 
-def mask_surrogates(df: Any) -> Any:
-    """A copy of ``df`` whose surrogate-holding strings (top level or nested) are Unencodable."""
+def mask_unreportable(df: Any) -> Any:
+    """A copy of ``df`` whose cells pandera cannot report are stand-ins: strings with a lone
+    surrogate (top level or nested) become Unencodable, values nested too deep TooDeep."""
 
-    def fix(value: Any) -> Any:
+    def fix(value: Any, depth: int) -> Any:
         if isinstance(value, str):
             return Unencodable(value) if has_surrogate(value) else value
+        if isinstance(value, dict | list | tuple) and depth > MAX_DEPTH:
+            return TooDeep()
         if isinstance(value, dict):
             return {
-                fix(k) if isinstance(k, str) and has_surrogate(k) else k: fix(v)
+                fix(k, depth) if isinstance(k, str) and has_surrogate(k) else k: fix(v, depth + 1)
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
-            return [fix(v) for v in value]
+            return [fix(v, depth + 1) for v in value]
         return value
 
     out = df.copy()
     for column in out.columns[[pd.api.types.is_object_dtype(t) for t in out.dtypes]]:
-        out[column] = out[column].map(fix).astype(object)
+        out[column] = out[column].map(lambda v: fix(v, OBJECT_LEVEL)).astype(object)
     return out
 
 

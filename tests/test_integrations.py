@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import pickle
+import socket
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import churn_connector as cc
+from tests.conftest import MakeEvents
 
 
 def test_task_returns_a_json_serialisable_summary(
@@ -54,3 +56,18 @@ def test_invalid_rows_fail_the_task_unless_allowed(
         events, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now, allow_invalid=True
     )
     assert summary["exit_code"] == 1
+
+
+def test_a_task_stopped_part_way_still_writes_its_result_files(
+    make_events: MakeEvents, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    port_of_nothing = socket.socket()
+    port_of_nothing.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{port_of_nothing.getsockname()[1]}"
+    port_of_nothing.close()
+    events = make_events(now, n=10)
+    with pytest.raises(cc.TransportError, match="connection refused"):
+        cc.send_events_task(events, base_url=url, api_key="k", now=now, results_dir=tmp_path)
+    rows = pd.read_parquet(tmp_path / "events_rows.parquet")
+    assert len(rows) == len(events)
+    assert set(rows["status"]) == {"failed"}

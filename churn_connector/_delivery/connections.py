@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from .._config import ClientConfig
+from .._config import ClientConfig, SecretHeaders
 from .._exceptions import ConfigurationError
 from .results import trim
 
@@ -100,11 +100,13 @@ class _Flight:
 
 
 def ssl_context(config: ClientConfig) -> ssl.SSLContext:
-    """Verification on, with the CAs the caller names (or the environment's, or the system's)."""
-    bundle = config.ca_bundle or os.environ.get("REQUESTS_CA_BUNDLE") or None
+    """Verification on, trusting the CAs the caller names; else the system's (or those of
+    SSL_CERT_FILE / SSL_CERT_DIR, read by OpenSSL) and REQUESTS_CA_BUNDLE's."""
+    bundle = config.ca_bundle
     try:
-        # SSL_CERT_FILE / SSL_CERT_DIR are read by OpenSSL's default paths
         context = ssl.create_default_context(cafile=bundle)
+        if bundle is None and (bundle := os.environ.get("REQUESTS_CA_BUNDLE")):
+            context.load_verify_locations(cafile=bundle)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigurationError(f"cannot load the CA bundle {bundle!r}: {exc}") from None
     if not config.verify:  # refused by ClientConfig unless the host is loopback
@@ -214,28 +216,28 @@ class ConnectionPool:
                 return conn, True
             conn.close()
 
-    def _checkin(self, conn: _Connection | None) -> None:
-        if conn is not None:
-            with self._lock:
-                if not self._closed.is_set():
-                    self._idle.append(conn)
-                    conn = None
-        if conn is not None:
+    def _checkin(self, conn: _Connection, *, reusable: bool) -> None:
+        with self._lock:
+            if reusable and not self._closed.is_set():
+                self._idle.append(conn)
+                reusable = True
+            else:
+                reusable = False
+        if not reusable:
             conn.close()
         self._slots.release()
 
     # -- one attempt ---------------------------------------------------------------------
-    def post(self, path: str, body: bytes, headers: dict[str, str], abort: Abort) -> Answer:
+    def post(self, path: str, body: bytes, headers: SecretHeaders, abort: Abort) -> Answer:
         """POST ``body``; the answer, or NetworkFailure (the abort's reason if it fired)."""
         self._start_watchdog()
         conn, reused = self._checkout()
         flight = _Flight(conn, time.monotonic() + abort.after, abort.reason)
-        keep: _Connection | None = None
+        reusable = False
         with self._lock:
             self._flights.add(flight)
         try:
             answer, reusable = self._exchange(conn, path, body, headers, reused=reused)
-            keep = conn if reusable else None
             return answer
         except (OSError, http.client.HTTPException, ValueError) as exc:
             conn.close()
@@ -245,16 +247,16 @@ class ConnectionPool:
         finally:
             with self._lock:
                 self._flights.discard(flight)
-            self._checkin(keep)
+            self._checkin(conn, reusable=reusable and flight.aborted is None)
 
     def _exchange(
-        self, conn: _Connection, path: str, body: bytes, headers: dict[str, str], *, reused: bool
+        self, conn: _Connection, path: str, body: bytes, headers: SecretHeaders, *, reused: bool
     ) -> tuple[Answer, bool]:
         if not reused:
             conn.connect()
             assert conn.sock is not None
             conn.sock.settimeout(self.config.read_timeout)
-        conn.request("POST", self.prefix + path, body=body, headers=headers)
+        conn.request("POST", self.prefix + path, body=body, headers=headers)  # type: ignore[arg-type]
         resp = conn.getresponse()
         data = resp.read(BODY_LIMIT)
         # what was not read (a huge or endless body) leaves the connection unusable

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeAlias
 
+from .._config import Secret
 from .._exceptions import ConfigurationError, LedgerError
 from .._stream import Kind, WireBatch
 from .._types import RowState
@@ -44,9 +45,9 @@ def digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:32]
 
 
-def scope_of(base_url: str, api_key: str) -> str:
+def scope_of(base_url: str, api_key: Secret) -> str:
     """Which API and application a record belongs to (the key only as a hash)."""
-    return f"{base_url}#{hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
+    return f"{base_url}#{api_key.fingerprint()}"
 
 
 class Ledger:

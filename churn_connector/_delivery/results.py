@@ -110,26 +110,30 @@ class SendResult:
 
     @property
     def failures(self) -> pd.DataFrame:
-        """Rows that were not delivered (invalid, rejected or failed)."""
+        """Rows that were not delivered (invalid, rejected, failed or expired)."""
         rows = self.rows
-        return rows[rows["status"].isin(["invalid", "rejected", "failed"])]
+        return rows[rows["status"].isin(["invalid", "rejected", "failed", "expired"])]
 
     @property
     def ok(self) -> bool:
-        return self.counts["rejected"] == 0 and self.counts["failed"] == 0 and not self.dry_run
+        """Every valid row was acknowledged (invalid rows aside; expired ones were valid)."""
+        c = self.counts
+        return c["rejected"] == c["failed"] == c["expired"] == 0 and not self.dry_run
 
     @property
     def exit_code(self) -> int:
-        """PRODUCT.md's exit codes: 2 undelivered valid rows, 1 invalid rows, else 0."""
+        """PRODUCT.md's exit codes: 2 undelivered valid rows, 1 invalid (or expired) rows,
+        else 0: an expired row is a data problem, like an invalid one, not a delivery one."""
         if self.counts["rejected"] or self.counts["failed"]:
             return 2
-        return 1 if self.counts["invalid"] else 0
+        return 1 if self.counts["invalid"] or self.counts["expired"] else 0
 
     def raise_for_failures(self, *, allow_invalid: bool = False) -> None:
-        """Raise DeliveryError when rows were rejected or failed (or invalid, by default)."""
+        """Raise DeliveryError when rows were rejected or failed (or invalid or expired,
+        unless ``allow_invalid``)."""
         bad = self.counts["rejected"] + self.counts["failed"]
         if not allow_invalid:
-            bad += self.counts["invalid"]
+            bad += self.counts["invalid"] + self.counts["expired"]
         if bad:
             raise DeliveryError(
                 self.summary(), counts=dict(self.counts), rows=self.failures, chunks=self.chunks
@@ -139,10 +143,12 @@ class SendResult:
         c = self.counts
         requests = Counter(ch.status for ch in self._chunks)
         head = "dry run: " if self.dry_run else ""
+        expired = f", expired {c['expired']}" if c["expired"] else ""
         text = (
             f"{head}{self.kind}: {self.n_rows} rows -> sent {c['sent']}, "
             f"skipped {c['skipped']}, invalid {c['invalid']}, rejected {c['rejected']}, "
-            f"failed {c['failed']}; {len(self._chunks)} requests "
+            f"failed {c['failed']}{expired}; "
+            f"{len(self._chunks)} requests "
             f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
             f"in {self.elapsed_s:.2f} s"
         )

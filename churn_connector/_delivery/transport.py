@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..__version__ import __version__
-from .._config import ClientConfig
+from .._config import ClientConfig, SecretHeaders
 from .._exceptions import AuthenticationError, TransportError
 from .connections import Abort, Answer, ConnectionPool, NetworkFailure
 from .retry import RetryLog, Verdict, decide, next_wait, retry_testing, sleep
@@ -90,10 +90,12 @@ class _PauseGate:
 
 
 class _Breaker:
-    """Ends the run when the host has been unreachable for ``after`` seconds, every attempt.
+    """Ends the run when the host has been unreachable for ``after`` seconds, every attempt
+    (or for all of one request's attempts).
 
     Connection refused, DNS and TLS failures do not heal by retrying each request eight
-    times in every worker; any answer from the server resets the streak.
+    times in every worker; any answer from the server resets the streak. While a streak
+    lasts, retries wait at most until it may trip, so the run ends soon after ``after``.
     """
 
     def __init__(self, after: float) -> None:
@@ -116,6 +118,13 @@ class _Breaker:
             lasted = now - self._since >= self.after or retry_testing()
             return self._count >= 3 and lasted
 
+    def wait_cap(self) -> float:
+        """The longest a retry should sleep during a streak: until the breaker may trip."""
+        with self._lock:
+            if self._since is None:
+                return float("inf")
+            return max(0.0, self._since + self.after - time.monotonic()) + 0.05
+
 
 @dataclass
 class _Attempt:
@@ -126,6 +135,7 @@ class _Attempt:
     error: str | None = None
     text: str | None = None
     retry_after: str | None = None
+    unreachable: bool = False
 
 
 class HttpPoster:
@@ -134,14 +144,16 @@ class HttpPoster:
     def __init__(self, config: ClientConfig, pool_size: int, seed: int | None = None) -> None:
         self.config = config
         self.pool = ConnectionPool(config, pool_size)
-        self.headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            # an undecodable compressed 2xx body must not hide that the data was stored
-            "Accept-Encoding": "identity",
-            "User-Agent": f"churn-connector/{__version__}",
-            **config.api_key.auth_headers(config.auth_header),
-        }
+        self.headers = SecretHeaders(
+            {
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                # an undecodable compressed 2xx body must not hide that the data was stored
+                "Accept-Encoding": "identity",
+                "User-Agent": f"churn-connector/{__version__}",
+                **config.api_key.auth_headers(config.auth_header),
+            }
+        )
         self._stop = threading.Event()
         self._stop_reason = ""
         self.gate = _PauseGate()
@@ -177,13 +189,8 @@ class HttpPoster:
             answer: Answer = self.pool.post(path, body, self.headers, Abort(limit, reason))
         except NetworkFailure as exc:
             if exc.unreachable and self.breaker.unreachable():
-                self.stop(exc.message)
-                raise TransportError(
-                    f"cannot reach the API at {self.pool.where}: {exc.message}. "
-                    "The run was stopped.",
-                    attempts=1,
-                ) from None
-            return _Attempt(decide(None, "network"), error=exc.message)
+                raise self._unreachable(exc.message) from None
+            return _Attempt(decide(None, "network"), error=exc.message, unreachable=exc.unreachable)
         self.breaker.answered()
         text = self.config.api_key.scrub(answer.text) if answer.text is not None else None
         status = answer.status
@@ -196,6 +203,7 @@ class HttpPoster:
         seen = _Attempt("fail")
         attempt = 0
         error: str | None = None
+        unreachable_only = True
         while attempt < policy.max_attempts:
             self.gate.wait(self._stop)
             if self._stop.is_set():
@@ -220,9 +228,14 @@ class HttpPoster:
                 status: OutcomeStatus = "rejected" if seen.verdict == "reject" else "failed"
                 return Outcome(status, seen.http_status, attempt, elapsed, error, seen.text)
             if attempt >= policy.max_attempts:
+                if seen.unreachable and unreachable_only:
+                    raise self._unreachable(error or "unreachable")
                 break
+            unreachable_only = unreachable_only and seen.unreachable
             with self._rng_lock:
                 wait = next_wait(policy, attempt, seen.retry_after, self._rng)
+            if seen.unreachable:
+                wait = min(wait, self.breaker.wait_cap())
             if wait > self._time_left():
                 error = f"{error}; deadline would pass before the next retry"
                 break
@@ -232,6 +245,14 @@ class HttpPoster:
             sleep(wait, self._stop)
         elapsed = time.monotonic() - started
         return Outcome("failed", seen.http_status, attempt, elapsed, error, seen.text)
+
+    def _unreachable(self, cause: str) -> TransportError:
+        """Stop the run: the API's host cannot be used at all."""
+        self.stop(cause)
+        return TransportError(
+            f"cannot reach the API at {self.pool.where}: {cause}. The run was stopped.",
+            attempts=1,
+        )
 
 
 def _abandoned(reason: str, *, sent: bool) -> str:
