@@ -13,10 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 import pandas as pd
-import pandera.pandas as pa
 
 from . import _columns, _timestamps
 from ._checks import require
+from ._pandera import pa
 from ._timestamps import TimestampProblem
 from ._values import object_value, problem_of
 

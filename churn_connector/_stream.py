@@ -17,8 +17,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 import pandas as pd
-import pandera.pandas as pa
 
+from ._pandera import pa
 from ._rows import RowBook
 from ._types import RowState
 from ._validation import FailureLog, ValidationReport, failures_frame, run_schema

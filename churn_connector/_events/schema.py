@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-import pandera.pandas as pa
 
 from .. import _columns
+from .._pandera import pa
 from .._schema import EXPLAIN_KEY, OWNERS_KEY, SchemaBuilder, message, unknown_column
 from .._types import ExtraColumns
 from .._values import InexactValue, object_value

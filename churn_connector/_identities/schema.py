@@ -7,9 +7,9 @@ from typing import Any, cast
 
 import numpy as np
 import pandas as pd
-import pandera.pandas as pa
 
 from .. import _columns
+from .._pandera import pa
 from .._schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
 from .._types import CHANNELS, ExtraColumns
 from .channels import (
