@@ -146,7 +146,7 @@ class FailureLog:
     def fail(
         self,
         position: int,
-        column: str,
+        column: str | None,
         check: str,
         value: Any,
         message: str,

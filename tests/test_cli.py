@@ -45,7 +45,7 @@ def test_validate_exits_1_and_writes_the_report(bad_export: Path, tmp_path: Path
     assert main(["validate", "events", str(bad_export), "--report", str(report)]) == 1
     failures = pd.read_csv(report)
     assert list(failures["check"]) == ["event_type_pattern"]
-    assert list(failures["row"]) == [3]
+    assert list(failures["row"]) == [5]  # the line number in the file (the header is line 1)
 
 
 def test_send_exits_0_and_writes_chunk_and_row_frames(
