@@ -92,25 +92,35 @@ def _python_codec(encoding: str) -> str:
     return codecs.lookup(encoding).name
 
 
+def _decoded_lines(raw: Any, encoding: str) -> Iterator[str]:
+    # line by line, so a bad byte further down is not blamed on the header
+    lines = io.BufferedReader(raw, buffer_size=1 << 16)
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    while line := lines.readline():
+        yield decoder.decode(line)
+
+
 def _header(path: Path, name: str, delimiter: str, encoding: str) -> tuple[list[str], int]:
     """The header's cells and how many physical lines it takes."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    shown = "utf-8" if encoding == "utf-8-sig" else encoding
     with open_stream(path) as raw:
-        text = io.TextIOWrapper(raw, encoding=encoding, errors="strict", newline="")
-        reader = csv.reader(text, delimiter=delimiter, strict=False)
+        reader = csv.reader(_decoded_lines(raw, encoding), delimiter=delimiter, strict=False)
         try:
             header = next(reader)
         except StopIteration:
             raise InputError(f"{name} is empty: expected a header line", path=str(path)) from None
         except UnicodeDecodeError as exc:
             raise InputError(
-                f"{name} line 1 is not valid {encoding} ({exc.reason}): pass the file's "
+                f"{name} line 1 is not valid {shown} ({exc.reason}): pass the file's "
                 "encoding (encoding=..., --encoding)",
                 path=str(path),
                 line=1,
             ) from None
-        except csv.Error as exc:
-            raise InputError(f"{name} line 1: {exc}", path=str(path), line=1) from None
+        except (csv.Error, OSError, EOFError) as exc:
+            raise InputError(
+                f"{name} line 1 cannot be read: {exc}", path=str(path), line=1
+            ) from None
         return header, reader.line_num
 
 
@@ -131,23 +141,11 @@ def read_csv(
     if not utf8:
         source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
     lines = _Lines(source)
-    reader = pacsv.open_csv(
-        lines,
-        read_options=pacsv.ReadOptions(use_threads=False, block_size=_block_size(rows)),
-        parse_options=pacsv.ParseOptions(
-            delimiter=delimiter,
-            newlines_in_values=True,
-            ignore_empty_lines=False,  # every line stays a record, so no line is lost
-            invalid_row_handler=on_invalid,
-        ),
-        convert_options=pacsv.ConvertOptions(
-            column_types=dict.fromkeys(header, pa.string()),
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=True,
-            null_values=[""],
-        ),
-    )
     state = _Position(record=2, line=header_lines + 1)
+    try:
+        reader = _open(lines, header, delimiter, rows, on_invalid)
+    except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _broken(path, name, encoding, state, exc) from None
     schema = pa.schema([(h, pa.string()) for h in header])
     produced = False
     try:
@@ -168,6 +166,25 @@ def read_csv(
         reader.close()
     if not produced:
         yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+
+
+def _open(lines: _Lines, header: list[str], delimiter: str, rows: int, on_invalid: Any) -> Any:
+    return pacsv.open_csv(
+        lines,
+        read_options=pacsv.ReadOptions(use_threads=False, block_size=_block_size(rows)),
+        parse_options=pacsv.ParseOptions(
+            delimiter=delimiter,
+            newlines_in_values=True,
+            ignore_empty_lines=False,  # every line stays a record, so no line is lost
+            invalid_row_handler=on_invalid,
+        ),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict.fromkeys(header, pa.string()),
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+            null_values=[""],
+        ),
+    )
 
 
 def _block_size(rows: int) -> int:

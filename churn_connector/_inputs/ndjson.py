@@ -44,8 +44,11 @@ def _parse(line: bytes, path: Path, name: str, number: int) -> dict[str, Any]:
             f"{name} line {number} is not valid JSON{hint}: {exc}", path=str(path), line=number
         ) from None
     if not isinstance(record, dict):
+        hint = "one object per line"
+        if number == 1 and isinstance(record, list):
+            hint = "the file holds a JSON array: write one object per line, NDJSON"
         raise InputError(
-            f"{name} line {number} is not a JSON object (one object per line)",
+            f"{name} line {number} is not a JSON object ({hint})",
             path=str(path),
             line=number,
         )
