@@ -79,6 +79,7 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         "without it CSV cells stay text (repeatable)",
     )
     p.add_argument("--encoding", default="utf-8", help="CSV/TSV text encoding (default utf-8)")
+    p.add_argument("--slice-rows", type=int, metavar="N", help="read and validate N rows at a time")
     p.add_argument(
         "--decimals",
         choices=["error", "float", "str"],
@@ -209,6 +210,8 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
         "encoding": args.encoding,
         "decimals": args.decimals,
     }
+    if args.slice_rows is not None:
+        options["slice_rows"] = args.slice_rows
     if args.kind == "events":
         options["namespace"] = args.namespace
         options["epoch_unit"] = args.epoch_unit
