@@ -88,7 +88,9 @@ class Client:
         (the run stops) when the API refuses the key. ``dry_run`` builds every request
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
-        are ``skipped`` and newly acknowledged ones are recorded.
+        are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
+        ``encoding``, ``decimals`` and ``epoch_unit``: as for ``validate_events``. Input
+        that breaks part way raises InputError carrying what was delivered.
         """
         config = self.config
         if batch_size is not None:
@@ -140,7 +142,8 @@ class Client:
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
-        are ``skipped``.
+        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
+        ``validate_events``.
         """
         options = identity_options(
             naive_timezone=naive_timezone,
