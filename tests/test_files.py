@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import churn_connector as cc
+from churn_connector._inputs import ReadSpec, iter_frames
 
 
 @pytest.fixture
@@ -235,3 +236,18 @@ def test_dtypes_type_csv_cells_and_report_cells_that_do_not_parse(
         cc.validate_events(pd.DataFrame({"a": [1]}), dtypes={"a": "int64"})
     with pytest.raises(cc.ConfigurationError, match="unknown type"):
         cc.validate_events(path, dtypes={"a": "decimal"})
+
+
+@pytest.mark.parametrize(
+    ("text", "labels"),
+    [
+        (b"a,b,c", []),  # a header without its newline
+        (b'a,b,c\r\n"x\r\ny",1,1\r\n\r\n,q,1', [2, 5]),  # quoted CRLF, then a blank line
+        (b"a,b,c\n1,2,3\n\n\n4,5,6\n", [2, 5]),
+    ],
+)
+def test_csv_line_labels_survive_crlf_blank_lines_and_a_missing_last_newline(
+    text: bytes, labels: list[int], tmp_path: Path
+) -> None:
+    frames = iter_frames(write(tmp_path / "l.csv", text), ReadSpec(rows=1))
+    assert [label for frame in frames for label in frame.index] == labels

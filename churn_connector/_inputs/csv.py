@@ -31,7 +31,7 @@ from .arrow import arrow_to_pandas
 from .streams import open_stream
 
 ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: message}
-_NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r)(?=[\r\n])")
+_NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
 
 
@@ -62,10 +62,15 @@ class _Lines(io.RawIOBase):
         want = size if size is None or size < 0 else max(size - len(self.held), 1)
         data: bytes = self.held + self.raw.read(want)
         self.held = b""
-        if data.endswith(b"\r"):
+        if data and not data.endswith(b"\n"):
             more = self.raw.read(1)
-            if more:
+            if not more and not data.endswith(b"\r"):
+                # the last line lacks its newline: pyarrow cannot read a lone header so
+                data += b"\n"
+            elif more and data.endswith(b"\r"):
                 data, self.held = data[:-1], b"\r" + more
+            else:
+                self.held = more
         self._watch(data)
         return data
 
