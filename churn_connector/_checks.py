@@ -39,6 +39,12 @@ def _checks() -> list[CheckInfo]:
             "drop it, prefix it with properties./traits., or pass extra_columns='ignore'",
         ),
         CheckInfo("column_name", both, "a column name UTF-8 cannot encode", "rename it"),
+        CheckInfo(
+            "line_cells",
+            both,
+            "a CSV/TSV line has as many cells as the header",
+            "quote cells that hold the delimiter; add the missing cells",
+        ),
         CheckInfo("column_unique", both, "a column name appears twice", "keep one"),
         CheckInfo("not_nullable", both, "a required cell is empty", "fill it or drop the row"),
         CheckInfo(
@@ -58,14 +64,20 @@ def _checks() -> list[CheckInfo]:
         CheckInfo(
             "occurred_at_type",
             events,
-            "a datetime or an RFC 3339 string (epoch numbers are ambiguous)",
-            "convert with pd.to_datetime(..., unit=..., utc=True)",
+            "a datetime or a timestamp text (an epoch number only with epoch_unit)",
+            "pass epoch_unit='s'|'ms'|'us'|'ns' for epoch numbers",
         ),
         CheckInfo(
             "occurred_at_format",
             events,
-            "an RFC 3339 timestamp of a real date",
+            "a timestamp of a real date in an accepted spelling (README: timestamps)",
             "write it like 2026-11-20T09:30:00.123+01:00",
+        ),
+        CheckInfo(
+            "occurred_at_zone_name",
+            events,
+            "the time zone is an offset or UTC, not a name (EST and CST are ambiguous)",
+            "write the offset: 2026-11-20T09:30:00-05:00",
         ),
         CheckInfo(
             "occurred_at_naive",
@@ -225,7 +237,14 @@ def _checks() -> list[CheckInfo]:
     for channel in CHANNELS:
         for flag in ("opted_in", "verified"):
             name = f"{channel}_{flag}"
-            out.append(CheckInfo(f"{name}_type", ids, f"{name} is true, false or empty", "cast"))
+            out.append(
+                CheckInfo(
+                    f"{name}_type",
+                    ids,
+                    f"{name} is a boolean, 0/1, or true/false, t/f, yes/no, y/n (any case)",
+                    "write one of those, or leave it empty",
+                )
+            )
             out.append(
                 CheckInfo(
                     f"{name}_without_address",

@@ -1,8 +1,10 @@
-"""The ``churn-connector`` command line.
+"""The churn-connector command line.
 
-Exit codes (PRODUCT.md): 0 every row delivered or skipped; 1 some rows invalid (not sent),
-the rest delivered; 2 some valid rows could not be delivered; 3 usage, configuration or
-authentication error. The API key comes only from CHURN_API_KEY, never from an argument.
+Exit codes (PRODUCT.md): 0 every row delivered or skipped; 1 some rows invalid or expired
+(not sent), the rest delivered; 2 some valid rows could not be delivered; 3 usage,
+configuration, authentication, input or ledger error, or an unreachable API; 130 / 143
+interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
+argument.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .__version__ import __version__
 from ._client import Client
 from ._delivery.results import check_result_path, write_frame
 from ._events.api import validate_events
 from ._exceptions import (
     ChurnConnectorError,
+    ConfigurationError,
     InputError,
     Interrupted,
     LedgerError,
@@ -37,9 +41,59 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _pair(text: str) -> tuple[str, str]:
+    source, sep, target = text.partition("=")
+    if not sep or not source or not target:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return source, target
+
+
+def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
+    # on the main parser and on each subcommand, so -v/-q work before or after it
+    p.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="log progress to stderr"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", default=default, help="print errors only")
+
+
 def _add_data_options(p: argparse.ArgumentParser) -> None:
+    _add_verbosity(p, argparse.SUPPRESS)
     p.add_argument("kind", choices=["events", "identities"])
-    p.add_argument("file", type=Path, help=".parquet, .csv or .ndjson")
+    p.add_argument(
+        "file",
+        type=Path,
+        help="a .parquet, .csv, .tsv or .ndjson file (optionally .gz/.zst), "
+        "a folder of part files, or a glob (quote it)",
+    )
+    p.add_argument(
+        "--rename",
+        type=_pair,
+        action="append",
+        metavar="SRC=DEST",
+        help="read source column SRC as DEST (repeatable), e.g. --rename EVENT_TYPE=event_type",
+    )
+    p.add_argument(
+        "--dtype",
+        type=_pair,
+        action="append",
+        metavar="COL=TYPE",
+        help="CSV/TSV: read column COL as TYPE (int64, float64, bool, json, str); "
+        "without it CSV cells stay text (repeatable)",
+    )
+    p.add_argument("--encoding", default="utf-8", help="CSV/TSV text encoding (default utf-8)")
+    p.add_argument("--slice-rows", type=int, metavar="N", help="read and validate N rows at a time")
+    p.add_argument(
+        "--decimals",
+        choices=["error", "float", "str"],
+        default="error",
+        help="DECIMAL/NUMERIC values: refuse them (default), send floats when exact, "
+        "or send their digits as text",
+    )
+    p.add_argument(
+        "--epoch-unit",
+        choices=["s", "ms", "us", "ns"],
+        help="events: occurred_at holds epoch numbers of this unit",
+    )
     p.add_argument("--naive-timezone", metavar="TZ", help="zone of timestamps without an offset")
     p.add_argument(
         "--extra-columns",
@@ -91,9 +145,31 @@ _NETWORK_FIELDS = (
 )
 
 
+_EPILOG = """\
+exit codes:
+  0  every row delivered (or skipped as already delivered); validate: every row valid
+  1  some rows were invalid (or expired) and not sent, the rest delivered
+  2  some valid rows could not be delivered
+  3  usage, configuration, input, authentication or ledger error; the API unreachable
+  130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; the result files are still written
+  the highest that applies wins
+
+The API key is read from the environment variable CHURN_API_KEY (never from an
+argument, where shell history and process lists would keep it); the base URL from
+--base-url or CHURN_BASE_URL.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="churn-connector", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser = _Parser(
+        prog="churn-connector",
+        description="Validate warehouse exports of events and identities and send them to "
+        "the ingestion API.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     validate = sub.add_parser("validate", help="check a file; send nothing")
@@ -123,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
     )
     demo = sub.add_parser("demo", help="sandbox + sample export + validate + send, offline")
+    _add_verbosity(demo, argparse.SUPPRESS)
     demo.add_argument("--out", type=Path, default=Path("demo-output"), help="where files go")
     return parser
 
@@ -131,22 +208,38 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
         "naive_timezone": args.naive_timezone,
         "extra_columns": args.extra_columns,
+        "rename": dict(args.rename or ()),
+        "dtypes": dict(args.dtype or ()),
+        "encoding": args.encoding,
+        "decimals": args.decimals,
     }
+    if args.slice_rows is not None:
+        options["slice_rows"] = args.slice_rows
     if args.kind == "events":
         options["namespace"] = args.namespace
+        options["epoch_unit"] = args.epoch_unit
+    elif args.epoch_unit is not None:
+        raise ConfigurationError("--epoch-unit applies to events (occurred_at) only")
     else:
         options["phone_region"] = args.phone_region
         options["duplicates"] = args.duplicates
     return options
 
 
+def _say(args: argparse.Namespace, text: str) -> None:
+    if not args.quiet:
+        print(text)
+
+
 def _validate(args: argparse.Namespace) -> int:
     validate = validate_events if args.kind == "events" else validate_identities
     report = validate(args.file, **_data_options(args))
-    print(report.summary())
+    _say(args, report.summary())
+    if report.n_rows == 0:
+        _say(args, "the input holds no rows: nothing to validate")
     if args.report is not None:
         write_frame(report.failures, args.report)
-        print(f"failures written to {args.report}")
+        _say(args, f"failures written to {args.report}")
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
@@ -167,16 +260,24 @@ def _send(args: argparse.Namespace) -> int:
     client = Client(args.base_url, None, **client_options)
     send = client.send_events if args.kind == "events" else client.identify
     try:
-        result = send(args.file, dry_run=args.dry_run, ledger=args.ledger, **_data_options(args))
+        result = send(
+            args.file,
+            dry_run=args.dry_run,
+            ledger=args.ledger,
+            progress=False if args.quiet else None,
+            **_data_options(args),
+        )
     except (TransportError, LedgerError, InputError, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
         for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
             if path is not None and frame is not None:
                 write_frame(frame, path)
         raise
-    print(result.summary())
+    _say(args, result.summary())
+    if result.n_rows == 0:
+        _say(args, "the input holds no rows: nothing to send")
     if not result.failures.empty:
-        print(result.failures.head(10).to_string(index=False))
+        _say(args, result.failures.head(10).to_string(index=False))
     if args.results is not None:
         write_frame(result.chunks, args.results)
     if args.rows is not None:
@@ -191,8 +292,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sandbox_cli = importlib.import_module("._sandbox._cli", __package__)
         return int(sandbox_cli.main(args_list[1:]))
     args = build_parser().parse_args(args_list)
+    if args.verbose and args.quiet:
+        print("churn-connector: error: -v and -q contradict each other", file=sys.stderr)
+        return EXIT_USAGE
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    elif args.quiet:
+        logging.basicConfig(level=logging.ERROR)
     try:
         if args.command == "validate":
             return _validate(args)
@@ -205,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc.message, file=sys.stderr)
         return 128 + (exc.signal or signal.SIGINT)
     except ChurnConnectorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # one line: a reader's message may quote several lines of the file
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         # a second Ctrl-C while the first one's results were being written: stop at once

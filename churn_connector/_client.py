@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 import numpy as np
@@ -25,11 +25,11 @@ from ._delivery.transport import DryRunPoster, HttpPoster, Poster
 from ._events.api import event_options
 from ._events.stream import EventStream
 from ._exceptions import Interrupted, _RunStopped
-from ._identities.options import IdentityOptions
+from ._identities.api import identity_options
 from ._identities.stream import IdentityStream
 from ._inputs import DEFAULT_SLICE_ROWS
 from ._stream import Stream, WireBatch, batches
-from ._types import DataSource, Duplicates, ExtraColumns, RowState
+from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
 
 log = logging.getLogger("churn_connector")
 
@@ -77,6 +77,11 @@ class Client:
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
+        rename: Mapping[str, str] | None = None,
+        dtypes: Mapping[str, str] | None = None,
+        encoding: str = "utf-8",
+        decimals: Decimals = "error",
+        epoch_unit: EpochUnit | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -84,7 +89,9 @@ class Client:
         (the run stops) when the API refuses the key. ``dry_run`` builds every request
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
-        are ``skipped`` and newly acknowledged ones are recorded.
+        are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
+        ``encoding``, ``decimals`` and ``epoch_unit``: as for ``validate_events``. Input
+        that breaks part way raises InputError carrying what was delivered.
         """
         config = self.config
         if batch_size is not None:
@@ -96,6 +103,11 @@ class Client:
             namespace=namespace,
             id_columns=id_columns,
             slice_rows=slice_rows,
+            rename=rename,
+            dtypes=dtypes,
+            encoding=encoding,
+            decimals=decimals,
+            epoch_unit=epoch_unit,
         )
         stream = EventStream(data, options)
 
@@ -120,6 +132,10 @@ class Client:
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
+        rename: Mapping[str, str] | None = None,
+        dtypes: Mapping[str, str] | None = None,
+        encoding: str = "utf-8",
+        decimals: Decimals = "error",
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -127,14 +143,19 @@ class Client:
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
-        are ``skipped``.
+        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
+        ``validate_events``.
         """
-        options = IdentityOptions(
+        options = identity_options(
             naive_timezone=naive_timezone,
             extra_columns=extra_columns,
             phone_region=phone_region,
             duplicates=duplicates,
             slice_rows=slice_rows,
+            rename=rename,
+            dtypes=dtypes,
+            encoding=encoding,
+            decimals=decimals,
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
@@ -246,6 +267,11 @@ class SendEventsOptions(TypedDict, total=False):
     progress: bool | None
     slice_rows: int
     ledger: LedgerArg
+    rename: Mapping[str, str] | None
+    dtypes: Mapping[str, str] | None
+    encoding: str
+    decimals: Decimals
+    epoch_unit: EpochUnit | None
 
 
 class IdentifyOptions(TypedDict, total=False):
@@ -260,6 +286,10 @@ class IdentifyOptions(TypedDict, total=False):
     progress: bool | None
     slice_rows: int
     ledger: LedgerArg
+    rename: Mapping[str, str] | None
+    dtypes: Mapping[str, str] | None
+    encoding: str
+    decimals: Decimals
 
 
 def send_events(

@@ -10,7 +10,15 @@ import pandas as pd
 
 from . import _timestamps
 from ._timestamps import TimestampProblem
-from ._values import OBJECT_LEVEL, InexactValue, has_surrogate, is_missing, object_value, to_json
+from ._values import (
+    OBJECT_LEVEL,
+    InexactValue,
+    ValueRules,
+    has_surrogate,
+    is_missing,
+    object_value,
+    to_json,
+)
 
 MISSING: Any = object()  # a cell that is omitted from the wire (null, NaN, NA)
 
@@ -98,9 +106,7 @@ def fullmatch(s: pd.Series, pattern: str) -> pd.Series:
     )
 
 
-def scalar_column(
-    s: pd.Series, path: str, naive_timezone: str | None
-) -> tuple[list[Any], dict[int, str]]:
+def scalar_column(s: pd.Series, path: str, rules: ValueRules) -> tuple[list[Any], dict[int, str]]:
     """A flattened ``properties.<key>``-style column -> (wire values or MISSING, problems by pos).
 
     Nulls are omitted (MISSING), never sent as null. Vectorised by dtype; object columns are
@@ -112,7 +118,7 @@ def scalar_column(
     dtype = s.dtype
     values: list[Any]
     if isinstance(dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(dtype):
-        norm = _timestamps.normalize(s, naive_timezone)
+        norm = _timestamps.normalize(s, rules.naive_timezone)
         texts = _timestamps.format_ms(norm.ms)
         values = [MISSING] * n
         for i in range(n):
@@ -146,7 +152,7 @@ def scalar_column(
         if is_missing(v):
             continue
         try:
-            values[i] = to_json(v, path, naive_timezone, OBJECT_LEVEL + 1)
+            values[i] = to_json(v, path, rules, OBJECT_LEVEL + 1)
         except InexactValue as exc:
             problems[i] = str(exc)
     return values, problems
@@ -162,7 +168,7 @@ def flat_columns(df: pd.DataFrame, kind: str) -> list[str]:
     ]
 
 
-def key_conflicts(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> pd.Series:
+def key_conflicts(df: pd.DataFrame, kind: str, rules: ValueRules) -> pd.Series:
     """True where a row's ``<kind>`` object and a non-null ``<kind>.<key>`` both set one key."""
     ok = pd.Series(True, index=df.index)
     flats = flat_columns(df, kind)
@@ -173,7 +179,7 @@ def key_conflicts(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> pd
         key = column[len(kind) + 1 :]
         for i in np.flatnonzero(df[column].notna().to_numpy(dtype=bool)).tolist():
             try:
-                obj = object_value(objects[i], kind, naive_timezone)
+                obj = object_value(objects[i], kind, rules)
             except InexactValue:
                 continue  # reported by the object's own check
             if key in obj:
@@ -181,11 +187,11 @@ def key_conflicts(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> pd
     return ok
 
 
-def merged_objects(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> list[dict[str, Any]]:
+def merged_objects(df: pd.DataFrame, kind: str, rules: ValueRules) -> list[dict[str, Any]]:
     """Per row: the ``<kind>`` object merged with its flattened columns (validated rows only)."""
     flats = sorted(flat_columns(df, kind))
     keys = [c[len(kind) + 1 :] for c in flats]
-    columns = [scalar_column(df[c], c, naive_timezone)[0] for c in flats]
+    columns = [scalar_column(df[c], c, rules)[0] for c in flats]
     # one dict per row built in a single comprehension: far fewer interpreter steps
     # than assigning column by column
     if columns:
@@ -197,7 +203,7 @@ def merged_objects(df: pd.DataFrame, kind: str, naive_timezone: str | None) -> l
         flat = [{} for _ in range(len(df))]
     if kind not in df.columns:
         return flat
-    objects = [object_value(v, kind, naive_timezone) for v in df[kind].tolist()]
+    objects = [object_value(v, kind, rules) for v in df[kind].tolist()]
     if columns:
         for obj, extra in zip(objects, flat, strict=True):
             obj.update(extra)

@@ -7,16 +7,35 @@ bad value (a typo in ``extra_columns``, an unknown zone, a naive ``now``) fails 
 
 from __future__ import annotations
 
+import codecs
 import zoneinfo
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
 import pandas as pd
 
 from ._exceptions import ConfigurationError
-from ._inputs import DEFAULT_SLICE_ROWS
-from ._types import ExtraColumns
+from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec
+from ._inputs.cells import DTYPES
+from ._types import Decimals, ExtraColumns
+from ._values import ValueRules
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+def pairs(name: str, mapping: Mapping[str, str] | None) -> Pairs:
+    """A ``{source: target}`` mapping as sorted pairs of strings (frozen options hold them)."""
+    if mapping is None:
+        return ()
+    if not isinstance(mapping, Mapping):
+        raise ConfigurationError(
+            f"{name} must be a mapping like {{'SRC': 'dest'}}, not {mapping!r}"
+        )
+    for key, value in mapping.items():
+        if not isinstance(key, str) or not isinstance(value, str) or not key or not value:
+            raise ConfigurationError(f"{name}: {key!r}: {value!r} must map a name to a name")
+    return tuple(mapping.items())
 
 
 def one_of(name: str, value: Any, allowed: Iterable[Any]) -> None:
@@ -58,11 +77,39 @@ class TableOptions:
     naive_timezone: str | None = None
     extra_columns: ExtraColumns = "error"
     slice_rows: int = DEFAULT_SLICE_ROWS
+    rename: Pairs = ()  # source column -> our column
+    dtypes: Pairs = ()  # CSV/TSV column -> one of _inputs.cells.DTYPES
+    encoding: str = "utf-8"  # of CSV/TSV files
+    decimals: Decimals = "error"
 
     def __post_init__(self) -> None:
         check_timezone(self.naive_timezone)
         one_of("extra_columns", self.extra_columns, get_args(ExtraColumns))
+        one_of("decimals", self.decimals, get_args(Decimals))
+        targets = [dest for _, dest in self.rename]
+        if len(set(targets)) != len(targets):
+            raise ConfigurationError(f"rename maps two columns to one name: {dict(self.rename)}")
+        for column, dtype in self.dtypes:
+            if dtype not in DTYPES:
+                raise ConfigurationError(
+                    f"dtypes: {column!r} has unknown type {dtype!r}; use one of "
+                    f"{', '.join(sorted(set(DTYPES)))}"
+                )
+        try:
+            codecs.lookup(self.encoding)
+        except (LookupError, TypeError):
+            raise ConfigurationError(f"unknown encoding {self.encoding!r}") from None
         if isinstance(self.slice_rows, bool) or not isinstance(self.slice_rows, int):
             raise ConfigurationError(f"slice_rows must be an integer, not {self.slice_rows!r}")
         if self.slice_rows < 1:
             raise ConfigurationError("slice_rows must be at least 1")
+
+    @property
+    def reading(self) -> ReadSpec:
+        """How the input is read."""
+        return ReadSpec(self.slice_rows, self.rename, self.dtypes, self.encoding)
+
+    @property
+    def rules(self) -> ValueRules:
+        """How free-form values become JSON."""
+        return ValueRules(self.naive_timezone, self.decimals)

@@ -8,22 +8,27 @@ bad cell is a row-level failure case.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
-import pandera.pandas as pa
 
-from . import _columns, _timestamps
+from . import _columns
 from ._checks import require
-from ._timestamps import TimestampProblem
-from ._values import object_value, problem_of
+from ._pandera import pa
+from ._timestamps import EXAMPLE, NormalizeCache, TimestampProblem
+from ._types import EpochUnit
+from ._values import ValueRules, object_value, problem_of
 
 PAST_WINDOW = timedelta(days=30)
 FUTURE_WINDOW = timedelta(minutes=5)
 Explain = Callable[[str | None, Any], str]
 EXPLAIN_KEY = "churn_connector.explain"
+TIMESTAMPS_KEY = "churn_connector.timestamps"
 OWNERS_KEY = "churn_connector.frame_check_columns"
 
 
@@ -35,9 +40,16 @@ def message(text: str) -> Explain:
 class SchemaBuilder:
     """Builds named checks and their explanations for one set of options."""
 
-    def __init__(self, naive_timezone: str | None, now: pd.Timestamp | None = None) -> None:
+    def __init__(
+        self,
+        rules: ValueRules,
+        now: pd.Timestamp | None = None,
+        epoch_unit: EpochUnit | None = None,
+    ) -> None:
         self.now = now  # anchors the time window of timestamp checks
-        self.naive_timezone = naive_timezone
+        self.rules = rules
+        self.naive_timezone = rules.naive_timezone
+        self.timestamps = NormalizeCache(rules.naive_timezone, epoch_unit)
         self.owners: dict[str, str] = {}
         self.explain: dict[str, Explain] = {
             "not_nullable": message("{column} is required but the cell is empty"),
@@ -77,10 +89,12 @@ class SchemaBuilder:
         lo = self.now - PAST_WINDOW
         hi = self.now + FUTURE_WINDOW
         tz = self.naive_timezone
+        normalized = self.timestamps
+        unit = normalized.epoch_unit
 
         def code_is_not(code: TimestampProblem) -> Callable[[pd.Series], pd.Series]:
             def check(s: pd.Series) -> pd.Series:
-                return pd.Series(_timestamps.normalize(s, tz).problem != code, index=s.index)
+                return pd.Series(normalized(s).problem != code, index=s.index)
 
             return check
 
@@ -89,39 +103,56 @@ class SchemaBuilder:
         hi_ms = hi.value // 1_000_000
 
         def in_window(s: pd.Series) -> pd.Series:
-            norm = _timestamps.normalize(s, tz)
+            norm = normalized(s)
             inside = (norm.ms >= lo_ms) & (norm.ms <= hi_ms)
             return pd.Series(inside | (norm.problem != TimestampProblem.OK), index=s.index)
 
+        def bad_type(c: str | None, v: Any) -> str:
+            if isinstance(v, bool | np.bool_) or not _is_number(v):
+                return (
+                    f"{c} must be a tz-aware datetime or a timestamp text, got "
+                    f"{type(v).__name__} {shown(v)}"
+                )
+            if unit is None:
+                return (
+                    f"{c} {shown(v)} is a number: epoch numbers are ambiguous, so pass "
+                    "epoch_unit='s', 'ms', 'us' or 'ns' to say what it counts"
+                )
+            return (
+                f"{c} {shown(v)} is a float of nanoseconds, which is not exact at today's "
+                "dates: give whole numbers"
+            )
+
         naive_fix = "pass naive_timezone='<IANA zone>' if the column is local time"
         return [
-            self.add(
-                f"{prefix}_type",
-                code_is_not(TimestampProblem.BAD_TYPE),
-                lambda c, v: (
-                    f"{c} must be a tz-aware datetime or an RFC 3339 string, got "
-                    f"{type(v).__name__} {v!r}; epoch numbers are ambiguous: convert them "
-                    "with pd.to_datetime(..., unit=..., utc=True)"
-                ),
-            ),
+            self.add(f"{prefix}_type", code_is_not(TimestampProblem.BAD_TYPE), bad_type),
             self.add(
                 f"{prefix}_format",
                 code_is_not(TimestampProblem.BAD_FORMAT),
-                message(
-                    "{column} {value!r} is not an RFC 3339 timestamp "
-                    "(e.g. 2026-11-20T09:30:00.123+01:00) or not a real date"
+                lambda c, v: (
+                    f"{c} {shown(v)} is not a timestamp of a real date that can be read "
+                    f"exactly: write it like {EXAMPLE}"
+                ),
+            ),
+            self.add(
+                f"{prefix}_zone_name",
+                code_is_not(TimestampProblem.ZONE_NAME),
+                lambda c, v: (
+                    f"{c} {shown(v)} names its zone instead of writing the offset (a name such "
+                    "as CST or EST is ambiguous): write the offset, like "
+                    f"{EXAMPLE}, or Z for UTC"
                 ),
             ),
             self.add(
                 f"{prefix}_naive",
                 code_is_not(TimestampProblem.NAIVE),
-                lambda c, v: f"{c} {v!r} has no time zone and none is guessed: {naive_fix}",
+                lambda c, v: f"{c} {shown(v)} has no time zone and none is guessed: {naive_fix}",
             ),
             self.add(
                 f"{prefix}_local_time",
                 code_is_not(TimestampProblem.BAD_LOCAL_TIME),
                 lambda c, v: (
-                    f"{c} {v!r} does not exist or is ambiguous in {tz} (a DST change); "
+                    f"{c} {shown(v)} does not exist or is ambiguous in {tz} (a DST change); "
                     "give it an explicit offset"
                 ),
             ),
@@ -129,14 +160,14 @@ class SchemaBuilder:
                 f"{prefix}_window",
                 in_window,
                 lambda c, v: (
-                    f"{c} {v!r} is outside the accepted window "
+                    f"{c} {shown(v)} is outside the accepted window "
                     f"[{lo.isoformat()}, {hi.isoformat()}] (now − 30 days .. now + 5 minutes)"
                 ),
             ),
         ]
 
     def object_column(self, name: str) -> pa.Column:
-        tz = self.naive_timezone
+        tz = self.rules
 
         def ok(s: pd.Series) -> pd.Series:
             return _columns.elementwise(s, lambda v: problem_of(object_value, v, name, tz) is None)
@@ -157,7 +188,7 @@ class SchemaBuilder:
         return [self._conflict(kind) for kind in kinds]
 
     def _conflict(self, kind: str) -> pa.Check:
-        tz = self.naive_timezone
+        tz = self.rules
 
         def check(df: pd.DataFrame) -> pd.Series:
             return _columns.key_conflicts(df, kind, tz)
@@ -173,7 +204,7 @@ class SchemaBuilder:
         )
 
     def flat_column(self, kind: str) -> pa.Column:
-        tz = self.naive_timezone
+        tz = self.rules
         name = f"{kind}_value_json"
 
         def ok(s: pd.Series) -> pd.Series:
@@ -193,16 +224,53 @@ class SchemaBuilder:
         )
 
 
-def unknown_column(prefix: str) -> Explain:
-    return lambda column, value: (
-        f"unknown column {value!r}: drop it, or rename it to '{prefix}.{value}' to send it "
-        f"(or pass extra_columns='ignore')"
-    )
+def shown(value: Any) -> str:
+    """A failing value as the user wrote it: text as is, datetimes in ISO form, not reprs."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        return repr(value.item())
+    return repr(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating | str)
+
+
+def _squashed(name: str) -> str:
+    return re.sub(r"[\s_-]", "", name).lower()
+
+
+def unknown_column(prefix: str, known: Iterable[str]) -> Explain:
+    """The message for an unknown column; a near miss of a known name gets "did you mean"."""
+    by_shape = {_squashed(k): k for k in known if not k.startswith("^")}
+
+    def explain(column: str | None, value: Any) -> str:
+        match = by_shape.get(_squashed(str(value)))
+        if match is not None:
+            return (
+                f"unknown column {value!r}: did you mean {match!r}? (use "
+                f"rename={{{str(value)!r}: {match!r}}}, or --rename {value}={match})"
+            )
+        return (
+            f"unknown column {value!r}: drop it, or rename it to '{prefix}.{value}' to send it "
+            f"(or pass extra_columns='ignore')"
+        )
+
+    return explain
 
 
 def frame_owners(schema: pa.DataFrameSchema) -> dict[str, str]:
     """Frame-level check name -> the column its failures are reported under."""
     found: dict[str, str] = (schema.metadata or {}).get(OWNERS_KEY, {})
+    return found
+
+
+def timestamp_cache(schema: pa.DataFrameSchema) -> NormalizeCache | None:
+    """The cache the schema's timestamp checks share (the wire reads the same result)."""
+    found: NormalizeCache | None = (schema.metadata or {}).get(TIMESTAMPS_KEY)
     return found
 
 

@@ -17,8 +17,9 @@ from typing import Literal, Protocol
 
 import numpy as np
 import pandas as pd
-import pandera.pandas as pa
 
+from ._inputs.csv import ROW_PROBLEMS
+from ._pandera import pa
 from ._rows import RowBook
 from ._types import RowState
 from ._validation import FailureLog, ValidationReport, failures_frame, run_schema
@@ -93,7 +94,18 @@ class SliceStream:
         n = len(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        self.failures.add(result.records, start, n)
+        broken: dict[int, str] = df.attrs.get(ROW_PROBLEMS, {})
+        if broken:
+            # a line the reader could not split into the header's cells: its own failure,
+            # not the empty-cell failures of the placeholder row that keeps its place
+            at = {start + p for p in broken}
+            records = [r for r in result.records if r["position"] not in at]
+            self.failures.add(records, start, n)
+            for p, text in sorted(broken.items()):
+                self.failures.fail(start + p, None, "line_cells", None, text)
+            result.invalid[list(broken)] = True
+        else:
+            self.failures.add(result.records, start, n)
         self.book.set(start + np.flatnonzero(result.invalid), RowState.INVALID)
         valid = np.flatnonzero(~result.invalid)
         work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
@@ -134,7 +146,11 @@ def report(stream: Stream) -> ValidationReport:
         stream.process(df)
         status = stream.book.status[start : start + len(df)]
         valid_parts.append(df.iloc[np.flatnonzero(status != RowState.INVALID)])
-    valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
+    if not valid_parts:
+        valid = pd.DataFrame()
+    else:
+        valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
+    valid.attrs.clear()
     frame = failures_frame(stream.failures.records)
     order = frame["position"].fillna(-1).to_numpy(dtype=np.int64).argsort(kind="stable")
     return ValidationReport(

@@ -1,8 +1,11 @@
 """Vectorised timestamp normalisation: any accepted representation -> UTC epoch milliseconds.
 
-Accepted: tz-aware datetime64 columns (any zone), RFC 3339 / ISO 8601 strings with an offset,
-tz-aware ``datetime`` objects; naive values only when the caller names ``naive_timezone``.
-Nothing is guessed: a naive value without ``naive_timezone`` is a problem, not UTC.
+Accepted: tz-aware datetime columns (any zone, any unit), tz-aware ``datetime`` objects, and
+text in every unambiguous spelling (``_timetext``: RFC 3339, ISO 8601 with offsets, the text
+exports of PostgreSQL, Redshift, BigQuery and Snowflake); naive values only when the caller
+names ``naive_timezone``; epoch numbers only when the caller names ``epoch_unit``. Nothing
+is guessed: a naive value without ``naive_timezone`` is a problem, not UTC, and an epoch
+number without a unit is a problem, not seconds.
 """
 
 from __future__ import annotations
@@ -11,10 +14,16 @@ import datetime as dt
 import zoneinfo
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+
+from . import _timetext
+from ._timetext import EXAMPLE, NS_PER_UNIT
+
+__all__ = ["EXAMPLE", "NormalizeCache", "Normalized", "TimestampProblem", "normalize"]
 
 
 class TimestampProblem(IntEnum):
@@ -26,17 +35,10 @@ class TimestampProblem(IntEnum):
     BAD_FORMAT = 3
     NAIVE = 4
     BAD_LOCAL_TIME = 5
+    ZONE_NAME = 6
 
 
-OK, NULL, BAD_TYPE, BAD_FORMAT, NAIVE, BAD_LOCAL_TIME = TimestampProblem
-
-# [0-9], not \d: \d also matches other scripts' digits
-_ISO = (
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?)?"
-    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
-)
-_OFFSET_AT_END = r"(?:Z|[+-][0-9]{2}:?[0-9]{2})$"
-_NS_PER_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+OK, NULL, BAD_TYPE, BAD_FORMAT, NAIVE, BAD_LOCAL_TIME, ZONE_NAME = TimestampProblem
 _NAT = np.iinfo(np.int64).min
 
 
@@ -53,9 +55,9 @@ def _floor_ms(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     unit, _ = np.datetime_data(values.dtype)
     raw = values.view("i8")
     is_nat = raw == _NAT
-    per_ms = _NS_PER_UNIT[unit]
+    per_unit = NS_PER_UNIT[unit]
     # floor division keeps truncation exact for instants before 1970 too
-    ms = raw * (per_ms // 1_000_000) if per_ms >= 1_000_000 else raw // (1_000_000 // per_ms)
+    ms = raw * (per_unit // 1_000_000) if per_unit >= 1_000_000 else raw // (1_000_000 // per_unit)
     return np.where(is_nat, 0, ms), is_nat
 
 
@@ -72,68 +74,118 @@ def _localize(s: pd.Series, naive_timezone: str) -> tuple[np.ndarray, np.ndarray
     return ms, is_nat & s.notna().to_numpy()
 
 
-def _parse_strings(s: pd.Series, naive_timezone: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Strings -> (ms, problem) for one Series of str values (no nulls)."""
-    n = len(s)
-    ms = np.zeros(n, dtype=np.int64)
-    problem = np.full(n, OK, dtype=np.int8)
-    text = s.astype("string[python]")
-    well_formed = text.str.fullmatch(_ISO).fillna(False).to_numpy(dtype=bool)
-    has_offset = text.str.contains(_OFFSET_AT_END, regex=True).fillna(False).to_numpy(dtype=bool)
-    problem[~well_formed] = BAD_FORMAT
-    with_offset = well_formed & has_offset
-    if with_offset.any():
-        parsed = pd.to_datetime(text[with_offset], format="ISO8601", utc=True, errors="coerce")
-        part_ms, nat = _aware_to_ms(parsed)
-        ms[with_offset] = part_ms
-        problem[np.flatnonzero(with_offset)[nat]] = BAD_FORMAT
-    naive = well_formed & ~has_offset
-    if naive.any():
-        if naive_timezone is None:
-            problem[naive] = NAIVE
+def _localize_ms(wall_ms: np.ndarray, naive_timezone: str) -> tuple[np.ndarray, np.ndarray]:
+    """Wall-clock epoch ms (naive) -> (UTC ms, is_bad_local_time) in the named zone."""
+    return _localize(pd.Series(wall_ms.astype("datetime64[ms]")), naive_timezone)
+
+
+def _text(arr: pa.Array, tz: str | None, unit: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """A string array without nulls -> (ms, problem)."""
+    parsed = _timetext.parse_text(arr)
+    ms = parsed.ms.copy()
+    problem = np.where(parsed.ok, OK, BAD_FORMAT).astype(np.int8)
+    problem[parsed.zone_name] = ZONE_NAME
+    numbers = ~parsed.ok & ~parsed.zone_name
+    if numbers.any():
+        numbers[numbers] = _timetext.is_epoch_text(arr.filter(pa.array(numbers)))
+    if numbers.any():
+        if unit is None:
+            problem[numbers] = BAD_TYPE  # a number written as text: which unit is it in?
         else:
-            parsed = pd.to_datetime(text[naive], format="ISO8601", errors="coerce")
-            unparsed = parsed.isna().to_numpy()
-            part_ms, bad_local = _localize(parsed, naive_timezone)
-            ms[naive] = part_ms
-            idx = np.flatnonzero(naive)
-            problem[idx[unparsed]] = BAD_FORMAT
-            problem[idx[bad_local & ~unparsed]] = BAD_LOCAL_TIME
+            idx = np.flatnonzero(numbers)
+            texts = arr.filter(pa.array(numbers)).to_pylist()
+            part_ms, inside = _timetext.epoch_text_ms(texts, unit)
+            ms[idx] = part_ms
+            problem[idx] = np.where(inside, OK, BAD_FORMAT)
+    naive = parsed.ok & ~parsed.has_zone
+    if naive.any():
+        idx = np.flatnonzero(naive)
+        if tz is None:
+            problem[idx] = NAIVE
+        else:
+            ms[idx], bad_local = _localize_ms(parsed.ms[idx], tz)
+            problem[idx[bad_local]] = BAD_LOCAL_TIME
     return ms, problem
+
+
+def _string_array(values: list[str]) -> tuple[pa.Array, np.ndarray]:
+    """Python strings -> (Arrow strings, encodable); a lone surrogate becomes null."""
+    try:
+        return pa.array(values, pa.string()), np.ones(len(values), dtype=bool)
+    except (UnicodeEncodeError, pa.ArrowException):
+        ok = np.array([_encodable(v) for v in values], dtype=bool)
+        kept = [v if k else None for v, k in zip(values, ok, strict=True)]
+        return pa.array(kept, pa.string()), ok
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_aware(value: dt.datetime) -> bool:
     return value.tzinfo is not None and value.utcoffset() is not None
 
 
-def _parse_objects(s: pd.Series, naive_timezone: str | None) -> tuple[np.ndarray, np.ndarray]:
+def _epoch(values: np.ndarray, unit: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Numbers -> (ms, problem): refused without a unit, or as float nanoseconds."""
+    n = len(values)
+    if unit is None or (values.dtype.kind == "f" and unit == "ns"):
+        return np.zeros(n, dtype=np.int64), np.full(n, BAD_TYPE, dtype=np.int8)
+    if values.dtype.kind == "f":
+        ms, inside = _timetext.epoch_float_ms(values, unit)
+    else:
+        ms, inside = _timetext.epoch_int_ms(values, unit)
+    return ms, np.where(inside, OK, BAD_FORMAT).astype(np.int8)
+
+
+def _classify(value: Any) -> str:
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, dt.datetime):  # includes pd.Timestamp; NaT is in the null mask
+        return "aware" if _is_aware(value) else "naive"
+    if isinstance(value, bool | np.bool_):
+        return "other"
+    if isinstance(value, int | np.integer):
+        return "int"
+    if isinstance(value, float | np.floating):
+        return "float"
+    return "other"
+
+
+def _parse_objects(s: pd.Series, tz: str | None, unit: str | None) -> tuple[np.ndarray, np.ndarray]:
     values = s.tolist()
     n = len(values)
     ms = np.zeros(n, dtype=np.int64)
-    problem = np.full(n, OK, dtype=np.int8)
-    strings: list[int] = []
-    aware: list[int] = []
-    naive: list[int] = []
+    problem = np.full(n, BAD_TYPE, dtype=np.int8)
+    groups: dict[str, list[int]] = {}
     for i, v in enumerate(values):
-        if isinstance(v, str):
-            strings.append(i)
-        elif isinstance(v, dt.datetime):  # includes pd.Timestamp; NaT is handled by the null mask
-            (aware if _is_aware(v) else naive).append(i)
-        else:
-            problem[i] = BAD_TYPE
-    if strings:
-        part_ms, part_problem = _parse_strings(s.iloc[strings], naive_timezone)
+        groups.setdefault(_classify(v), []).append(i)
+    if strings := groups.get("str"):
+        arr, encodable = _string_array([values[i] for i in strings])
+        part_ms, part_problem = _text(arr, tz, unit)
+        part_problem[~encodable] = BAD_FORMAT
         ms[strings], problem[strings] = part_ms, part_problem
-    if aware:
-        converted = pd.to_datetime(s.iloc[aware], utc=True)
-        ms[aware] = _aware_to_ms(converted)[0]
-    if naive:
-        if naive_timezone is None:
+    if aware := groups.get("aware"):
+        ms[aware] = _aware_to_ms(pd.to_datetime(s.iloc[aware], utc=True))[0]
+        problem[aware] = OK
+    if naive := groups.get("naive"):
+        if tz is None:
             problem[naive] = NAIVE
         else:
-            part_ms, bad_local = _localize(pd.to_datetime(s.iloc[naive]), naive_timezone)
+            part_ms, bad_local = _localize(pd.to_datetime(s.iloc[naive]), tz)
             ms[naive] = part_ms
-            problem[np.asarray(naive)[bad_local]] = BAD_LOCAL_TIME
+            problem[naive] = np.where(bad_local, BAD_LOCAL_TIME, OK)
+    for kind, dtype in (("int", np.int64), ("float", np.float64)):
+        if where := groups.get(kind):
+            try:
+                numbers = np.array([values[i] for i in where], dtype=dtype)
+            except OverflowError:
+                continue  # an integer beyond 64 bits: no instant, BAD_TYPE stays
+            ms[where], problem[where] = _epoch(numbers, unit)
     return ms, problem
 
 
@@ -151,7 +203,16 @@ def _plain(s: pd.Series) -> pd.Series:
     return s
 
 
-def normalize(s: pd.Series, naive_timezone: str | None = None) -> Normalized:
+def _arrow_strings(s: pd.Series) -> pa.Array:
+    arr = pa.array(s)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr
+
+
+def normalize(
+    s: pd.Series, naive_timezone: str | None = None, epoch_unit: str | None = None
+) -> Normalized:
     """Normalise one column of timestamps; see the module docstring for what is accepted."""
     s = _plain(s)
     n = len(s)
@@ -160,25 +221,68 @@ def normalize(s: pd.Series, naive_timezone: str | None = None) -> Normalized:
     problem = np.full(n, OK, dtype=np.int8)
     present = ~null
     dtype = s.dtype
+    api = pd.api.types
     if isinstance(dtype, pd.DatetimeTZDtype):
         ms, _ = _aware_to_ms(s)
-    elif pd.api.types.is_datetime64_dtype(dtype):
+    elif api.is_datetime64_dtype(dtype):
         if naive_timezone is None:
             problem[present] = NAIVE
         else:
             ms, bad_local = _localize(s, naive_timezone)
             problem[bad_local] = BAD_LOCAL_TIME
-    elif pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
+    elif api.is_bool_dtype(dtype):
+        problem[present] = BAD_TYPE
+    elif api.is_integer_dtype(dtype) or api.is_float_dtype(dtype):
+        kind = "float64" if api.is_float_dtype(dtype) else "int64"
+        if api.is_unsigned_integer_dtype(dtype):
+            kind = "uint64"
+        numbers = s[present].to_numpy(dtype=kind)
+        ms[present], problem[present] = _epoch(numbers, epoch_unit)
+    elif api.is_string_dtype(dtype) and not api.is_object_dtype(dtype):
         if present.any():
-            sub = s[present]
-            all_str = not pd.api.types.is_object_dtype(dtype)
-            parse = _parse_strings if all_str else _parse_objects
-            part_ms, part_problem = parse(sub, naive_timezone)
-            ms[present], problem[present] = part_ms, part_problem
+            arr = _arrow_strings(s[present])
+            ms[present], problem[present] = _text(arr, naive_timezone, epoch_unit)
+    elif api.is_object_dtype(dtype):
+        if present.any():
+            ms[present], problem[present] = _parse_objects(s[present], naive_timezone, epoch_unit)
     else:
         problem[present] = BAD_TYPE
     problem[null] = NULL
+    ms[problem != OK] = 0
     return Normalized(ms=ms, problem=problem)
+
+
+class NormalizeCache:
+    """``normalize`` with the options of one schema, remembering its last column.
+
+    The schema's five timestamp checks (and the wire) look at the same column of the same
+    slice; pandera hands each check its own Series object, so the cache compares values
+    (cheap next to parsing them) instead of identities.
+    """
+
+    def __init__(self, naive_timezone: str | None, epoch_unit: str | None) -> None:
+        self.naive_timezone = naive_timezone
+        self.epoch_unit = epoch_unit
+        self._last: tuple[pd.Series, Normalized] | None = None
+
+    def __call__(self, s: pd.Series) -> Normalized:
+        last = self._last
+        if last is not None and _same_values(last[0], s):
+            return last[1]
+        result = normalize(s, self.naive_timezone, self.epoch_unit)
+        self._last = (s, result)
+        return result
+
+
+def _same_values(a: pd.Series, b: pd.Series) -> bool:
+    if a is b:
+        return True
+    if len(a) != len(b) or a.dtype != b.dtype or not a.array.equals(b.array):
+        return False
+    if pd.api.types.is_object_dtype(a.dtype):
+        # 1 == True == 1.0 in Python: equal objects of other types may normalise differently
+        return all(type(x) is type(y) for x, y in zip(a.tolist(), b.tolist(), strict=True))
+    return True
 
 
 def format_ms(ms: np.ndarray) -> list[str]:

@@ -36,7 +36,9 @@ CHANNELS: tuple[Channel, ...] = ("email", "sms", "push")
 
 ExtraColumns = Literal["error", "ignore"]
 Duplicates = Literal["error", "keep_last", "in_order"]
+Decimals = Literal["error", "float", "str"]
+EpochUnit = Literal["s", "ms", "us", "ns"]
 AuthHeader = Literal["bearer", "x-api-key"]
 
 DataSource: TypeAlias = Any
-"""A DataFrame, an Arrow table, a file path, or an iterable of DataFrames (see _inputs)."""
+"""A DataFrame, anything Arrow-native, a file, folder or glob, or an iterable of them (_inputs)."""

@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pandera.pandas as pa
-from pandera.config import ValidationDepth, config_context
 
 from ._checks import require
 from ._exceptions import DataValidationError
+from ._pandera import SchemaErrors, ValidationDepth, config_context, pa
 from ._rows import RowBook
 from ._schema import explanations, frame_owners
 from ._types import RowState
@@ -71,7 +70,7 @@ def run_schema(
         try:
             schema.validate(work, lazy=True, inplace=True)
             return SliceFailures(invalid)
-        except pa.errors.SchemaErrors as exc:
+        except SchemaErrors as exc:
             cases = exc.failure_cases
     if not masked and _pandera_broke_on_a_value(cases):
         # pandera's failure reporting turns values into pyarrow strings (which refuse lone
@@ -148,7 +147,7 @@ class FailureLog:
     def fail(
         self,
         position: int,
-        column: str,
+        column: str | None,
         check: str,
         value: Any,
         message: str,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -17,12 +19,44 @@ import orjson
 import pandas as pd
 
 from ._timestamps import datetime_to_wire
+from ._types import Decimals
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 # objects and arrays nested deeper than this, counted from the event (or identify body) as
 # level 1, make the row invalid; the wire's JSON encoder stops at 254
 MAX_DEPTH = 128
 OBJECT_LEVEL = 2  # properties, context, traits: one level below the event
+
+
+@dataclass(frozen=True)
+class ValueRules:
+    """How free-form values are made JSON-exact: the zone of naive datetimes, and what a
+    Decimal becomes (``error``: refused; ``float``: a float when that is exact; ``str``:
+    its digits as written, scale kept)."""
+
+    naive_timezone: str | None = None
+    decimals: Decimals = "error"
+
+
+def decimal_value(value: Decimal, path: str, decimals: Decimals) -> Any:
+    """A Decimal as the caller asked for it, or InexactValue."""
+    if not value.is_finite():
+        raise InexactValue(path, f"Decimal {value} is not a JSON number")
+    if decimals == "str":
+        return format(value, "f")  # plain notation, the scale as written: 19.90, 0.0000001
+    if decimals == "float":
+        number = float(value)
+        if Decimal(repr(number)) != value:
+            raise InexactValue(
+                path,
+                f"Decimal {value} has no exact float; pass decimals='str' to send its digits",
+            )
+        return number
+    raise InexactValue(
+        path,
+        f"Decimal {value} has no exact JSON form: pass decimals='float' (a JSON number, "
+        "when exact) or decimals='str' (its digits as text)",
+    )
 
 
 class InexactValue(ValueError):
@@ -57,7 +91,26 @@ class TooDeep:
         return f"<nested deeper than {MAX_DEPTH} levels>"
 
 
-def to_json(value: Any, path: str, naive_timezone: str | None, depth: int = OBJECT_LEVEL) -> Any:
+class BadCell:
+    """A CSV cell that did not parse as the type ``dtypes=`` gave its column."""
+
+    __slots__ = ("dtype", "text")
+
+    def __init__(self, text: str, dtype: str) -> None:
+        self.text = text
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"{self.text!r} (not {self.dtype})"
+
+
+def _too_deep(path: str) -> InexactValue:
+    return InexactValue(
+        path, f"nested deeper than {MAX_DEPTH} levels (counted from the event); flatten it"
+    )
+
+
+def to_json(value: Any, path: str, rules: ValueRules, depth: int = OBJECT_LEVEL) -> Any:
     """Return ``value`` as plain JSON-able Python, or raise InexactValue naming the path.
 
     ``depth`` is the nesting level ``value`` sits at if it is an object or array.
@@ -69,9 +122,9 @@ def to_json(value: Any, path: str, naive_timezone: str | None, depth: int = OBJE
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, TooDeep):
-        raise InexactValue(
-            path, f"nested deeper than {MAX_DEPTH} levels (counted from the event); flatten it"
-        )
+        raise _too_deep(path)
+    if isinstance(value, BadCell):
+        raise InexactValue(path, f"{value.text!r} is not a {value.dtype} (as dtypes= says)")
     if isinstance(value, Unencodable):
         raise InexactValue(path, f"text {value!r} holds a lone surrogate, which UTF-8 cannot carry")
     if isinstance(value, int):
@@ -83,9 +136,7 @@ def to_json(value: Any, path: str, naive_timezone: str | None, depth: int = OBJE
             raise InexactValue(path, f"{value} is not a JSON number (NaN/infinity)")
         return value
     if isinstance(value, dict | list | tuple | np.ndarray) and depth > MAX_DEPTH:
-        raise InexactValue(
-            path, f"nested deeper than {MAX_DEPTH} levels (counted from the event); flatten it"
-        )
+        raise _too_deep(path)
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
@@ -93,20 +144,18 @@ def to_json(value: Any, path: str, naive_timezone: str | None, depth: int = OBJE
                 raise InexactValue(path, f"key {key!r} is not a string")
             if has_surrogate(key):
                 raise InexactValue(path, f"key {key!r} holds a lone surrogate")
-            out[key] = to_json(item, f"{path}.{key}", naive_timezone, depth + 1)
+            out[key] = to_json(item, f"{path}.{key}", rules, depth + 1)
         return out
     if isinstance(value, list | tuple):
-        return [
-            to_json(item, f"{path}[{i}]", naive_timezone, depth + 1) for i, item in enumerate(value)
-        ]
+        return [to_json(item, f"{path}[{i}]", rules, depth + 1) for i, item in enumerate(value)]
     if isinstance(value, np.ndarray) and value.ndim == 1:
-        return to_json(value.tolist(), path, naive_timezone, depth)
+        return to_json(value.tolist(), path, rules, depth)
     if isinstance(value, np.generic) and not isinstance(value, np.datetime64 | np.timedelta64):
-        return to_json(value.item(), path, naive_timezone, depth)
+        return to_json(value.item(), path, rules, depth)
     if value is pd.NA or value is pd.NaT:
         raise InexactValue(path, "missing value (NA/NaT) inside an object; omit the key instead")
     if isinstance(value, dt.datetime):
-        text = datetime_to_wire(value, naive_timezone)
+        text = datetime_to_wire(value, rules.naive_timezone)
         if text is None:
             raise InexactValue(
                 path,
@@ -116,6 +165,8 @@ def to_json(value: Any, path: str, naive_timezone: str | None, depth: int = OBJE
         return text
     if isinstance(value, dt.date):
         return value.isoformat()
+    if isinstance(value, Decimal):
+        return decimal_value(value, path, rules.decimals)
     kind = type(value).__name__
     raise InexactValue(path, f"a {kind} has no exact JSON form; convert it to str, int or float")
 
@@ -125,7 +176,7 @@ def canonical(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
-def check_json_string(text: str, path: str, naive_timezone: str | None) -> dict[str, Any]:
+def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]:
     """Parse a JSON-object string strictly (no NaN literals); raise InexactValue otherwise."""
     try:
         parsed = orjson.loads(text)
@@ -135,15 +186,15 @@ def check_json_string(text: str, path: str, naive_timezone: str | None) -> dict[
         raise InexactValue(path, f"not valid JSON ({exc})") from None
     if not isinstance(parsed, dict):
         raise InexactValue(path, f"must be a JSON object, got {type(parsed).__name__}")
-    return to_json(parsed, path, naive_timezone)  # type: ignore[no-any-return]
+    return to_json(parsed, path, rules)  # type: ignore[no-any-return]
 
 
-def object_value(value: Any, path: str, naive_timezone: str | None) -> dict[str, Any]:
+def object_value(value: Any, path: str, rules: ValueRules) -> dict[str, Any]:
     """A ``properties``/``context``/``traits`` cell -> dict; null -> {}; else InexactValue."""
     if isinstance(value, dict):
-        return to_json(value, path, naive_timezone)  # type: ignore[no-any-return]
+        return to_json(value, path, rules)  # type: ignore[no-any-return]
     if isinstance(value, str):
-        return check_json_string(value, path, naive_timezone)
+        return check_json_string(value, path, rules)
     if is_missing(value):
         return {}
     raise InexactValue(path, f"must be a dict or a JSON-object string, got {type(value).__name__}")
@@ -185,14 +236,14 @@ def has_surrogate(text: str) -> bool:
     return not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
-def problem_of(fn: Any, value: Any, path: str, naive_timezone: str | None) -> str | None:
+def problem_of(fn: Any, value: Any, path: str, rules: ValueRules) -> str | None:
     """Run a converter and return its problem text, or None when the value is fine.
 
     Any exception counts as a problem of this one cell, so a surprising value can never
     make pandera fail the whole table.
     """
     try:
-        fn(value, path, naive_timezone)
+        fn(value, path, rules)
     except InexactValue as exc:
         return str(exc)
     except Exception as exc:

@@ -45,7 +45,7 @@ def test_validate_exits_1_and_writes_the_report(bad_export: Path, tmp_path: Path
     assert main(["validate", "events", str(bad_export), "--report", str(report)]) == 1
     failures = pd.read_csv(report)
     assert list(failures["check"]) == ["event_type_pattern"]
-    assert list(failures["row"]) == [3]
+    assert list(failures["row"]) == [5]  # the line number in the file (the header is line 1)
 
 
 def test_send_exits_0_and_writes_chunk_and_row_frames(
@@ -137,3 +137,74 @@ def test_a_stopped_run_still_writes_the_row_frame(
     rows = tmp_path / "rows.csv"
     assert main(["send", "events", str(export), "--rows", str(rows)]) == 3
     assert (pd.read_csv(rows)["status"] == "failed").all()
+
+
+def test_version_and_help_say_exit_codes_and_where_the_key_comes_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as version:
+        main(["--version"])
+    assert version.value.code == 0 and cc.__version__ in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "exit codes:" in text and "CHURN_API_KEY" in text and "``" not in text
+    with pytest.raises(SystemExit):
+        main(["send", "--help"])
+    assert "``" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-q", "validate", "events", "{f}"], ["validate", "events", "{f}", "-q"]],
+)
+def test_quiet_and_verbose_work_before_or_after_the_subcommand(
+    argv: list[str], export: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([a.format(f=export) for a in argv]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["validate", "events", str(export), "-v"]) == 0
+    assert main(["validate", "events", str(export), "-v", "-q"]) == 3
+
+
+def test_header_only_file_exits_0_saying_there_are_no_rows(
+    api_env: cc.Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text("external_user_id,event_type,occurred_at\n")
+    assert main(["send", "events", str(path)]) == 0
+    assert "no rows" in capsys.readouterr().out
+
+
+def test_a_broken_input_is_one_line_on_stderr_and_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "e.ndjson"
+    path.write_text('{"a": 1}\n{"b":\n')
+    assert main(["validate", "events", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "e.ndjson line 2" in err
+
+
+def test_rename_dtype_and_epoch_unit_options(
+    now: pd.Timestamp, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seconds = int((now - pd.Timedelta(hours=1)).timestamp())
+    path = tmp_path / "e.csv"
+    path.write_text(f"USER_ID,EVENT_TYPE,occurred_at,properties.n\nu,login,{seconds},3\n")
+    argv = ["validate", "events", str(path), "--rename", "USER_ID=external_user_id"]
+    assert main(argv) == 1
+    assert "did you mean 'event_type'" in capsys.readouterr().out
+    argv += [
+        "--rename",
+        "EVENT_TYPE=event_type",
+        "--epoch-unit",
+        "s",
+        "--dtype",
+        "properties.n=int64",
+    ]
+    assert main(argv) == 0
+    with pytest.raises(SystemExit) as usage:
+        main([*argv, "--dtype", "nonsense"])
+    assert usage.value.code == 3
+    assert main(["validate", "identities", str(path), "--epoch-unit", "s"]) == 3

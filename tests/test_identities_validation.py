@@ -3,6 +3,7 @@ duplicate users in every mode, and the same results whatever the slice size."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from churn_connector import identities_schema, identities_to_wire, validate_iden
 from churn_connector._identities.duplicates import duplicate_users
 from churn_connector._identities.options import IdentityOptions
 from churn_connector._identities.stream import IdentityStream
+from churn_connector._inputs import ReadSpec
 from churn_connector._stream import batches
 from churn_connector._types import Duplicates
 
@@ -178,7 +180,7 @@ def test_preferred_channel_must_be_a_string() -> None:
 
 
 # -- email / phone / push token ------------------------------------------------------------------
-@pytest.mark.parametrize("bad", ["ada", "ada@example", "a b@example.com", "ada@example.com\n"])
+@pytest.mark.parametrize("bad", ["ada", "ada@example", "a b@example.com", "ada@example.com\nx"])
 def test_email_must_fully_match_the_pattern(bad: str) -> None:
     failure = only_failure(validate_identities(one_row(email=bad)))
     assert (failure["column"], failure["check"]) == ("email", "email_pattern")
@@ -199,9 +201,16 @@ def test_phone_accepts_e164(good: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["4155550100", "+1 415 555 0100", "+0123", "+1234567890123456", "+1٤١٥٥٥٥٠١٠٠"]
+    "bad", ["+0123", "+1234567890123456", "+1٤١٥٥٥٥٠١٠٠", "+44 (0)20 7946 0000", "+1  415"]
 )
-def test_phone_rejects_anything_but_e164_without_a_region(bad: str) -> None:
+def test_phone_rejects_what_is_not_e164_and_does_not_point_to_phone_region(bad: str) -> None:
+    failure = only_failure(validate_identities(one_row(phone=bad)))
+    assert (failure["column"], failure["check"]) == ("phone", "phone_e164")
+    assert "phone_region" not in failure["message"]  # a region would not make it valid
+
+
+@pytest.mark.parametrize("bad", ["4155550100", "(415) 555-0100", "020 7946 0000"])
+def test_a_national_number_without_a_region_points_to_phone_region(bad: str) -> None:
     failure = only_failure(validate_identities(one_row(phone=bad)))
     assert (failure["column"], failure["check"]) == ("phone", "phone_e164")
     assert "phone_region" in failure["message"]
@@ -261,16 +270,17 @@ def test_flags_accept_real_booleans_and_nulls(values: object) -> None:
     assert validate_identities(df).ok
 
 
-@pytest.mark.parametrize("bad", [1, 0, "true", "False", 1.0])
+@pytest.mark.parametrize("bad", [2, -1, "maybe", "", " yes", 0.5, Decimal("1"), b"1"])
 @pytest.mark.parametrize("flag", ["email_opted_in", "sms_verified"])
-def test_flags_reject_numbers_and_strings(flag: str, bad: object) -> None:
+def test_flags_reject_what_is_not_a_flag_spelling(flag: str, bad: object) -> None:
     df = one_row(email="a@b.co", phone="+14155550100", **{flag: bad})
     failure = only_failure(validate_identities(df))
     assert (failure["column"], failure["check"]) == (flag, f"{flag}_type")
+    assert "yes/no" in failure["message"]  # the accepted spellings are listed
 
 
-def test_integer_flag_column_is_rejected() -> None:
-    df = users("a", email=["a@b.co"], push_opted_in=pd.Series([1]), push_token=["t"])
+def test_integer_flag_column_other_than_0_1_is_rejected() -> None:
+    df = users("a", email=["a@b.co"], push_opted_in=pd.Series([2]), push_token=["t"])
     assert checks_of(validate_identities(df)) == {"push_opted_in_type"}
 
 
@@ -300,7 +310,8 @@ def test_channels_accept_lists_of_valid_items_or_null(cell: object) -> None:
     ("cell", "fragment"),
     [
         ({"channel": "email", "address": "a@b.co"}, "got dict"),
-        ('[{"channel": "email"}]', "got str"),
+        ('{"channel": "email"}', "got dict"),
+        ("[oops", "not valid JSON"),
         (["email"], "channels[0] must be an object"),
     ],
 )
@@ -399,17 +410,17 @@ def dup_table() -> pd.DataFrame:
 
 
 def test_duplicate_users_maps_wire_ids_to_positions_of_repeated_users() -> None:
-    assert duplicate_users(dup_table(), slice_rows=2) == {"a": [0, 4, 6], "7": [1, 3]}
+    assert duplicate_users(dup_table(), ReadSpec(rows=2)) == {"a": [0, 4, 6], "7": [1, 3]}
 
 
 def test_duplicate_users_reads_parquet_id_column(tmp_path: Path) -> None:
     path = f"{tmp_path}/ids.parquet"
     pq.write_table(pa.table({"external_user_id": ["x", "y", "x"], "email": ["a@b.co"] * 3}), path)
-    assert duplicate_users(path, slice_rows=1) == {"x": [0, 2]}
+    assert duplicate_users(path, ReadSpec(rows=1)) == {"x": [0, 2]}
 
 
 def test_duplicate_users_leave_out_invalid_ids() -> None:
-    assert duplicate_users(users(None, None, " ", " "), slice_rows=10) == {}
+    assert duplicate_users(users(None, None, " ", " "), ReadSpec(rows=10)) == {}
 
 
 def test_duplicates_error_invalidates_every_row_naming_the_others() -> None:

@@ -81,12 +81,24 @@ class SizeLimit:
 def chunk_events(
     batches: Iterable[WireBatch], batch_size: int, limit: SizeLimit
 ) -> Iterator[Request]:
-    """Group events into batch requests of at most ``batch_size`` events that fit ``limit``."""
+    """Group events into batch requests of at most ``batch_size`` events that fit ``limit``.
+
+    When the input breaks part way, the events read before the break still go out.
+    """
     positions: list[int] = []
     parts: list[bytes] = []
     times: list[int] = []
     size = _EMPTY_BODY
-    for batch in batches:
+    source = iter(batches)
+    while True:
+        try:
+            batch = next(source, None)
+        except Exception:
+            if parts:
+                yield Request(EVENTS_PATH, positions, parts, times=times)
+            raise
+        if batch is None:
+            break
         stamps = batch.times.tolist() if batch.times is not None else [0] * len(batch)
         for pos, row, ms in zip(batch.positions, batch.bodies, stamps, strict=True):
             too_big = parts and not limit.fits(size + len(row) + 1)

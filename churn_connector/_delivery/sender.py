@@ -220,8 +220,10 @@ class Sender:
 
         Requests that share a ``key`` (one user's identifies) are never in flight together
         and go out in their input order; a held request waits while others overtake it.
-        On any exception (an interrupt included) the poster is stopped, requests in flight
-        are abandoned, and the exception propagates.
+        When the source of requests fails (a file breaking part way), the requests in flight
+        finish first, so what was delivered is known; on any other exception (an interrupt
+        included) the poster is stopped, requests in flight are abandoned, and the exception
+        propagates.
         """
         inbox: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
         done: queue.SimpleQueue[_Work] = queue.SimpleQueue()
@@ -235,9 +237,17 @@ class Sender:
             worker.start()
         feeder = _Feeder(requests, 4 * self.concurrency)
         in_flight = 0
+        source_failed: Exception | None = None
         try:
             while True:
-                while in_flight < 2 * self.concurrency and (req := feeder.take()) is not None:
+                while source_failed is None and in_flight < 2 * self.concurrency:
+                    try:
+                        req = feeder.take()
+                    except Exception as exc:  # the input broke: let what is in flight land
+                        source_failed = exc
+                        break
+                    if req is None:
+                        break
                     inbox.put(_Work(req))
                     in_flight += 1
                 if not in_flight:
@@ -247,6 +257,8 @@ class Sender:
                 feeder.release(item.request)
                 if item.error is not None:
                     raise item.error
+            if source_failed is not None:
+                raise source_failed
         except BaseException as exc:
             self.abandon(_reason_of(exc), done, in_flight)
             raise

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from .._inputs import DEFAULT_SLICE_ROWS
+from .._options import pairs
 from .._stream import batches, report
-from .._types import DataSource, ExtraColumns
+from .._types import DataSource, Decimals, EpochUnit, ExtraColumns
 from .._validation import ValidationReport
 from .options import EventOptions
 from .stream import EventStream
@@ -23,6 +24,11 @@ def event_options(
     namespace: str | None = None,
     id_columns: Sequence[str] | None = None,
     slice_rows: int = DEFAULT_SLICE_ROWS,
+    rename: Mapping[str, str] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+    encoding: str = "utf-8",
+    decimals: Decimals = "error",
+    epoch_unit: EpochUnit | None = None,
 ) -> EventOptions:
     """The validated options object of the public keyword arguments."""
     return EventOptions(
@@ -32,6 +38,11 @@ def event_options(
         namespace=namespace,
         id_columns=tuple(id_columns) if id_columns is not None else None,
         slice_rows=slice_rows,
+        rename=pairs("rename", rename),
+        dtypes=pairs("dtypes", dtypes),
+        encoding=encoding,
+        decimals=decimals,
+        epoch_unit=epoch_unit,
     )
 
 
@@ -44,12 +55,21 @@ def validate_events(
     namespace: str | None = None,
     id_columns: Sequence[str] | None = None,
     slice_rows: int = DEFAULT_SLICE_ROWS,
+    rename: Mapping[str, str] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+    encoding: str = "utf-8",
+    decimals: Decimals = "error",
+    epoch_unit: EpochUnit | None = None,
 ) -> ValidationReport:
     """Check every row of an events table against the contract; nothing is sent.
 
     ``now`` anchors the time window (default: the current UTC time); naive timestamps are
-    invalid unless ``naive_timezone`` names their zone. Exact duplicate rows (same message
-    id) are valid but counted: they would be sent once.
+    invalid unless ``naive_timezone`` names their zone, epoch numbers unless ``epoch_unit``
+    says what they count. ``rename`` maps source columns to ours (``{"EVENT_TYPE":
+    "event_type"}``); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
+    ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
+    (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
+    are valid but counted: they would be sent once.
     """
     options = event_options(
         now=now,
@@ -58,6 +78,11 @@ def validate_events(
         namespace=namespace,
         id_columns=id_columns,
         slice_rows=slice_rows,
+        rename=rename,
+        dtypes=dtypes,
+        encoding=encoding,
+        decimals=decimals,
+        epoch_unit=epoch_unit,
     )
     return report(EventStream(data, options))
 
@@ -71,6 +96,11 @@ def events_to_wire(
     namespace: str | None = None,
     id_columns: Sequence[str] | None = None,
     slice_rows: int = DEFAULT_SLICE_ROWS,
+    rename: Mapping[str, str] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+    encoding: str = "utf-8",
+    decimals: Decimals = "error",
+    epoch_unit: EpochUnit | None = None,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
     options = event_options(
@@ -80,6 +110,11 @@ def events_to_wire(
         namespace=namespace,
         id_columns=id_columns,
         slice_rows=slice_rows,
+        rename=rename,
+        dtypes=dtypes,
+        encoding=encoding,
+        decimals=decimals,
+        epoch_unit=epoch_unit,
     )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)

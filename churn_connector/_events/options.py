@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from .._exceptions import ConfigurationError
-from .._options import TableOptions, utc_now
+from .._options import TableOptions, one_of, utc_now
+from .._types import EpochUnit
 
 WIRE_FIELDS = ("context", "event_type", "external_user_id", "occurred_at", "properties")
 _NESTED = ("properties.", "context.")
@@ -17,15 +18,19 @@ class EventOptions(TableOptions):
     """How events are validated and turned into wire objects (immutable, validated).
 
     ``now`` anchors the accepted time window (default: when the options are made);
-    ``namespace`` salts hashed message ids; ``id_columns`` restricts what they hash.
+    ``namespace`` salts hashed message ids; ``id_columns`` restricts what they hash;
+    ``epoch_unit`` lets ``occurred_at`` hold epoch numbers of that unit.
     """
 
     now: Any = None  # becomes a UTC pd.Timestamp
     namespace: str | None = None
     id_columns: tuple[str, ...] | None = None
+    epoch_unit: EpochUnit | None = None  # what an epoch number in occurred_at counts
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.epoch_unit is not None:
+            one_of("epoch_unit", self.epoch_unit, get_args(EpochUnit))
         object.__setattr__(self, "now", utc_now(self.now))
         if self.namespace is not None and not isinstance(self.namespace, str):
             raise ConfigurationError(f"namespace must be a string, not {self.namespace!r}")

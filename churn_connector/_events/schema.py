@@ -12,12 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-import pandera.pandas as pa
 
 from .. import _columns
-from .._schema import EXPLAIN_KEY, OWNERS_KEY, SchemaBuilder, message, unknown_column
-from .._types import ExtraColumns
-from .._values import InexactValue, object_value
+from .._pandera import pa
+from .._schema import (
+    EXPLAIN_KEY,
+    OWNERS_KEY,
+    TIMESTAMPS_KEY,
+    SchemaBuilder,
+    message,
+    unknown_column,
+)
+from .._types import Decimals, EpochUnit, ExtraColumns
+from .._values import InexactValue, ValueRules, object_value
 from .options import EventOptions
 
 EVENT_TYPE_PATTERN = r"[a-z0-9]+(?:_[a-z0-9]+)*"
@@ -31,20 +38,29 @@ def events_schema(
     now: Any = None,
     naive_timezone: str | None = None,
     extra_columns: ExtraColumns = "error",
+    epoch_unit: EpochUnit | None = None,
+    decimals: Decimals = "error",
 ) -> pa.DataFrameSchema:
     """The pandera schema of a raw events table (see PRODUCT.md's events table).
 
     ``now`` anchors the accepted time window (default: the current UTC time).
-    ``extra_columns="ignore"`` lets unknown columns through (they are never sent).
+    ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
+    ``epoch_unit`` and ``decimals`` work as for ``validate_events``.
     """
-    options = EventOptions(now=now, naive_timezone=naive_timezone, extra_columns=extra_columns)
+    options = EventOptions(
+        now=now,
+        naive_timezone=naive_timezone,
+        extra_columns=extra_columns,
+        epoch_unit=epoch_unit,
+        decimals=decimals,
+    )
     return build_schema(options)
 
 
 def build_schema(options: EventOptions) -> pa.DataFrameSchema:
     """The events schema for validated options."""
-    tz = options.naive_timezone
-    checks = SchemaBuilder(tz, options.now)
+    tz = options.rules
+    checks = SchemaBuilder(tz, options.now, options.epoch_unit)
     message_id_checks = [
         checks.add(
             "message_id_type",
@@ -92,7 +108,7 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
         _FLAT_CONTEXT: checks.flat_column("context"),
     }
     checks.owners["context_reserved_column"] = "context.$message_id"
-    checks.explain["column_in_schema"] = unknown_column("properties")
+    checks.explain["column_in_schema"] = unknown_column("properties", columns)
     return pa.DataFrameSchema(
         columns,
         strict=options.extra_columns == "error",
@@ -107,13 +123,17 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
             ),
         ],
         name="events",
-        metadata={EXPLAIN_KEY: checks.explain, OWNERS_KEY: checks.owners},
+        metadata={
+            EXPLAIN_KEY: checks.explain,
+            OWNERS_KEY: checks.owners,
+            TIMESTAMPS_KEY: checks.timestamps,
+        },
     )
 
 
-def _object_or_empty(value: Any, naive_timezone: str | None) -> dict[str, Any]:
+def _object_or_empty(value: Any, rules: ValueRules) -> dict[str, Any]:
     """The object a cell holds (dict or JSON string); {} when it holds none."""
     try:
-        return object_value(value, "context", naive_timezone)
+        return object_value(value, "context", rules)
     except InexactValue:
         return {}

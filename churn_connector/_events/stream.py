@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._inputs import iter_frames
+from .._schema import timestamp_cache
 from .._stream import Kind, SliceStream, WireBatch, paused_gc
 from .._types import DataSource, RowState
 from .options import EventOptions
@@ -73,13 +74,14 @@ class EventStream(SliceStream):
 
     def __init__(self, data: DataSource, options: EventOptions) -> None:
         super().__init__(build_schema(options))
+        self._timestamps = timestamp_cache(self.schema)
         self.data = data
         self.options = options
         self.duplicates = 0
         self._seen = SeenIds()
 
     def slices(self) -> Iterator[pd.DataFrame]:
-        return iter_frames(self.data, self.options.slice_rows)
+        return iter_frames(self.data, self.options.reading)
 
     def process(self, df: pd.DataFrame) -> WireBatch:
         """Validate and convert one slice; return the events to send (first of each id)."""
@@ -88,9 +90,10 @@ class EventStream(SliceStream):
 
     def _process(self, df: pd.DataFrame) -> WireBatch:
         n = len(df)
+        times = self._times(df)
         begun = self.begin(df)
         start, valid = begun.start, begun.valid
-        wire = build_events(begun.work, self.options)
+        wire = build_events(begun.work, self.options, None if times is None else times[valid])
         ids: list[str | None] = [None] * n
         for i, mid in zip(valid.tolist(), wire.ids, strict=True):
             ids[i] = mid
@@ -112,6 +115,13 @@ class EventStream(SliceStream):
             content[kept],
             times=wire.ms[kept],
         )
+
+    def _times(self, df: pd.DataFrame) -> np.ndarray | None:
+        """occurred_at in epoch ms, normalised once: the schema's checks reuse the result."""
+        column = df["occurred_at"] if "occurred_at" in df.columns else None
+        if self._timestamps is None or not isinstance(column, pd.Series):
+            return None
+        return self._timestamps(column).ms
 
     def _repeat(self, pos: int, first: int, mid: str, *, same_content: bool) -> None:
         """A row whose message id an earlier row already has: a duplicate or a conflict."""

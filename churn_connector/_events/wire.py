@@ -58,18 +58,24 @@ def _id_payload(event: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]
     return out
 
 
-def build_events(work: pd.DataFrame, options: EventOptions) -> WireEvents:
-    """Wire events for validated rows of ``work`` (a RangeIndex frame)."""
-    tz = options.naive_timezone
+def build_events(
+    work: pd.DataFrame, options: EventOptions, ms: np.ndarray | None = None
+) -> WireEvents:
+    """Wire events for validated rows of ``work`` (a RangeIndex frame).
+
+    ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
+    """
+    rules = options.rules
     n = len(work)
     if n == 0:
         return WireEvents([], [], [], [], np.empty(0, dtype=np.int64))
     user_ids = _columns.ids_to_wire(work["external_user_id"])
     event_types = work["event_type"].tolist()
-    ms = _timestamps.normalize(work["occurred_at"], tz).ms
+    if ms is None:
+        ms = _timestamps.normalize(work["occurred_at"], rules.naive_timezone, options.epoch_unit).ms
     times = _timestamps.format_ms(ms)
-    properties = _columns.merged_objects(work, "properties", tz)
-    context = _columns.merged_objects(work, "context", tz)
+    properties = _columns.merged_objects(work, "properties", rules)
+    context = _columns.merged_objects(work, "context", rules)
     events = [
         {
             "context": c,

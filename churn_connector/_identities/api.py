@@ -2,14 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .._inputs import DEFAULT_SLICE_ROWS
+from .._options import pairs
 from .._stream import report
-from .._types import DataSource, Duplicates, ExtraColumns
+from .._types import DataSource, Decimals, Duplicates, ExtraColumns
 from .._validation import ValidationReport
 from .options import IdentityOptions
 from .stream import IdentityStream
+
+
+def identity_options(
+    *,
+    naive_timezone: str | None = None,
+    extra_columns: ExtraColumns = "error",
+    phone_region: str | None = None,
+    duplicates: Duplicates = "error",
+    slice_rows: int = DEFAULT_SLICE_ROWS,
+    rename: Mapping[str, str] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+    encoding: str = "utf-8",
+    decimals: Decimals = "error",
+) -> IdentityOptions:
+    """The validated options object of the public keyword arguments."""
+    return IdentityOptions(
+        naive_timezone=naive_timezone,
+        extra_columns=extra_columns,
+        phone_region=phone_region,
+        duplicates=duplicates,
+        slice_rows=slice_rows,
+        rename=pairs("rename", rename),
+        dtypes=pairs("dtypes", dtypes),
+        encoding=encoding,
+        decimals=decimals,
+    )
 
 
 def validate_identities(
@@ -20,18 +48,27 @@ def validate_identities(
     phone_region: str | None = None,
     duplicates: Duplicates = "error",
     slice_rows: int = DEFAULT_SLICE_ROWS,
+    rename: Mapping[str, str] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+    encoding: str = "utf-8",
+    decimals: Decimals = "error",
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
+    ``rename``, ``dtypes``, ``encoding`` and ``decimals`` work as for ``validate_events``.
     """
-    options = IdentityOptions(
+    options = identity_options(
         naive_timezone=naive_timezone,
         extra_columns=extra_columns,
         phone_region=phone_region,
         duplicates=duplicates,
         slice_rows=slice_rows,
+        rename=rename,
+        dtypes=dtypes,
+        encoding=encoding,
+        decimals=decimals,
     )
     return report(IdentityStream(data, options))
 
@@ -44,14 +81,22 @@ def identities_to_wire(
     phone_region: str | None = None,
     duplicates: Duplicates = "error",
     slice_rows: int = DEFAULT_SLICE_ROWS,
+    rename: Mapping[str, str] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+    encoding: str = "utf-8",
+    decimals: Decimals = "error",
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
-    options = IdentityOptions(
+    options = identity_options(
         naive_timezone=naive_timezone,
         extra_columns=extra_columns,
         phone_region=phone_region,
         duplicates=duplicates,
         slice_rows=slice_rows,
+        rename=rename,
+        dtypes=dtypes,
+        encoding=encoding,
+        decimals=decimals,
     )
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

@@ -1,8 +1,11 @@
 """Channel items (contract 2.3) and the convenience columns that build them (2.4).
 
 Shared by the schema (which checks them) and the wire (which builds them), so both read a
-row the same way. Nothing is coerced: flags must be real booleans, phones E.164 (or, with
-``phone_region``, a number ``phonenumbers`` validates, normalised to E.164).
+row the same way. CRM exports spell things their own way; what is unambiguous is read:
+flags as booleans, integer 0/1 or the words true/false, t/f, yes/no, y/n, 1/0 (any case);
+E.164 numbers written with a leading ``+`` and spaces, dots, dashes or parentheses between
+digit groups (national numbers only with ``phone_region``, which ``phonenumbers`` decides);
+emails without surrounding white space (case kept); ``channels`` as a list or as JSON text.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ import re
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 import phonenumbers
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from .. import _columns
 from .._types import CHANNELS
 from .._values import is_missing
 from .options import ADDRESS_COLUMNS, E164_PATTERN, EMAIL_PATTERN, ITEM_FIELDS, PUSH_COLUMNS
@@ -24,6 +29,99 @@ _E164 = re.compile(E164_PATTERN)
 # a local number may hold digits and punctuation only: letters (vanity numbers, "ext")
 # would be translated or dropped by phonenumbers, which is guessing
 _PHONE_CHARS = re.compile(r"[\d\s()+\-./]+")
+# '+', the country code, then digit groups, each after at most one space, dot or dash and
+# optionally in parentheses; "(0)", a national trunk prefix (+44 (0)20 ...), is refused
+_WRITTEN_E164 = r"^\+[0-9]+(?:[ .\-]?(?:\([0-9]+\)|[0-9]+))*$"
+TRUE_WORDS = ("true", "t", "yes", "y", "1")
+FALSE_WORDS = ("false", "f", "no", "n", "0")
+FLAG_SPELLINGS = "true/false, t/f, yes/no, y/n, 1/0 (any case), or a boolean"
+_FLAG_KINDS = (bool, np.bool_, int, np.integer, float, np.floating, str)
+
+
+def _strings(s: pd.Series) -> pa.Array:
+    """The column as Arrow strings, null where a cell is not a str."""
+    if pd.api.types.is_object_dtype(s.dtype):
+        values = [v if isinstance(v, str) else None for v in s.tolist()]
+        try:
+            return pa.array(values, pa.string())
+        except (UnicodeEncodeError, pa.ArrowException):
+            values = [v if v is None or v.isascii() or _encodes(v) else None for v in values]
+            return pa.array(values, pa.string())
+    arr = pa.array(s, pa.string(), from_pandas=True)
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _bools(arr: pa.Array) -> np.ndarray:
+    return arr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)  # type: ignore[no-any-return]
+
+
+def flag_values(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(value, ok) per cell of a flag column; null cells are ok (and False)."""
+    null = s.isna().to_numpy(dtype=bool)
+    dtype = s.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return s.fillna(False).to_numpy(dtype=bool), np.ones(len(s), dtype=bool)
+    if pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_float_dtype(dtype):
+        # floats too: an integer column with nulls arrives as float (1.0 / 0.0)
+        v = s.to_numpy(dtype="float64", na_value=0.0)
+        return v == 1, null | (v == 0) | (v == 1)
+    if pd.api.types.is_object_dtype(dtype):
+        values = s.tolist()
+        # a number or a bool is a spelling by its value; Decimals, bytes and others are not
+        kinds = np.array([isinstance(v, _FLAG_KINDS) for v in values], dtype=bool)
+        text = [
+            None if not k else v if isinstance(v, str) else _number_word(v)
+            for v, k in zip(values, kinds, strict=True)
+        ]
+        arr = pa.array(text, pa.string())
+    else:
+        kinds = np.ones(len(s), dtype=bool)
+        arr = _strings(s)
+    low = pc.utf8_lower(arr)
+    is_true = _bools(pc.is_in(low, pa.array(TRUE_WORDS)))
+    is_false = _bools(pc.is_in(low, pa.array(FALSE_WORDS)))
+    return is_true, null | (kinds & (is_true | is_false))
+
+
+def _number_word(value: Any) -> str | None:
+    if isinstance(value, bool | np.bool_):
+        return "true" if value else "false"
+    if value == 1:
+        return "1"
+    return "0" if value == 0 else None
+
+
+def phone_addresses(s: pd.Series, region: str | None) -> list[str | None]:
+    """Wire addresses of a phone column: E.164 (punctuation removed), or a national number
+    valid in ``region``; None where null, not a string, or not a valid number."""
+    arr = _strings(s)
+    digits = pc.replace_substring_regex(arr, r"[ .\-()]", "")
+    written = pc.and_(
+        pc.match_substring_regex(arr, _WRITTEN_E164),
+        pc.match_substring_regex(digits, "^" + E164_PATTERN + "$"),
+    )
+    ok = _bools(pc.and_(written, pc.invert(pc.match_substring(arr, "(0)"))))
+    out: list[str | None] = digits.to_pylist()
+    if region is None:
+        return [v if k else None for v, k in zip(out, ok, strict=True)]
+    texts = arr.to_pylist()
+    return [
+        v if k else None if text is None else local_phone(text, region)
+        for v, k, text in zip(out, ok, texts, strict=True)
+    ]
+
+
+def email_addresses(s: pd.Series) -> list[str | None]:
+    """An email column with surrounding white space trimmed (case kept); None where null."""
+    return pc.utf8_trim_whitespace(_strings(s)).to_pylist()  # type: ignore[no-any-return]
 
 
 def local_phone(value: str, region: str) -> str | None:
@@ -97,8 +195,24 @@ def _item_problems(item: dict[Any, Any], where: str) -> list[str]:
     return problems
 
 
+class _NotJson:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def channels_cell(value: Any) -> Any:
+    """A ``channels`` cell as items: JSON text (CSV exports) is read like ``traits``."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return _NotJson(str(exc))
+
+
 def channels_problems(value: Any) -> list[str]:
     """Every problem of one ``channels`` cell's items (non-list cells: see channels_type)."""
+    value = channels_cell(value)
     if not is_list(value):
         return []
     problems: list[str] = []
@@ -109,6 +223,9 @@ def channels_problems(value: Any) -> list[str]:
 
 
 def channels_shape(value: Any) -> str | None:
+    value = channels_cell(value)
+    if isinstance(value, _NotJson):
+        return f"channels is text but not valid JSON ({value.reason})"
     if not is_list(value):
         return f"channels must be a list of channel items, got {type(value).__name__}"
     for i, item in enumerate(value):
@@ -123,6 +240,7 @@ def explicit_items(df: pd.DataFrame) -> list[list[dict[str, Any]]]:
         return [[] for _ in range(len(df))]
     out: list[list[dict[str, Any]]] = []
     for cell in df["channels"].tolist():
+        cell = channels_cell(cell)
         items = cell if is_list(cell) else []
         out.append([_plain(_present(i)) for i in items if isinstance(i, dict)])
     return out
@@ -138,20 +256,19 @@ def _plain(item: dict[Any, Any]) -> dict[str, Any]:
 
 def _addresses(s: pd.Series, channel: str, region: str | None) -> list[str | None]:
     """Wire addresses of one convenience column; None where null or not a string."""
-    values = [v if isinstance(v, str) else None for v in s.tolist()]
-    if channel != "sms" or region is None:
-        return [None if v is None else str(v) for v in values]
-    e164 = _columns.fullmatch(s, E164_PATTERN).to_numpy(dtype=bool)
-    return [
-        None if v is None else str(v) if e164[i] else local_phone(v, region)
-        for i, v in enumerate(values)
-    ]
+    if channel == "sms":
+        return phone_addresses(s, region)
+    if channel == "email":
+        return email_addresses(s)
+    return [v if isinstance(v, str) else None for v in s.tolist()]
 
 
 def _flags(df: pd.DataFrame, column: str) -> list[bool | None]:
     if column not in df.columns:
         return [None] * len(df)
-    return [None if is_missing(v) else bool(v) for v in df[column].tolist()]
+    values, _ = flag_values(df[column])
+    null = df[column].isna().to_numpy(dtype=bool)
+    return [None if n else bool(v) for v, n in zip(values.tolist(), null, strict=True)]
 
 
 def convenience_items(df: pd.DataFrame, region: str | None) -> list[list[dict[str, Any]]]:

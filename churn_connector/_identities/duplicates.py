@@ -6,34 +6,27 @@ them up front makes every slice size give the same result.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pandas as pd
 import pyarrow
 
 from .. import _columns
-from .._inputs import iter_frames
+from .._inputs import ReadSpec, iter_frames
 from .._types import DataSource
 from .options import USER_ID
 
 
-def replayable(data: DataSource) -> DataSource:
-    """One-shot iterators (generators of DataFrames) are kept so they can be read twice."""
-    return list(data) if isinstance(data, Iterator) else data
-
-
-def duplicate_users(data: DataSource, slice_rows: int) -> dict[str, list[int]]:
+def duplicate_users(data: DataSource, reading: ReadSpec) -> dict[str, list[int]]:
     """Wire user id -> row positions (0-based, ascending), for users with two rows or more.
 
     Reads only ``external_user_id`` where the input allows; rows whose id is invalid are
-    left out (validation reports them). ``data`` is read again later, so it must not be a
-    one-shot iterator.
+    left out (validation reports them). ``data`` is read again later, so it must be
+    replayable (``_inputs.replayable``).
     """
     ids: list[pyarrow.Array] = []
     positions: list[np.ndarray] = []
     offset = 0
-    for df in iter_frames(data, slice_rows, columns=[USER_ID]):
+    for df in iter_frames(data, reading, columns=[USER_ID]):
         if USER_ID in df.columns:
             s = df[USER_ID]
             ok = (_columns.id_type_ok(s) & s.notna() & _columns.not_blank(s)).to_numpy(bool)

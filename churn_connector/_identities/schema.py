@@ -7,22 +7,23 @@ from typing import Any, cast
 
 import numpy as np
 import pandas as pd
-import pandera.pandas as pa
 
 from .. import _columns
+from .._pandera import pa
 from .._schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
 from .._types import CHANNELS, ExtraColumns
 from .channels import (
+    FLAG_SPELLINGS,
     channels_problems,
     channels_shape,
+    email_addresses,
+    flag_values,
     has_both_push_columns,
-    is_flag,
-    local_phone,
     no_duplicate_items,
+    phone_addresses,
 )
 from .options import (
     ADDRESS_COLUMNS,
-    E164_PATTERN,
     EMAIL_PATTERN,
     FLAGS,
     PUSH_COLUMNS,
@@ -41,13 +42,17 @@ _CHECK_COLUMN = {
 }
 
 
-def _bools_ok(s: pd.Series) -> pd.Series:
-    """bool/boolean dtypes, or object cells holding real booleans; 0/1 and 'true' are not."""
-    if pd.api.types.is_bool_dtype(s.dtype):
-        return pd.Series(True, index=s.index)
-    if s.dtype == object:
-        return _columns.elementwise(s, is_flag)
-    return s.isna()
+def _flags_ok(s: pd.Series) -> pd.Series:
+    """Booleans, integer (or float) 0/1, or the flag words; see ``channels.flag_values``."""
+    return pd.Series(flag_values(s)[1], index=s.index)
+
+
+def _emails_ok(s: pd.Series) -> pd.Series:
+    """Valid addresses once surrounding white space is trimmed (non-strings pass here)."""
+    trimmed = pd.Series(email_addresses(s), index=s.index, dtype=object)
+    matched = _columns.fullmatch(trimmed, EMAIL_PATTERN).to_numpy(dtype=bool)
+    is_str = s.map(lambda v: isinstance(v, str)).to_numpy(dtype=bool)
+    return pd.Series(matched | ~is_str, index=s.index)
 
 
 def _channel_in(s: pd.Series) -> pd.Series:
@@ -65,18 +70,23 @@ def _strings(checks: SchemaBuilder, prefix: str) -> pa.Check:
 
 def _phone_column(checks: SchemaBuilder, region: str | None) -> pa.Column:
     def ok(s: pd.Series) -> pd.Series:
-        matched = _columns.fullmatch(s, E164_PATTERN)
-        if region is None:
-            return matched
-        for i in np.flatnonzero(~matched.to_numpy(dtype=bool)):
-            matched.iloc[int(i)] = local_phone(s.iloc[i], region) is not None
-        return matched
+        found = np.array([a is not None for a in phone_addresses(s, region)], dtype=bool)
+        is_str = s.map(lambda v: isinstance(v, str)).to_numpy(dtype=bool)
+        return pd.Series(found | ~is_str, index=s.index)
 
     def explain(column: str | None, value: Any) -> str:
+        international = isinstance(value, str) and value.lstrip().startswith("+")
+        if international and region is None:
+            return (
+                f"phone {value!r} is not an E.164 number: + and the country code, then 2-15 "
+                "digits in all (spaces, dots, dashes and parentheses between groups are "
+                "fine, a trunk (0) is not: +44 20 7946 0000, not +44 (0)20 7946 0000)"
+            )
         if region is None:
             return (
-                f"phone {value!r} is not E.164 (+ and 2-15 digits, e.g. +14155550100); for "
-                "local numbers of one country pass phone_region='US' (its ISO code)"
+                f"phone {value!r} has no +country code: write it in E.164 (e.g. "
+                "+14155550100), or pass phone_region='US' (the ISO code of its country) to "
+                "read national numbers"
             )
         return (
             f"phone {value!r} is neither E.164 (e.g. +14155550100) nor a valid phone number "
@@ -115,11 +125,10 @@ def _flag_column(checks: SchemaBuilder, flag: str) -> pa.Column:
         checks=[
             checks.add(
                 f"{flag}_type",
-                _bools_ok,
+                _flags_ok,
                 lambda c, v: (
-                    f"{c} must be true, false or empty, got {v!r} ({type(v).__name__}); "
-                    "0/1 and 'true'/'false' strings are not read as booleans: cast the column "
-                    "to bool or boolean"
+                    f"{c} must be a flag or empty, got {v!r} ({type(v).__name__}); accepted: "
+                    f"{FLAG_SPELLINGS}"
                 ),
             )
         ],
@@ -217,12 +226,12 @@ def identities_schema(
 def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:
     """The identities schema for validated options."""
     region = options.phone_region
-    checks = SchemaBuilder(options.naive_timezone)
+    checks = SchemaBuilder(options.rules)
     email_checks = [
         _strings(checks, "email"),
         checks.add(
             "email_pattern",
-            lambda s: _columns.fullmatch(s, EMAIL_PATTERN),
+            _emails_ok,
             lambda c, v: f"email {v!r} is not a valid email address (name@domain.tld)",
         ),
     ]
@@ -245,7 +254,7 @@ def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:
         **{flag: _flag_column(checks, flag) for flag in FLAGS},
         "channels": _channels_column(checks),
     }
-    checks.explain["column_in_schema"] = unknown_column("traits")
+    checks.explain["column_in_schema"] = unknown_column("traits", columns)
     return pa.DataFrameSchema(
         columns,
         strict=options.extra_columns == "error",

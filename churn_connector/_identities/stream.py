@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._inputs import iter_frames
+from .._inputs import iter_frames, replayable
 from .._stream import Kind, SliceStream, WireBatch
 from .._types import DataSource, RowState
-from .duplicates import duplicate_users, replayable
-from .options import FLAGS, USER_ID, IdentityOptions
+from .duplicates import duplicate_users
+from .options import USER_ID, IdentityOptions
 from .schema import build_schema
 from .wire import body_bytes, build_identities
 
@@ -30,16 +30,16 @@ class IdentityStream(SliceStream):
 
     def __init__(self, data: DataSource, options: IdentityOptions) -> None:
         super().__init__(build_schema(options))
-        # read twice (the id pre-pass, then the slices): a one-shot iterator is kept
+        # read twice (the id pre-pass, then the slices): one-shot sources are spooled
         self.data = replayable(data)
         self.options = options
-        users = duplicate_users(self.data, options.slice_rows)
+        users = duplicate_users(self.data, options.reading)
         self._users = {u: sorted(ps) for u, ps in users.items()}
         self._user_at = {p: u for u, ps in self._users.items() for p in ps}
         self._dup_positions = np.array(sorted(self._user_at), dtype=np.int64)
 
     def slices(self) -> Iterator[pd.DataFrame]:
-        return iter_frames(self.data, self.options.slice_rows, text_booleans=FLAGS)
+        return iter_frames(self.data, self.options.reading)
 
     def process(self, df: pd.DataFrame) -> WireBatch:
         """Validate and convert one slice; return one identify body per row to send."""

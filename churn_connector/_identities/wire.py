@@ -21,9 +21,8 @@ def build_identities(work: pd.DataFrame, options: IdentityOptions) -> list[dict[
     n = len(work)
     if n == 0:
         return []
-    tz = options.naive_timezone
     user_ids = _columns.ids_to_wire(work[USER_ID])
-    traits = _columns.merged_objects(work, "traits", tz)
+    traits = _columns.merged_objects(work, "traits", options.rules)
     preferred = work["preferred_channel"].tolist() if "preferred_channel" in work else [None] * n
     explicit = explicit_items(work)
     convenience = convenience_items(work, options.phone_region)

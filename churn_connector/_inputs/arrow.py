@@ -1,0 +1,148 @@
+"""Arrow-native inputs -> record batches -> pandas slices that keep every value's meaning.
+
+Accepted: ``pyarrow.Table``, ``RecordBatch`` and ``RecordBatchReader``; a polars ``LazyFrame``
+(run on its streaming engine, batch by batch); anything that exports the Arrow PyCapsule
+stream interface (``__arrow_c_stream__``: polars DataFrames, DuckDB relations, ADBC results).
+Streams are read once, in batches, never materialised whole. A pandas DataFrame also has
+``__arrow_c_stream__`` in pandas 3, but exporting it would lose its index (the row labels),
+so the caller checks for pandas first.
+
+Conversion keeps meaning: nullable integers stay integers, time zones stay on timestamps
+wherever they sit (structs, maps and lists included), view types (polars' ``string_view``)
+become their classic layouts, decimals become ``Decimal`` objects with their scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+_ARROW_NULLABLE = {
+    pa.int8(): pd.Int8Dtype(),
+    pa.int16(): pd.Int16Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+    pa.uint8(): pd.UInt8Dtype(),
+    pa.uint16(): pd.UInt16Dtype(),
+    pa.uint32(): pd.UInt32Dtype(),
+    pa.uint64(): pd.UInt64Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+}
+
+
+def _field(field: pa.Field) -> pa.Field:
+    return field.with_type(_classic(field.type))
+
+
+def _classic(t: pa.DataType) -> pa.DataType:
+    """View types -> their classic layouts, which ``to_pandas`` converts everywhere."""
+    types = pa.types
+    if types.is_string_view(t):
+        return pa.large_string()
+    if types.is_binary_view(t):
+        return pa.large_binary()
+    if types.is_list_view(t) or types.is_large_list_view(t) or types.is_large_list(t):
+        return pa.large_list(_field(t.value_field))
+    if types.is_list(t):
+        return pa.list_(_field(t.value_field))
+    if types.is_fixed_size_list(t):
+        return pa.list_(_field(t.value_field), t.list_size)
+    if types.is_struct(t):
+        return pa.struct([_field(f) for f in t])
+    if types.is_map(t):
+        return pa.map_(_field(t.key_field), _field(t.item_field))
+    if types.is_dictionary(t):
+        return pa.dictionary(t.index_type, _classic(t.value_type), t.ordered)
+    return t
+
+
+def _zoned_in_list(t: pa.DataType, *, in_list: bool = False) -> bool:
+    """A tz-aware timestamp inside a list (to_pandas would make it naive datetime64)."""
+    types = pa.types
+    if types.is_timestamp(t):
+        return in_list and t.tz is not None
+    if types.is_struct(t):
+        return any(_zoned_in_list(f.type, in_list=in_list) for f in t)
+    if types.is_map(t):
+        return _zoned_in_list(t.item_type, in_list=in_list)
+    if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t):
+        return _zoned_in_list(t.value_type, in_list=True)
+    return False
+
+
+def arrow_to_pandas(batch: pa.RecordBatch | pa.Table, index: pd.Index) -> pd.DataFrame:
+    """One batch as a DataFrame labelled by ``index``."""
+    schema = pa.schema([_field(f) for f in batch.schema], metadata=batch.schema.metadata)
+    if not schema.equals(batch.schema):
+        batch = batch.cast(schema)
+    options: dict[str, Any] = {"types_mapper": _ARROW_NULLABLE.get, "maps_as_pydicts": "strict"}
+    frame: pd.DataFrame = batch.to_pandas(**options)
+    for i, field in enumerate(batch.schema):
+        if _zoned_in_list(field.type):
+            # per column: timestamp_as_object on the whole batch would also turn top-level
+            # timestamp columns into objects
+            column = batch.column(i).to_pandas(timestamp_as_object=True, **options)
+            frame.isetitem(i, column.to_numpy(dtype=object))
+    return frame.set_axis(index, axis=0)
+
+
+def _rechunk(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for start in range(0, batch.num_rows, rows):
+            yield batch.slice(start, rows)
+
+
+def _is_polars_lazy(data: Any) -> bool:
+    kind = type(data)
+    return kind.__module__.startswith("polars") and kind.__name__ == "LazyFrame"
+
+
+def is_arrow(data: Any) -> bool:
+    """True for inputs this module reads (pandas DataFrames excluded: see the docstring)."""
+    if isinstance(data, pd.DataFrame):
+        return False
+    return (
+        isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader)
+        or _is_polars_lazy(data)
+        or hasattr(data, "__arrow_c_stream__")
+    )
+
+
+def is_one_shot(data: Any) -> bool:
+    """A source that cannot be read twice the same way: a reader (consumed once), a lazy
+    query or a DuckDB relation (each export runs the query again)."""
+    if isinstance(data, pa.Table | pa.RecordBatch | pd.DataFrame):
+        return False
+    module = type(data).__module__
+    if module.startswith("polars") and type(data).__name__ == "DataFrame":
+        return False  # an eager frame: exporting it twice gives the same rows
+    return is_arrow(data)
+
+
+def arrow_batches(data: Any, rows: int) -> tuple[pa.Schema | None, Iterator[pa.RecordBatch]]:
+    """(schema when known up front, batches of at most ``rows``) of an Arrow-native input."""
+    if isinstance(data, pa.Table):
+        return data.schema, iter(data.to_batches(max_chunksize=rows))
+    if isinstance(data, pa.RecordBatch):
+        return data.schema, _rechunk([data], rows)
+    if isinstance(data, pa.RecordBatchReader):
+        return data.schema, _rechunk(data, rows)
+    if _is_polars_lazy(data):
+        return None, _lazy_batches(data, rows)
+    reader = pa.RecordBatchReader.from_stream(data)  # runs a DuckDB query: once only
+    return reader.schema, _rechunk(reader, rows)
+
+
+def _lazy_batches(frame: Any, rows: int) -> Iterator[pa.RecordBatch]:
+    # the streaming engine hands over polars frames of about ``rows`` rows, in order
+    seen = False
+    for part in frame.collect_batches(chunk_size=rows, maintain_order=True):
+        for batch in _rechunk(pa.RecordBatchReader.from_stream(part), rows):
+            seen = True
+            yield batch
+    if not seen:  # no rows: the columns still matter (a missing one is reported)
+        schema = pa.RecordBatchReader.from_stream(frame.head(0).collect()).schema
+        yield pa.RecordBatch.from_pylist([], schema=schema)
