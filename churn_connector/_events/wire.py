@@ -18,6 +18,7 @@ import pandas as pd
 
 from .. import _columns, _timestamps
 from .._values import canonical
+from . import columnar
 from . import ids as _ids
 from .options import EventOptions
 
@@ -80,16 +81,28 @@ def build_events(
 ) -> WireEvents:
     """Wire events for validated rows of ``work`` (a RangeIndex frame).
 
+    Typed flat columns take the column-wise path (``columnar``); the rest (objects, given
+    message ids, ``id_columns``) the per-row one. Both produce the same bytes.
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
     """
+    if len(work) == 0:
+        return WireEvents([], _EMPTY, None, _EMPTY, np.empty(0, dtype=np.int64))
+    if ms is None:
+        tz = options.rules.naive_timezone
+        ms = _timestamps.normalize(work["occurred_at"], tz, options.epoch_unit).ms
+    try:
+        body, digests = columnar.build(work, options, ms)
+    except columnar.Unsupported:
+        return build_events_per_row(work, options, ms)
+    return WireEvents(body, digests, None, digests, ms)
+
+
+def build_events_per_row(work: pd.DataFrame, options: EventOptions, ms: np.ndarray) -> WireEvents:
+    """Wire events row by row, as dicts serialised canonically: any column type."""
     rules = options.rules
     n = len(work)
-    if n == 0:
-        return WireEvents([], _EMPTY, None, _EMPTY, np.empty(0, dtype=np.int64))
     user_ids = _columns.ids_to_wire(work["external_user_id"])
     event_types = work["event_type"].tolist()
-    if ms is None:
-        ms = _timestamps.normalize(work["occurred_at"], rules.naive_timezone, options.epoch_unit).ms
     times = _timestamps.format_ms(ms)
     properties = _columns.merged_objects(work, "properties", rules)
     context = _columns.merged_objects(work, "context", rules)
