@@ -158,32 +158,38 @@ def child_env() -> dict[str, str]:
 
 
 def run_child(cmd: list[str], timeout: float = CHILD_TIMEOUT) -> Child:
-    """Run ``cmd`` to completion; its rusage comes from ``os.wait4`` (this child alone)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd, env=child_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=ROOT
+    """Run ``cmd`` to completion through launch.py, which reports the child's own rusage.
+
+    Started straight from this (large) process, a child's peak RSS would start at ours.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+        launcher = [sys.executable, str(HERE / "launch.py"), str(out), str(err), str(timeout)]
+        done = subprocess.run(
+            [*launcher, "--", *cmd],
+            env=child_env(),
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout + 60,
+            check=False,
         )
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        wall = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        out.seek(0)
-        err.seek(0)
+            usage = orjson.loads(done.stdout)
+        except orjson.JSONDecodeError:
+            raise RuntimeError(
+                f"launch.py failed: {done.stderr.decode(errors='replace')}"
+            ) from None
         return Child(
             cmd=cmd,
-            returncode=proc.returncode,
-            wall_s=wall,
-            user_s=usage.ru_utime,
-            sys_s=usage.ru_stime,
-            maxrss_mib=usage.ru_maxrss / 1024,  # KiB on Linux
-            stdout=out.read().decode(errors="replace"),
-            stderr=err.read().decode(errors="replace"),
-            timed_out=wall >= timeout,
+            returncode=usage["returncode"],
+            wall_s=usage["wall_s"],
+            user_s=usage["user_s"],
+            sys_s=usage["sys_s"],
+            maxrss_mib=usage["maxrss_kib"] / 1024,  # KiB on Linux
+            stdout=out.read_text(errors="replace"),
+            stderr=err.read_text(errors="replace"),
+            timed_out=usage["timed_out"],
         )
 
 
