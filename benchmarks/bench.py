@@ -507,7 +507,7 @@ def cpu(args: argparse.Namespace, report: Report) -> None:
                 kernel.append((b.sys_s - s.sys_s) / (big_n - small_n) * 1e6)
                 startup.append(s.cpu_s)
                 walls.append(b.wall_s)
-            spread = f"{min(marginal):.2f}-{max(marginal):.2f}"
+            spread = f"{min(marginal):.2f} to {max(marginal):.2f}"
             report.add(
                 Row(
                     "cpu",
@@ -515,7 +515,7 @@ def cpu(args: argparse.Namespace, report: Report) -> None:
                     f"{big_n // 1000}k vs 1k rows",
                     statistics.median(marginal),
                     "µs/event",
-                    f"median of {len(marginal)}, spread {spread}; kernel "
+                    f"median of {len(marginal)}, spread {spread}; of which kernel "
                     f"{statistics.median(kernel):.2f}; start-up CPU "
                     f"{statistics.median(startup):.2f} s",
                     details={
