@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 import pandas as pd
+import pyarrow
 
 from ._inputs.csv import ROW_PROBLEMS
 from ._pandera import pa
@@ -33,7 +34,7 @@ class WireBatch:
 
     positions: list[int]
     keys: Sequence[str]  # message ids (events) or user ids: what a ledger records
-    bodies: list[bytes]  # one serialised event, or one whole identify body, per position
+    bodies: pyarrow.BinaryArray | list[bytes]  # serialised events (Arrow), or identify bodies
     content: np.ndarray | None = None  # events: 64-bit content keys (the ledger's digests)
     always_send: set[int] = field(default_factory=set)  # positions a ledger must not skip
     times: np.ndarray | None = None  # events: occurred_at in epoch ms (send-time window)
@@ -44,10 +45,13 @@ class WireBatch:
     def select(self, keep: list[int]) -> WireBatch:
         """The batch restricted to the entries at indices ``keep``."""
         keys = list(self.keys)  # one pass: ids may be formatted as they are read
+        bodies = self.bodies
         return WireBatch(
             [self.positions[i] for i in keep],
             [keys[i] for i in keep],
-            [self.bodies[i] for i in keep],
+            bodies.take(pyarrow.array(keep, pyarrow.int64()))
+            if isinstance(bodies, pyarrow.Array)
+            else [bodies[i] for i in keep],
             None if self.content is None else self.content[keep],
             self.always_send,
             None if self.times is None else self.times[keep],

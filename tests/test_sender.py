@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 import orjson
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import churn_connector as cc
@@ -50,7 +51,7 @@ def book_of(n: int) -> RowBook:
 
 
 def event_request(positions: list[int], names: list[str]) -> Request:
-    parts = [orjson.dumps({"event_type": name}) for name in names]
+    parts = pa.array([orjson.dumps({"event_type": name}) for name in names], pa.binary())
     return Request(EVENTS_PATH, positions, parts)
 
 

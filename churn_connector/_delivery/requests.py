@@ -6,6 +6,10 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .._stream import WireBatch
 
 EVENTS_PATH = "/v1/events/batch"
@@ -18,14 +22,18 @@ class Request:
 
     path: str
     positions: list[int]
-    parts: list[bytes] | None = None  # events: one serialised event per position
+    parts: pa.BinaryArray | None = None  # events: one serialised event per position
     body: bytes | None = None  # identify: the whole body
     parent: int | None = None  # the chunk this is a bisected half of
     key: str | None = None  # requests with one key are sent one at a time, in order
-    times: list[int] | None = None  # events: occurred_at (epoch ms) per position
+    times: np.ndarray | None = None  # events: occurred_at (epoch ms) per position
+    number: int | None = None  # its chunk number, given in input order when it is queued
 
     def payload(self) -> bytes:
-        return self.body if self.body is not None else batch_body(self.parts or [])
+        if self.body is not None:
+            return self.body
+        assert self.parts is not None
+        return batch_body(self.parts)
 
     def select(self, keep: Sequence[int], parent: int | None = None) -> Request:
         """The events request restricted to the entries at indices ``keep``."""
@@ -33,26 +41,32 @@ class Request:
         return Request(
             self.path,
             [self.positions[i] for i in keep],
-            [self.parts[i] for i in keep],
+            self.parts.take(pa.array(keep, pa.int64())),
             parent=parent,
-            times=None if self.times is None else [self.times[i] for i in keep],
+            times=None if self.times is None else self.times[list(keep)],
         )
 
     def halves(self, parent: int | None) -> list[Request]:
         """The two halves of an events request: to isolate what the API refused, or to fit."""
         assert self.parts is not None
         half = len(self.parts) // 2
-        return [
-            self.select(range(lo, hi), parent) for lo, hi in ((0, half), (half, len(self.parts)))
-        ]
+        bounds = ((0, half), (half, len(self.parts)))
+        return [self.select(range(lo, hi), parent) for lo, hi in bounds]
 
 
-def batch_body(rows: Sequence[bytes]) -> bytes:
-    """``{"events":[...]}`` from already-serialised events, without re-encoding them."""
-    return b'{"events":[' + b",".join(rows) + b"]}"
+_OPEN, _CLOSE = b'{"events":[', b"]}"
 
 
-_EMPTY_BODY = len(batch_body([]))
+def batch_body(rows: pa.BinaryArray) -> bytes:
+    """``{"events":[...]}`` from already-serialised events, joined in C, not re-encoded."""
+    if len(rows) == 0:
+        return _OPEN + _CLOSE
+    lists = pa.ListArray.from_arrays(pa.array([0, len(rows)], pa.int32()), rows)
+    joined: bytes = pc.binary_join(lists, b",")[0].as_py()
+    return _OPEN + joined + _CLOSE
+
+
+_EMPTY_BODY = len(_OPEN + _CLOSE)
 
 
 class SizeLimit:
@@ -78,43 +92,78 @@ class SizeLimit:
                 self.bytes = learned
 
 
+class _Pending:
+    """The events gathered for the next request: slices of a few batches."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[WireBatch, int, int]] = []
+        self.count = 0
+        self.size = _EMPTY_BODY  # the body's bytes, one comma per event (as the API sees it)
+
+    def add(self, batch: WireBatch, lo: int, hi: int, size: int) -> None:
+        self.parts.append((batch, lo, hi))
+        self.count += hi - lo
+        self.size += size
+
+    def request(self) -> Request:
+        positions: list[int] = []
+        rows: list[pa.Array] = []
+        times: list[np.ndarray] = []
+        for batch, lo, hi in self.parts:
+            positions.extend(batch.positions[lo:hi])
+            assert isinstance(batch.bodies, pa.Array)
+            rows.append(batch.bodies.slice(lo, hi - lo))
+            times.append(
+                batch.times[lo:hi] if batch.times is not None else np.zeros(hi - lo, np.int64)
+            )
+        self.__init__()  # type: ignore[misc]
+        return Request(EVENTS_PATH, positions, pa.concat_arrays(rows), times=np.concatenate(times))
+
+
 def chunk_events(
     batches: Iterable[WireBatch], batch_size: int, limit: SizeLimit
 ) -> Iterator[Request]:
-    """Group events into batch requests of at most ``batch_size`` events that fit ``limit``.
+    """Group events into batch requests of at most ``batch_size`` events that fit ``limit``
+    (an event larger than the limit goes alone).
 
     When the input breaks part way, the events read before the break still go out.
     """
-    positions: list[int] = []
-    parts: list[bytes] = []
-    times: list[int] = []
-    size = _EMPTY_BODY
+    pending = _Pending()
     source = iter(batches)
     while True:
         try:
             batch = next(source, None)
         except Exception:
-            if parts:
-                yield Request(EVENTS_PATH, positions, parts, times=times)
+            if pending.count:
+                yield pending.request()
             raise
         if batch is None:
             break
-        stamps = batch.times.tolist() if batch.times is not None else [0] * len(batch)
-        for pos, row, ms in zip(batch.positions, batch.bodies, stamps, strict=True):
-            too_big = parts and not limit.fits(size + len(row) + 1)
-            if len(parts) >= batch_size or too_big:
-                yield Request(EVENTS_PATH, positions, parts, times=times)
-                positions, parts, times, size = [], [], [], _EMPTY_BODY
-            positions.append(pos)
-            parts.append(row)
-            times.append(ms)
-            size += len(row) + 1
-    if parts:
-        yield Request(EVENTS_PATH, positions, parts, times=times)
+        rows = batch.bodies
+        assert isinstance(rows, pa.Array), "events travel as Arrow arrays"
+        sizes = pc.binary_length(rows).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+        i, n = 0, len(batch)
+        while i < n:
+            take = min(batch_size - pending.count, n - i)
+            full = pending.count + take >= batch_size
+            if limit.bytes is not None:
+                room = limit.bytes - pending.size
+                fit = int(np.searchsorted(np.cumsum(sizes[i : i + take]), room, side="right"))
+                if fit < take:
+                    take = fit if (fit or pending.count) else 1  # a lone oversized event
+                    full = True
+            if take:
+                pending.add(batch, i, i + take, int(sizes[i : i + take].sum()))
+                i += take
+            if full and pending.count:
+                yield pending.request()
+    if pending.count:
+        yield pending.request()
 
 
 def identify_requests(batches: Iterable[WireBatch]) -> Iterator[Request]:
     """One identify request per row, keyed by user so one user's requests never overlap."""
     for batch in batches:
+        assert isinstance(batch.bodies, list), "identify bodies travel as bytes"
         for pos, user, body in zip(batch.positions, batch.keys, batch.bodies, strict=True):
             yield Request(IDENTIFY_PATH, [pos], body=body, key=user)

@@ -130,10 +130,12 @@ class Sender:
             return
         payload = req.payload()
         if req.parts is not None and len(req.parts) > 1 and not self.size_limit.fits(len(payload)):
-            for half in req.halves(req.parent):  # built before the API's limit was learned
-                self.deliver(half)
+            first, second = req.halves(req.parent)  # built before the API's limit was learned
+            first.number = req.number
+            self.deliver(first)
+            self.deliver(second)
             return
-        number = self._new_chunk_number()
+        number = req.number if req.number is not None else self._new_chunk_number()
         with self._lock:
             self._active[number] = (req, len(payload))
         try:
@@ -200,7 +202,9 @@ class Sender:
                     "never sent",
                 )
         self.progress.update(len(expired))
-        return req.select(np.flatnonzero(times >= oldest_ms).tolist(), req.parent)
+        kept = req.select(np.flatnonzero(times >= oldest_ms).tolist(), req.parent)
+        kept.number = req.number
+        return kept
 
     # -- running -------------------------------------------------------------------------
     def _work(self, inbox: queue.SimpleQueue[_Work | None], done: queue.SimpleQueue[_Work]) -> None:
@@ -248,6 +252,7 @@ class Sender:
                         break
                     if req is None:
                         break
+                    req.number = self._new_chunk_number()  # chunks numbered in input order
                     inbox.put(_Work(req))
                     in_flight += 1
                 if not in_flight:

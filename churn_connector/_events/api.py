@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from .._inputs import DEFAULT_SLICE_ROWS
 from .._options import pairs
@@ -118,4 +119,10 @@ def events_to_wire(
     )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)
-    return [orjson.loads(body) for batch in batches(stream) for body in batch.bodies]
+    return [
+        orjson.loads(body)
+        for batch in batches(stream)
+        for body in (
+            batch.bodies.to_pylist() if isinstance(batch.bodies, pa.Array) else batch.bodies
+        )
+    ]

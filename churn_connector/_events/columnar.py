@@ -314,7 +314,7 @@ def uuid_text(digests: np.ndarray) -> np.ndarray:
 
 def build(
     work: pd.DataFrame, options: EventOptions, occurred_ms: np.ndarray
-) -> tuple[list[bytes], np.ndarray]:
+) -> tuple[pa.BinaryArray, np.ndarray]:
     """Wire bytes and id digests of validated rows of ``work``, in row order; raises
     Unsupported when the per-row path must do it. ``occurred_ms``: the rows' occurred_at
     in epoch ms (validation normalised the column already)."""
@@ -355,5 +355,4 @@ def build(
         )
     else:
         rows = pc.binary_join_element_wise(_ID_OPEN, uuids, b'"', tails, b"")
-    body: list[bytes] = rows.to_pylist()
-    return body, digests
+    return rows, digests

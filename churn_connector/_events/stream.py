@@ -14,6 +14,7 @@ from typing import cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._inputs import iter_frames
 from .._rows import IdColumn, RowBook
@@ -149,7 +150,7 @@ class EventStream(SliceStream):
         return WireBatch(
             positions[kept].tolist(),
             keys,
-            [wire.body[j] for j in kept.tolist()],
+            wire.body.take(pa.array(kept, pa.int64())),
             wire.content_keys[kept],
             times=wire.ms[kept],
         )

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pandas as pd
+import pyarrow as pa
 
 from .. import _columns, _timestamps
 from .._values import canonical
@@ -30,7 +31,7 @@ _BLOCK = 1024
 class WireEvents:
     """Wire form of a slice's valid rows, in row order."""
 
-    body: list[bytes]  # each event's wire bytes, $message_id included
+    body: pa.BinaryArray  # each event's wire bytes, $message_id included
     digests: np.ndarray  # (k, 16) uint8: hashed ids (or, for given ids, of their text)
     given: list[str] | None  # the caller's message ids, when a message_id column was given
     content: np.ndarray  # (k, 16) uint8: digests of the content without the id
@@ -86,7 +87,7 @@ def build_events(
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
     """
     if len(work) == 0:
-        return WireEvents([], _EMPTY, None, _EMPTY, np.empty(0, dtype=np.int64))
+        return WireEvents(pa.array([], pa.binary()), _EMPTY, None, _EMPTY, np.empty(0, np.int64))
     if ms is None:
         tz = options.rules.naive_timezone
         ms = _timestamps.normalize(work["occurred_at"], tz, options.epoch_unit).ms
@@ -127,7 +128,8 @@ def build_events_per_row(work: pd.DataFrame, options: EventOptions, ms: np.ndarr
         )
         ids.append(block_digests)
         content.append(block_content)
-    return WireEvents(body, np.concatenate(ids), given, np.concatenate(content), ms)
+    rows = pa.array(body, pa.binary())
+    return WireEvents(rows, np.concatenate(ids), given, np.concatenate(content), ms)
 
 
 def _serialise(
