@@ -1,6 +1,6 @@
 """The Airflow provider: ``ChurnHook`` (a ``churn`` Connection → a Client),
 ``SendEventsOperator`` and ``IdentifyOperator``. Needs ``pip install churn-connector[airflow]``
-(Airflow 3.2+).
+(Airflow 3.3.1+).
 
 Names load on first use: Airflow's provider discovery imports ``churn_connector.airflow.
 provider`` (this package's ``__init__`` first) early, before Airflow itself is ready, so

@@ -52,11 +52,11 @@ Query = Callable[..., list[tuple[Any, ...]]]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Starlette warns once when dag.test() starts Airflow's in-process execution API
+    # Starlette >= 1 warns once when dag.test() starts Airflow's in-process execution API
+    # (its StarletteDeprecationWarning is a UserWarning; older Starlettes lack the class)
     config.addinivalue_line(
         "filterwarnings",
-        "ignore:Using `httpx` with `starlette.testclient` is deprecated"
-        ":starlette.exceptions.StarletteDeprecationWarning",
+        "ignore:Using `httpx` with `starlette.testclient` is deprecated:UserWarning",
     )
 
 
