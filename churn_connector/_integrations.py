@@ -1,53 +1,114 @@
-"""Task-shaped wrappers for orchestrators (Airflow ``@task`` / ``PythonOperator``, cron jobs).
+"""What every orchestrator task does around a send, in one place.
 
-They send, optionally write the result frames, return a small JSON-serialisable summary
-(safe for XCom: counts only, no values, no key) and raise a picklable package exception
-when anything was not delivered, so the task fails and retries like any other.
+:func:`record` runs a send, writes its result files (also when the run stopped part way) and
+builds a small JSON-serialisable summary (counts, requests, elapsed, file paths: never data,
+never the key). Two kinds of task are built on it: the plain wrappers below (Airflow
+``@task`` / ``PythonOperator``, cron jobs), and the Airflow provider's operators
+(``churn_connector.airflow``), which add a Connection, templates and per-run folders.
 """
 
 from __future__ import annotations
 
+import signal
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
+
+import pandas as pd
 
 from ._client import Client, IdentifyOptions, SendEventsOptions
 from ._config import ClientConfig, Secret, as_secret
 from ._delivery.results import SendResult, write_frame
-from ._exceptions import _RunStopped
+from ._exceptions import Interrupted, _RunStopped
 from ._types import DataSource
 
-
-def _write(kind: str, chunks: Any, rows: Any, results_dir: str | Path | None) -> None:
-    if results_dir is not None and chunks is not None and rows is not None:
-        folder = Path(results_dir)
-        write_frame(chunks, folder / f"{kind}_chunks.csv")
-        write_frame(rows, folder / f"{kind}_rows.parquet")
+# the CLI's exit code for a run that stopped part way (transport, ledger, input); an
+# interrupted one exits 128 + its signal
+EXIT_STOPPED = 3
 
 
-def _run(kind: str, send: Callable[[], SendResult], results_dir: str | Path | None) -> SendResult:
-    """Send; when the run stops part way (an interrupt, an unreachable API, a broken file or
-    ledger), still write what it did before raising."""
+def write_results(
+    kind: str,
+    chunks: pd.DataFrame | None,
+    rows: pd.DataFrame | None,
+    results_dir: str | Path | None,
+) -> dict[str, str]:
+    """Write ``<kind>_chunks.csv`` and ``<kind>_rows.parquet`` into ``results_dir``;
+    return their paths by name (nothing when there is no folder or nothing to write)."""
+    if results_dir is None or chunks is None or rows is None:
+        return {}
+    folder = Path(results_dir)
+    paths = {"chunks": folder / f"{kind}_chunks.csv", "rows": folder / f"{kind}_rows.parquet"}
+    write_frame(chunks, paths["chunks"])
+    write_frame(rows, paths["rows"])
+    return {name: str(path) for name, path in paths.items()}
+
+
+@dataclass
+class Recorded:
+    """One send as a task sees it: the result, or the error that stopped the run part way,
+    and the result files written either way."""
+
+    kind: str
+    result: SendResult | None
+    error: _RunStopped | None
+    files: dict[str, str]
+    elapsed_s: float
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, requests, elapsed time and file paths: safe for XCom and logs."""
+        if self.result is not None:
+            result = self.result
+            return {
+                "kind": self.kind,
+                "rows": int(result.n_rows),
+                "counts": {k: int(v) for k, v in result.counts.items()},
+                "requests": len(result.chunks),
+                "elapsed_s": round(float(result.elapsed_s), 3),
+                "exit_code": int(result.exit_code),
+                "dry_run": bool(result.dry_run),
+                "files": dict(self.files),
+            }
+        assert self.error is not None
+        error = self.error
+        counts = {k: int(v) for k, v in error.counts.items()}
+        code = EXIT_STOPPED
+        if isinstance(error, Interrupted):
+            code = 128 + (error.signal or signal.SIGINT)
+        return {
+            "kind": self.kind,
+            "rows": sum(counts.values()),
+            "counts": counts,
+            "requests": 0 if error.chunks is None else len(error.chunks),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "exit_code": code,
+            "dry_run": False,
+            "files": dict(self.files),
+            "error": f"{type(error).__name__}: {error}",
+        }
+
+
+def record(kind: str, send: Callable[[], SendResult], results_dir: str | Path | None) -> Recorded:
+    """Send, and write the result files, also of a run that stopped part way (an interrupt,
+    an unreachable API, a broken file or ledger): its error is kept, not raised."""
+    started = time.monotonic()
     try:
-        return send()
+        result = send()
     except _RunStopped as exc:
-        _write(kind, exc.chunks, exc.rows, results_dir)
-        raise
+        files = write_results(kind, exc.chunks, exc.rows, results_dir)
+        return Recorded(kind, None, exc, files, time.monotonic() - started)
+    files = write_results(kind, result.chunks, result.rows, results_dir)
+    return Recorded(kind, result, None, files, time.monotonic() - started)
 
 
-def _finish(
-    result: SendResult, results_dir: str | Path | None, *, allow_invalid: bool
-) -> dict[str, Any]:
-    _write(result.kind, result.chunks, result.rows, results_dir)
-    summary = {
-        "kind": result.kind,
-        "rows": result.n_rows,
-        "counts": dict(result.counts),
-        "requests": len(result.chunks),
-        "elapsed_s": round(result.elapsed_s, 3),
-        "exit_code": result.exit_code,
-    }
-    result.raise_for_failures(allow_invalid=allow_invalid)
+def _finish(recorded: Recorded, *, allow_invalid: bool) -> dict[str, Any]:
+    if recorded.error is not None:
+        raise recorded.error
+    assert recorded.result is not None
+    summary = recorded.summary()
+    recorded.result.raise_for_failures(allow_invalid=allow_invalid)
     return summary
 
 
@@ -65,11 +126,12 @@ def send_events_task(
 
     ``allow_invalid=True`` lets invalid rows (reported, never sent) pass the task. Client
     settings (timeouts, retry, ...) come in ``config``; ``options`` are those of
-    :meth:`Client.send_events`.
+    :meth:`Client.send_events`. In Airflow, prefer ``churn_connector.airflow``'s
+    ``SendEventsOperator``: the key from a Connection, a results folder per run and try.
     """
     client = Client(base_url, as_secret(api_key), config=config)
-    result = _run("events", lambda: client.send_events(data, **options), results_dir)
-    return _finish(result, results_dir, allow_invalid=allow_invalid)
+    recorded = record("events", lambda: client.send_events(data, **options), results_dir)
+    return _finish(recorded, allow_invalid=allow_invalid)
 
 
 def identify_task(
@@ -82,7 +144,8 @@ def identify_task(
     allow_invalid: bool = False,
     **options: Unpack[IdentifyOptions],
 ) -> dict[str, Any]:
-    """Identify users; the same contract as :func:`send_events_task`."""
+    """Identify users; the same contract as :func:`send_events_task` (in Airflow, prefer
+    ``churn_connector.airflow``'s ``IdentifyOperator``)."""
     client = Client(base_url, as_secret(api_key), config=config)
-    result = _run("identities", lambda: client.identify(data, **options), results_dir)
-    return _finish(result, results_dir, allow_invalid=allow_invalid)
+    recorded = record("identities", lambda: client.identify(data, **options), results_dir)
+    return _finish(recorded, allow_invalid=allow_invalid)

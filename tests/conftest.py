@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Protocol, TypedDict
 
 import pandas as pd
@@ -29,6 +30,19 @@ class WireOptions(TypedDict, total=False):
     namespace: str | None
     id_columns: Sequence[str] | None
     slice_rows: int
+
+
+AIRFLOW_TESTS = Path(__file__).parent / "airflow"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/airflow runs only when named (``pytest tests/airflow``, as ``make pytest`` does):
+    Airflow's configuration, logging and SIGTERM handler are process-wide, so its tests get
+    a process of their own."""
+    if collection_path != AIRFLOW_TESTS:
+        return None
+    named = (Path(arg.split("::")[0]).resolve() for arg in config.args)
+    return not any(path.is_relative_to(AIRFLOW_TESTS) for path in named)
 
 
 @pytest.fixture(autouse=True)

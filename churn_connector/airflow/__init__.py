@@ -1,0 +1,38 @@
+"""The Airflow provider: ``ChurnHook`` (a ``churn`` Connection → a Client),
+``SendEventsOperator`` and ``IdentifyOperator``. Needs ``pip install churn-connector[airflow]``
+(Airflow 3.3.1+).
+
+Names load on first use: Airflow's provider discovery imports ``churn_connector.airflow.
+provider`` (this package's ``__init__`` first) early, before Airflow itself is ready, so
+nothing here may import Airflow at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .hook import ChurnHook
+    from .operators import ChurnSendKilled, IdentifyOperator, SendEventsOperator
+
+_LAZY = {
+    "ChurnHook": ".hook",
+    "ChurnSendKilled": ".operators",
+    "IdentifyOperator": ".operators",
+    "SendEventsOperator": ".operators",
+}
+
+__all__ = ["ChurnHook", "ChurnSendKilled", "IdentifyOperator", "SendEventsOperator"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'churn_connector.airflow' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

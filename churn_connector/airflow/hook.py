@@ -1,0 +1,168 @@
+"""ChurnHook: an Airflow Connection of type ``churn`` → a configured :class:`Client`.
+
+The connection (default id ``churn_default``):
+
+* ``host``: the base URL with its scheme, e.g. ``https://api.example.com`` (a host without
+  a scheme gets ``https://``; ``port`` and ``schema`` are appended when set);
+* ``password``: the API key, so Airflow's secrets masker knows it (it never goes anywhere
+  else: not in ``extra``, not in an operator argument);
+* ``extra``: client options: ``max_concurrency``, ``identify_concurrency``,
+  ``connect_timeout``, ``read_timeout``, ``request_timeout``, ``deadline`` (null: none),
+  ``auth_header`` (``bearer`` | ``x-api-key``), ``batch_size``, ``max_request_bytes``,
+  ``ca_bundle``, ``proxy``, ``trust_env``, ... (any :class:`ClientConfig` field) and the
+  retry policy's ``max_attempts``, ``initial_delay``, ``max_delay``, ``multiplier``,
+  ``max_retry_after``. Values may be strings (the URI form makes every extra one). An
+  unknown key is an error that names it, never silently ignored.
+
+Both spellings give the same client::
+
+    AIRFLOW_CONN_CHURN_DEFAULT='{"conn_type": "churn", "host": "https://api.example.com",
+                                 "password": "<key>", "extra": {"max_concurrency": 16}}'
+    AIRFLOW_CONN_CHURN_DEFAULT='churn://:<key>@https%3A%2F%2Fapi.example.com?max_concurrency=16'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from .._client import Client
+from .._config import ClientConfig, RetryPolicy, Secret
+from .._exceptions import ChurnConnectorError, ConfigurationError
+from .provider import CONN_TYPE, DEFAULT_CONN_ID, INTEGRATION
+
+__all__ = ["ChurnHook", "base_url_from", "client_options_from_extra"]
+
+_CLIENT_FIELDS = {f.name for f in dataclasses.fields(ClientConfig)} - {
+    "base_url",
+    "api_key",
+    "retry",
+}
+_RETRY_FIELDS = {f.name for f in dataclasses.fields(RetryPolicy)}
+_KEY_LIKE = {"api_key", "key", "token", "password", "secret"}
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
+
+
+def _coerce(name: str, value: Any, hint: Any) -> Any:
+    """A connection extra (a string in the URI form) as the field's type."""
+    if not isinstance(value, str):
+        return value  # JSON typed it already; ClientConfig and RetryPolicy check it
+    args = typing.get_args(hint)
+    kinds = {a for a in args if a is not type(None)} or {hint}
+    text = value.strip()
+    if text.lower() in ("null", "none") and type(None) in args:
+        return None  # e.g. deadline=none in the URI form: no deadline
+    try:
+        if bool in kinds:
+            if text.lower() in _TRUE | _FALSE:
+                return text.lower() in _TRUE
+            raise ValueError(text)
+        if int in kinds:
+            return int(text)
+        if float in kinds:
+            return float(text)
+    except ValueError:
+        raise ConfigurationError(
+            f"connection extra {name!r}: cannot read {value!r} as {hint}"
+        ) from None
+    return text
+
+
+def client_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """A connection's extra JSON as :class:`Client` keyword options (strictly)."""
+    client_hints = typing.get_type_hints(ClientConfig)
+    retry_hints = typing.get_type_hints(RetryPolicy)
+    options: dict[str, Any] = {}
+    retry: dict[str, Any] = {}
+    for raw_key, value in extra.items():
+        key = raw_key.removeprefix(f"extra__{CONN_TYPE}__")
+        if value is None or value == "":
+            continue  # an empty form field: the package default applies
+        if key in _CLIENT_FIELDS:
+            options[key] = _coerce(key, value, client_hints[key])
+        elif key in _RETRY_FIELDS:
+            retry[key] = _coerce(key, value, retry_hints[key])
+        elif key.lower() in _KEY_LIKE:
+            raise ConfigurationError(
+                f"the churn connection's extra holds {raw_key!r}: the API key belongs in the "
+                "connection's password field, which Airflow masks"
+            )
+        else:
+            known = sorted(_CLIENT_FIELDS | _RETRY_FIELDS)
+            raise ConfigurationError(
+                f"unknown key {raw_key!r} in the churn connection's extra; known: {known}"
+            )
+    if retry:
+        try:
+            options["retry"] = RetryPolicy(**retry)
+        except TypeError as exc:
+            raise ConfigurationError(f"connection extra: {exc}") from None
+    return options
+
+
+def base_url_from(host: str | None, port: int | None, schema: str | None) -> str:
+    """The base URL from a connection's host (with or without scheme), port and schema."""
+    if not host:
+        raise ConfigurationError(
+            "the churn connection has no host: put the base URL there, e.g. https://api.example.com"
+        )
+    url = host.strip().rstrip("/")
+    if "://" not in url:
+        url = f"https://{url}"
+    scheme, _, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if port and ":" not in authority.rsplit("]", 1)[-1]:
+        authority = f"{authority}:{port}"
+    url = f"{scheme}://{authority}{slash}{path}"
+    if schema:
+        url = f"{url.rstrip('/')}/{schema.strip('/')}"
+    return url
+
+
+class ChurnHook(BaseHook):
+    """Builds a :class:`churn_connector.Client` from an Airflow connection.
+
+    ``client_options`` override the connection's extra for this hook, e.g.
+    ``ChurnHook(max_concurrency=4)`` or ``ChurnHook(retry=cc.RetryPolicy(max_attempts=3))``;
+    the base URL and the key come from the connection only.
+    """
+
+    conn_name_attr = "churn_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = CONN_TYPE
+    hook_name = INTEGRATION
+
+    def __init__(self, churn_conn_id: str = DEFAULT_CONN_ID, **client_options: Any) -> None:
+        super().__init__()
+        self.churn_conn_id = churn_conn_id
+        self.client_options = client_options
+
+    def get_conn(self) -> Client:
+        """A new Client for the connection (raises ConfigurationError naming the problem)."""
+        conn = self.get_connection(self.churn_conn_id)
+        if not conn.password:
+            raise ConfigurationError(
+                f"connection {self.churn_conn_id!r} has no password: put the API key there"
+            )
+        overrides = dict(self.client_options)
+        retry = overrides.pop("retry", None)  # a whole RetryPolicy, if given
+        options = client_options_from_extra({**conn.extra_dejson, **overrides})
+        if retry is not None:
+            options["retry"] = retry
+        base_url = base_url_from(conn.host, conn.port, conn.schema)
+        try:
+            # the key goes straight into a Secret: no local variable of ours holds it
+            return Client(base_url, Secret(conn.password), **options)
+        except TypeError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Checks the configuration only: the API has no request without side effects."""
+        try:
+            client = self.get_conn()
+        except ChurnConnectorError as exc:
+            return False, str(exc)
+        return True, f"the configuration is valid for {client.config.base_url} (nothing was sent)"

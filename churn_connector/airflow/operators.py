@@ -1,0 +1,257 @@
+"""SendEventsOperator and IdentifyOperator: validate and deliver a table from an Airflow task.
+
+Input, ``source``: a path, a folder of part files or a URI (templated, e.g.
+``"/exports/{{ ds }}/events/"``), or an upstream task's output (``source=extract()``), a
+DataFrame passed through XCom. An upstream output is not a template field: Airflow stores
+rendered template fields in its database, and a DataFrame there would copy row values out
+of the warehouse.
+
+Output: the result files (``<kind>_chunks.csv``, ``<kind>_rows.parquet``) in a folder per
+run, task and try (``results_dir``, templated), and a small JSON summary as the task's XCom:
+counts, requests, elapsed time, file paths. Never data, never the key: the key comes only
+from the Connection (``ChurnHook``) and is no argument of these operators.
+
+The task fails with the run's summary when valid rows were not delivered, and, with
+``fail_on_invalid=True``, when rows were invalid (or expired). Failures a retry cannot mend
+(the key refused, bad options, invalid or rejected rows) fail without retrying.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator, XComArg
+from airflow.sdk.exceptions import AirflowFailException
+
+from .._delivery.results import SendResult
+from .._exceptions import AuthenticationError, ConfigurationError, DeliveryError, _RunStopped
+from .._integrations import Recorded, record
+from .hook import ChurnHook
+from .provider import DEFAULT_CONN_ID
+
+if TYPE_CHECKING:
+    import jinja2
+    from airflow.sdk import Context
+
+__all__ = ["DEFAULT_RESULTS_DIR", "ChurnSendKilled", "IdentifyOperator", "SendEventsOperator"]
+
+# One folder per dag run, task (and map index) and try: a retry never overwrites the files
+# of the try before it, and two runs never share a folder. Rendered where the task runs.
+DEFAULT_RESULTS_DIR = (
+    "{{ task.results_base }}/{{ dag.dag_id }}/"
+    "{{ run_id | replace(':', '_') | replace('+', '_') | replace('/', '_') | replace('..', '_') }}"
+    "/{{ task.task_id }}{% if ti.map_index >= 0 %}/map_{{ ti.map_index }}{% endif %}"
+    "/try_{{ ti.try_number }}"
+)
+
+
+class ChurnSendKilled(BaseException):
+    """Raised in the task's main thread by ``on_kill`` to stop a send in progress.
+
+    A BaseException, like Airflow's own AirflowTaskTimeout, so no ``except Exception`` on
+    the way swallows it; the package then abandons the requests in flight, accounts for
+    every row and raises :class:`churn_connector.Interrupted` with the results.
+    """
+
+
+def _is_location(value: Any) -> bool:
+    """A path or URI, or a list of them: what may be a (rendered) template field."""
+    if isinstance(value, str | os.PathLike):
+        return True
+    return isinstance(value, list | tuple) and all(isinstance(v, str | os.PathLike) for v in value)
+
+
+class _ChurnSendOperator(BaseOperator):
+    """What both operators share; see the module's docstring."""
+
+    _kind: ClassVar[str]  # "events" | "identities": the result files' prefix
+    _method: ClassVar[str]  # the Client method that sends
+    template_fields: Sequence[str] = ("source", "results_dir", "send_options")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        source: str | os.PathLike[str] | Sequence[str] | XComArg,
+        churn_conn_id: str = DEFAULT_CONN_ID,
+        send_options: dict[str, Any] | None = None,
+        client_options: dict[str, Any] | None = None,
+        results_dir: str | None = DEFAULT_RESULTS_DIR,
+        results_base: str | None = None,
+        fail_on_invalid: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._upstream: XComArg | None = None
+        if isinstance(source, XComArg):
+            # resolved in execute(), never rendered: see the module's docstring
+            self._upstream = source
+            XComArg.apply_upstream_relationship(self, source)
+            self.source: Any = None
+        elif _is_location(source):
+            self.source = source
+        else:
+            raise TypeError(
+                f"{type(self).__name__}: source= takes a path, folder or URI (a template), or "
+                f"an upstream task's output (source=extract()), not {type(source).__name__}: "
+                "a table in DAG code would be stored in Airflow's database"
+            )
+        self.churn_conn_id = churn_conn_id
+        self.send_options = dict(send_options or {})
+        self.client_options = dict(client_options or {})
+        self.results_dir = results_dir
+        self._results_base = results_base
+        self.fail_on_invalid = fail_on_invalid
+        self._sending = False
+        self._main_thread: int | None = None
+
+    @property
+    def results_base(self) -> str:
+        """Where the default results folders go: ``results_base=``, else the environment's
+        ``CHURN_RESULTS_BASE``, else ``$AIRFLOW_HOME/churn_results`` (read on the worker)."""
+        if self._results_base:
+            return self._results_base
+        home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
+        return os.environ.get("CHURN_RESULTS_BASE") or os.path.join(home, "churn_results")
+
+    def render_template_fields(
+        self, context: Context, jinja_env: jinja2.Environment | None = None
+    ) -> None:
+        super().render_template_fields(context, jinja_env)
+        # a native-object template (render_template_as_native_obj) can render a table; it
+        # must not reach the rendered fields Airflow stores next
+        if not (self.source is None or _is_location(self.source)):
+            kind = type(self.source).__name__
+            self.source = None
+            raise AirflowFailException(
+                f"source rendered to a {kind}, not a path: pass an upstream task's output as "
+                "source=extract() instead of pulling it in a template"
+            )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        data = self._input(context)
+        try:
+            client = ChurnHook(self.churn_conn_id, **self.client_options).get_conn()
+        except ConfigurationError as exc:
+            raise AirflowFailException(f"churn connection {self.churn_conn_id!r}: {exc}") from None
+        send: Callable[..., SendResult] = getattr(client, self._method)
+        options = dict(self.send_options)
+        known = set(inspect.signature(send).parameters) - {"data"}
+        if unknown := sorted(set(options) - known):
+            raise AirflowFailException(
+                f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
+            )
+
+        ledger = options.get("ledger")
+        if isinstance(ledger, str | os.PathLike) and not options.get("dry_run"):
+            # a per-DAG or per-task ledger path (templated) on a fresh volume
+            Path(ledger).parent.mkdir(parents=True, exist_ok=True)
+
+        def send_while_killable() -> SendResult:
+            self._main_thread, self._sending = threading.get_ident(), True
+            try:
+                return send(data, **options)
+            finally:
+                self._sending = False
+
+        try:
+            recorded = record(self._kind, send_while_killable, self.results_dir or None)
+        except ConfigurationError as exc:  # a send option the package refuses
+            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
+        summary = {
+            **recorded.summary(),
+            "results_dir": self.results_dir or None,
+            "try_number": context["ti"].try_number,
+        }
+        failure = self._failure(recorded)
+        if failure is not None:
+            self.log.error("churn %s: the task fails; summary %s", self._kind, summary)
+            try:
+                context["ti"].xcom_push(key="churn_summary", value=summary)
+            except Exception:  # the failure says more than a missing summary
+                self.log.exception("churn %s: could not push the summary", self._kind)
+            raise failure
+        counts = summary["counts"]
+        if counts.get("invalid") or counts.get("expired"):
+            self.log.warning(
+                "churn %s: %d invalid and %d expired rows were not sent (see %s)",
+                self._kind,
+                counts.get("invalid", 0),
+                counts.get("expired", 0),
+                recorded.files.get("rows", "the rows file: results_dir is off"),
+            )
+        return summary
+
+    def on_kill(self) -> None:
+        """Stop a send in progress. Airflow 3 calls this from its SIGTERM handler in the main
+        thread, and after an execution timeout, once execute has left (then it does nothing)."""
+        if self._sending and threading.get_ident() == self._main_thread:
+            self._sending = False
+            self.log.warning("churn %s: stopping the send (the task was killed)", self._kind)
+            raise ChurnSendKilled(f"churn {self._kind}: stopped by on_kill")
+
+    def _input(self, context: Context) -> Any:
+        if self._upstream is None:
+            return os.fspath(self.source) if isinstance(self.source, os.PathLike) else self.source
+        data = self._upstream.resolve(context)
+        if data is None:
+            raise AirflowFailException("source: the upstream task returned nothing")
+        return data
+
+    def _failure(self, recorded: Recorded) -> BaseException | None:
+        """What the task raises, if it fails: retryable unless a retry cannot help."""
+        files = f" (results: {recorded.files['rows']})" if recorded.files else ""
+        error = recorded.error
+        if error is not None:
+            cause = error.__cause__
+            if cause is not None and not isinstance(cause, Exception | ChurnSendKilled):
+                return cause  # Airflow's own (AirflowTaskTimeout): its handling applies
+            if isinstance(error, AuthenticationError):
+                return AirflowFailException(f"churn {self._kind}: {error}{files}")
+            return _with_note(error, files)
+        assert recorded.result is not None
+        try:
+            recorded.result.raise_for_failures(allow_invalid=not self.fail_on_invalid)
+        except DeliveryError as exc:
+            message = f"churn {self._kind}: rows not delivered: {exc}{files}"
+            if exc.counts.get("failed"):
+                # outcome unknown or never sent: a retry may deliver them, and message ids
+                # make re-sending what did arrive harmless
+                return DeliveryError(message, counts=exc.counts)
+            return AirflowFailException(message)  # invalid or rejected: the data must change
+        return None
+
+
+def _with_note(error: _RunStopped, note: str) -> _RunStopped:
+    if note:
+        error.add_note(note.strip())
+    return error
+
+
+class SendEventsOperator(_ChurnSendOperator):
+    """Validate events and send them (``POST /v1/events/batch``, up to 500 per request).
+
+    ``send_options`` are :meth:`Client.send_events`'s keywords (templated): ``ledger``,
+    ``namespace``, ``naive_timezone``, ``id_columns``, ``batch_size``, ``dry_run``, ...;
+    ``client_options`` override the connection's extra (``max_concurrency``, ...).
+    Invalid rows are reported in the summary and the rows file; they fail the task only
+    with ``fail_on_invalid=True``. Valid rows that were not delivered always fail it.
+    """
+
+    _kind = "events"
+    _method = "send_events"
+
+
+class IdentifyOperator(_ChurnSendOperator):
+    """Validate identities and send one ``POST /v1/identify`` per user; ``send_options`` are
+    :meth:`Client.identify`'s keywords (``duplicates``, ``phone_region``, ``ledger``, ...);
+    otherwise as :class:`SendEventsOperator`."""
+
+    _kind = "identities"
+    _method = "identify"

@@ -1,0 +1,68 @@
+"""DAGs for the provider's tests. Inputs come as params (run conf), the API as the
+churn_default connection (AIRFLOW_CONN_CHURN_DEFAULT), both set by each test."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pandas as pd
+from airflow.sdk import DAG, task
+
+from churn_connector.airflow import IdentifyOperator, SendEventsOperator
+
+PARAMS = {"events": "", "users": "", "ledger": ""}
+
+with DAG("churn_send", schedule=None, params=PARAMS, default_args={"retries": 0}) as send_dag:
+
+    @task(show_return_value_in_logs=False)  # else the frame's repr (emails) is logged
+    def load_users(path: str) -> pd.DataFrame:
+        return pd.read_parquet(path)  # a DataFrame passed on through XCom
+
+    SendEventsOperator(
+        task_id="send_events", source="{{ params.events }}", send_options={"batch_size": 4}
+    )
+    IdentifyOperator(task_id="identify", source=load_users("{{ params.users }}"))
+
+
+def retried_send(ledger: str | None) -> SendEventsOperator:
+    return SendEventsOperator(
+        task_id="send_events",
+        source="{{ params.events }}",
+        send_options={"batch_size": 2, "ledger": ledger},
+        client_options={"max_concurrency": 1},
+        retries=1,
+        retry_delay=timedelta(seconds=1),  # dag.test() waits it out, polling each second
+    )
+
+
+with DAG("churn_retry", schedule=None, params=PARAMS) as retry_dag:
+    retried_send(None)
+
+with DAG("churn_retry_ledger", schedule=None, params=PARAMS) as retry_ledger_dag:
+    retried_send("{{ params.ledger }}")
+
+with DAG("churn_kill", schedule=None, params=PARAMS) as kill_dag:
+    SendEventsOperator(
+        task_id="send_events",
+        source="{{ params.events }}",
+        send_options={"batch_size": 1},
+        client_options={"max_concurrency": 1},
+    )
+
+with DAG("churn_timeout", schedule=None, params=PARAMS) as timeout_dag:
+    SendEventsOperator(
+        task_id="send_events",
+        source="{{ params.events }}",
+        send_options={"batch_size": 1},
+        client_options={"max_concurrency": 1},
+        execution_timeout=timedelta(seconds=2),
+    )
+
+with DAG("churn_strictness", schedule=None, params=PARAMS) as strictness_dag:
+    SendEventsOperator(task_id="lenient", source="{{ params.events }}")
+    SendEventsOperator(
+        task_id="strict", source="{{ params.events }}", fail_on_invalid=True, retries=2
+    )
+    SendEventsOperator(
+        task_id="typo", source="{{ params.events }}", send_options={"namepsace": "x"}, retries=2
+    )
