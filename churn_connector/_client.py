@@ -247,7 +247,9 @@ class _Run:
             return exc.with_results(counts, partial.rows, partial.chunks)
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
         summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
-        log.warning("%s", summary)
+        # the exception carries the summary and whoever catches it shows it (the CLI prints
+        # it); logged as a warning too, it printed twice, in a notebook as red stderr
+        log.info("%s", summary)
         return Interrupted(
             summary, signal=signal_of(exc), counts=counts, rows=partial.rows, chunks=partial.chunks
         )
