@@ -13,7 +13,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,7 @@ class Stream(Protocol):
     """What the client, the reports and the integrations need of a resource's stream."""
 
     kind: Kind
+    data: Any  # the input (identities: made replayable), e.g. for its length up front
     book: RowBook
     failures: FailureLog
     duplicates: int  # rows skipped as exact repeats of an earlier row
