@@ -66,7 +66,12 @@ def esc(value: Any, limit: int = TEXT_LIMIT) -> str:
 
 
 def _percent(share: float) -> str:
-    return "<0.1%" if 0 < share < 0.0005 else f"{share:.1%}"
+    # never round a share that is not all (or not nothing) to 100.0% (or 0.0%)
+    if 0 < share < 0.0005:
+        return "<0.1%"
+    if 0.9995 <= share < 1:
+        return ">99.9%"
+    return f"{share:.1%}"
 
 
 def _swatch(colour: str) -> str:
@@ -96,7 +101,7 @@ def counts_table(rows: Iterable[tuple[str, int]], total: int, notes: Mapping[str
             f'<tr><td style="{_CELL};white-space:nowrap">{_swatch(colour)}'
             f"{esc(name.replace('_', ' '))}</td>"
             f'<td style="{_NUM}">{n:,}</td>'
-            f'<td style="{_NUM};{_MUTED}">{_percent(share)}</td>'
+            f'<td style="{_NUM};{_MUTED}">{html.escape(_percent(share))}</td>'
             f'<td style="{_CELL}">{_bar(share, colour)}</td>'
             f'<td style="{_CELL};{_MUTED}">{esc(notes.get(name, ""))}</td></tr>'
         )

@@ -13,6 +13,7 @@ from churn_connector import samples
 from churn_connector._delivery.results import SendResult
 from churn_connector._rows import RowBook
 from churn_connector._types import RowState
+from tests.conftest import MakeEvents
 
 KEY = "sk_test_CANARY_never_in_a_repr_0451"
 SIZE_BOUND = 8_000  # characters: "a few KB", whatever the input
@@ -92,6 +93,7 @@ def test_a_result_shows_states_requests_and_no_technical_detail(
     for state in ("sent", "skipped", "invalid"):
         assert f"{state}</td>" in page
     assert "rejected</td>" not in page  # only states that happened
+    assert ">99.4%<" in page and ">0.1%<" in page  # 1,194 and 1 of 1,201
     for hint in ("res.rows", "res.failures", "res.chunks", "res.plot()"):
         assert hint in page
     # the technical columns stay on the frame
@@ -125,6 +127,15 @@ def test_a_rejected_batch_shows_its_status_not_its_body(
     assert "<code>HTTP 400</code>" in page and "rejected" in page
     assert "BODY-TEXT-ONLY-IN-CHUNKS" not in page
     assert "BODY-TEXT-ONLY-IN-CHUNKS" in result.chunks["response"].iloc[0]
+
+
+def test_shares_that_are_not_all_or_nothing_never_round_to_it(
+    now: pd.Timestamp, make_events: MakeEvents
+) -> None:
+    events = make_events(now, n=2001)
+    events.loc[0, "event_type"] = "Bad"
+    page = cc.validate_events(events, now=now)._repr_html_()
+    assert ">&gt;99.9%<" in page and ">&lt;0.1%<" in page  # 2,000 and 1 of 2,001
 
 
 def test_a_dry_run_says_what_would_be_sent(
