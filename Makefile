@@ -33,8 +33,11 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# not part of make test: ~10-15 min (BENCH_ARGS="--quick" ~3 min; see benchmarks/README.md)
 bench: $(STAMP)
-	cd benchmarks && ../$(BIN)/python bench_events.py && ../$(BIN)/python bench_identify.py
+	@test $(VENV)/.bench-installed -nt pyproject.toml || { \
+		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 # regenerate the README's table of validation checks from the registry
 readme: $(STAMP)

@@ -1,44 +1,190 @@
-"""A minimal HTTP receiver for throughput benchmarks: reads the body, waits, answers 200.
+"""A minimal HTTP receiver for throughput benchmarks, run in its own process.
 
-The sandbox checks every event in Python and stores it in SQLite, which makes it the
-bottleneck of a throughput benchmark; this sink stands in for a fast remote API so the
-numbers measure the client. Loopback only.
+It stands in for a fast remote API so the numbers measure the client, not the server (the
+strict sandbox checks every event in Python and stores it in SQLite: ~15k events/s). Any
+POST path is accepted; the body is read (gzip or deflate when the client says so), parsed
+as JSON and its events counted: ``events`` (ours), ``batch`` (Segment, PostHog), a JSON
+array, or 1 for a single object. The handler then sleeps the configured latency and answers
+200 with a small JSON body. ``GET /stats`` returns the counts, so a benchmark can check
+that every event arrived. Loopback only; one thread per connection; no per-request logging.
 
-    python benchmarks/sink.py PORT LATENCY_SECONDS
+    python benchmarks/sink.py [--port 0] [--latency SECONDS]
+
+Prints ``listening <port>`` on stdout once it accepts connections.
 """
 
 from __future__ import annotations
 
+import argparse
+import gzip
 import sys
+import threading
 import time
+import zlib
+from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+try:
+    import orjson
+
+    loads = orjson.loads
+    dumps = orjson.dumps
+except ImportError:  # pragma: no cover - the benchmark venv has orjson
+    import json
+
+    loads = json.loads
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj).encode()
+
+
+class Counts:
+    """What arrived, by path; one lock, taken once per request."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started = time.time()
+        self.requests = 0
+        self.events = 0
+        self.bytes_on_wire = 0
+        self.bytes_decoded = 0
+        self.bad_requests = 0
+        self.encodings: dict[str, int] = defaultdict(int)
+        self.paths: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # requests, events
+        self.connections = 0
+
+    def add(self, path: str, events: int, wire: int, decoded: int, encoding: str) -> None:
+        with self.lock:
+            self.requests += 1
+            self.events += events
+            self.bytes_on_wire += wire
+            self.bytes_decoded += decoded
+            self.encodings[encoding] += 1
+            entry = self.paths[path]
+            entry[0] += 1
+            entry[1] += events
+
+    def bad(self) -> None:
+        with self.lock:
+            self.bad_requests += 1
+
+    def connected(self) -> None:
+        with self.lock:
+            self.connections += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "requests": self.requests,
+                "events": self.events,
+                "bytes_on_wire": self.bytes_on_wire,
+                "bytes_decoded": self.bytes_decoded,
+                "bad_requests": self.bad_requests,
+                "encodings": dict(self.encodings),
+                "paths": {p: {"requests": r, "events": e} for p, (r, e) in self.paths.items()},
+                "connections": self.connections,
+                "uptime_s": time.time() - self.started,
+            }
+
+
+COUNTS = Counts()
+
+
+def count_events(body: Any) -> int:
+    """Events in one request body: our ``events``, Segment's/PostHog's ``batch``, or 1."""
+    if isinstance(body, list):
+        return len(body)
+    if isinstance(body, dict):
+        for key in ("events", "batch"):
+            items = body.get(key)
+            if isinstance(items, list):
+                return len(items)
+        return 1
+    return 0
 
 
 class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse their connections
     disable_nagle_algorithm = True  # else delayed ACKs add ~40 ms to every response
     latency = 0.0
 
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        time.sleep(self.latency)
-        body = b'{"ok":true}'
-        self.send_response(200)
+    def setup(self) -> None:
+        super().setup()
+        COUNTS.connected()
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _answer(self, status: int, payload: dict[str, Any]) -> None:
+        body = dumps(payload)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self) -> None:
+        raw = self._body()
+        encoding = self.headers.get("Content-Encoding", "identity").lower()
+        try:
+            if encoding == "gzip":
+                data = gzip.decompress(raw)
+            elif encoding == "deflate":
+                data = zlib.decompress(raw)
+            else:
+                data = raw
+            events = count_events(loads(data))
+        except Exception:
+            COUNTS.bad()
+            self._answer(400, {"error": "unreadable body"})
+            return
+        path = self.path.split("?", 1)[0]
+        COUNTS.add(path, events, len(raw), len(data), encoding)
+        if self.latency:
+            time.sleep(self.latency)
+        self._answer(200, {"ok": True, "accepted": events})
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] == "/stats":
+            self._answer(200, COUNTS.snapshot())
+        else:
+            self._answer(404, {"error": "POST events anywhere; GET /stats"})
+
     def log_message(self, *args: object) -> None:
         pass
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the default backlog (5) drops SYNs when 32 clients connect
+
+
 def main() -> None:
-    port, latency = int(sys.argv[1]), float(sys.argv[2])
-    Handler.latency = latency
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    server.serve_forever()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0: any free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before answering")
+    args = parser.parse_args()
+    Handler.latency = args.latency
+    server = Server(("127.0.0.1", args.port), Handler)
+    print(f"listening {server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from .__version__ import __version__
 from ._client import Client
-from ._delivery.results import check_result_path, write_frame
+from ._delivery.results import check_result_path, write_frame, write_frames
 from ._events.api import validate_events
 from ._exceptions import (
     ChurnConnectorError,
@@ -276,12 +276,13 @@ def _send(args: argparse.Namespace) -> int:
     _say(args, result.summary())
     if result.n_rows == 0:
         _say(args, "the input holds no rows: nothing to send")
-    if not result.failures.empty:
-        _say(args, result.failures.head(10).to_string(index=False))
+    first = result.first_failures(10)
+    if not first.empty:
+        _say(args, first.to_string(index=False))
     if args.results is not None:
         write_frame(result.chunks, args.results)
     if args.rows is not None:
-        write_frame(result.rows, args.rows)
+        write_frames(result.row_frames(), args.rows)  # block by block: flat memory
     return result.exit_code
 
 

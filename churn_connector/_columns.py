@@ -158,6 +158,23 @@ def scalar_column(s: pd.Series, path: str, rules: ValueRules) -> tuple[list[Any]
     return values, problems
 
 
+def column_problems(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray:
+    """Positions of the cells of a flat column that cannot be sent exactly: the keys of
+    ``scalar_column``'s problems, without building the wire values where the dtype says
+    enough (exact dtypes have none, floats only their infinities)."""
+    dtype = s.dtype
+    if pd.api.types.is_float_dtype(dtype):
+        return np.flatnonzero(np.isinf(s.to_numpy(dtype="float64", na_value=np.nan)))
+    exact = (
+        pd.api.types.is_integer_dtype(dtype)
+        or pd.api.types.is_bool_dtype(dtype)
+        or is_text_dtype(s)
+    )
+    if exact and not isinstance(dtype, pd.CategoricalDtype):
+        return np.empty(0, dtype=np.int64)
+    return np.fromiter(scalar_column(s, path, rules)[1], dtype=np.int64)
+
+
 def flat_columns(df: pd.DataFrame, kind: str) -> list[str]:
     """The ``<kind>.<key>`` columns of a frame, in column order."""
     prefix = kind + "."

@@ -7,8 +7,10 @@ results read the book back as frames. Positions are 0-based row numbers of the w
 from __future__ import annotations
 
 import bisect
+import tempfile
 import threading
-from typing import Any
+from collections.abc import Iterator
+from typing import IO, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -36,27 +38,79 @@ class Labels:
         k = bisect.bisect_right(self._starts, position) - 1
         return self._parts[k][position - self._starts[k]]
 
-    def to_list(self) -> list[Any]:
+    def to_list(self, lo: int = 0, hi: int | None = None) -> list[Any]:
+        """The labels of positions ``lo`` .. ``hi`` (all by default)."""
+        hi = self._n if hi is None else hi
         out: list[Any] = []
-        for part in self._parts:
-            out.extend(part.tolist())
+        for start, part in zip(self._starts, self._parts, strict=True):
+            end = start + len(part)
+            if end > lo and start < hi:
+                out.extend(part[max(lo - start, 0) : hi - start].tolist())
         return out
+
+
+class Spill:
+    """An unnamed temporary file that holds bulky per-row data (message-id digests) out of
+    memory: appended once, read back by offset when results are built."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] | None = None
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> int:
+        """Append ``data``; return its offset."""
+        with self._lock:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="churn-connector-")  # noqa: SIM115
+            offset = self._size
+            self._file.seek(offset)
+            self._file.write(data)
+            self._size += len(data)
+            return offset
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self._lock:
+            assert self._file is not None
+            self._file.seek(offset)
+            return self._file.read(size)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class IdColumn(Protocol):
+    """The message ids of one slice's rows, kept compactly; text is made only when asked."""
+
+    def __len__(self) -> int: ...
+
+    def texts(self, lo: int, hi: int) -> list[str | None]:
+        """The ids of rows ``lo`` .. ``hi`` of the slice (None where a row has none)."""
+        ...
 
 
 class RowBook:
     """Per-row state, stored column-wise so that millions of rows stay small.
 
-    The reader thread appends rows while sender threads set states, so every access
-    takes the lock (growing an array replaces it; an unlocked write could be lost).
-    Message ids are kept per slice as fixed-width bytes where possible (36 B a row).
+    A row costs 1 byte of state, 4 of chunk number and what its slice's ``IdColumn`` keeps
+    (16 bytes for a hashed id); labels are the input's own index slices, errors are kept
+    for failing rows only. The reader thread appends rows while sender threads set
+    states, so every access takes the lock (growing an array replaces it).
     """
 
     def __init__(self) -> None:
         self.labels = Labels()
+        self.spill = Spill()  # message-id digests: 16 bytes a row on disk, not in memory
         self.errors: dict[int, str] = {}
-        self._ids: list[tuple[int, np.ndarray]] = []
+        self._ids: list[tuple[int, IdColumn]] = []
         self._status = np.zeros(1024, dtype=np.int8)  # RowState values
-        self._chunk = np.full(1024, -1, dtype=np.int64)
+        self._chunk = np.full(1024, -1, dtype=np.int32)
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -79,32 +133,36 @@ class RowBook:
             if need > len(self._status):
                 size = max(need, 2 * len(self._status))  # doubling keeps appends O(n) overall
                 status = np.zeros(size, dtype=np.int8)
-                chunk = np.full(size, -1, dtype=np.int64)
+                chunk = np.full(size, -1, dtype=np.int32)
                 status[:start] = self._status[:start]
                 chunk[:start] = self._chunk[:start]
                 self._status, self._chunk = status, chunk
             self.labels.append(index)
             return start
 
-    def set_message_ids(self, start: int, ids: list[str | None]) -> None:
-        """Message ids of the rows from ``start`` on (None where a row has none)."""
-        try:
-            packed = np.array([b"" if i is None else i.encode("ascii") for i in ids], dtype="S36")
-            # fixed-width bytes drop trailing NULs and cannot hold longer ids: keep those exact
-            if any(i is not None and (len(i) > 36 or "\x00" in i) for i in ids):
-                raise ValueError
-        except (UnicodeEncodeError, ValueError):
-            packed = np.array(ids, dtype=object)
+    def set_message_ids(self, start: int, ids: IdColumn) -> None:
+        """The message ids of the slice's rows from ``start`` on."""
         with self._lock:
-            self._ids.append((start, packed))
+            self._ids.append((start, ids))
 
-    def message_ids(self) -> list[str | None]:
-        out: list[str | None] = [None] * len(self)
-        for start, packed in self._ids:
-            values = packed.tolist()
-            if packed.dtype.kind == "S":
-                values = [v.decode() if v else None for v in values]
-            out[start : start + len(values)] = values
+    def id_column_at(self, position: int) -> tuple[IdColumn, int] | None:
+        """The id column holding ``position``'s id and the row's index in it, if any."""
+        starts = [start for start, _ in self._ids]
+        k = bisect.bisect_right(starts, position) - 1
+        if k < 0:
+            return None
+        start, column = self._ids[k]
+        return (column, position - start) if position - start < len(column) else None
+
+    def message_ids(self, lo: int = 0, hi: int | None = None) -> list[str | None]:
+        """The message ids of positions ``lo`` .. ``hi`` (all by default)."""
+        hi = len(self) if hi is None else hi
+        out: list[str | None] = [None] * (hi - lo)
+        for start, column in self._ids:
+            end = start + len(column)
+            if end > lo and start < hi:
+                a, b = max(lo, start), min(hi, end)
+                out[a - lo : b - lo] = column.texts(a - start, b - start)
         return out
 
     def set(
@@ -132,22 +190,65 @@ class RowBook:
         found = np.bincount(self.status, minlength=len(STATE_NAMES))
         return {name: int(found[i]) for i, name in enumerate(STATE_NAMES)}
 
-    def frame(self) -> pd.DataFrame:
-        n = len(self)
-        errors: list[str | None] = [None] * n
-        for p, e in self.errors.items():
-            errors[p] = e
-        chunk = pd.array(self.chunk, dtype="Int64")
-        chunk[self.chunk < 0] = pd.NA
+    def frame(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
+        """The per-row frame of positions ``lo`` .. ``hi`` (all rows by default)."""
+        hi = len(self) if hi is None else hi
+        errors: list[str | None] = [None] * (hi - lo)
+        if len(self.errors) <= hi - lo:
+            for p, e in self.errors.items():
+                if lo <= p < hi:
+                    errors[p - lo] = e
+        else:
+            errors = [self.errors.get(p) for p in range(lo, hi)]
+        return self._frame(
+            np.arange(lo, hi, dtype=np.int64),
+            self.labels.to_list(lo, hi),
+            self.message_ids(lo, hi),
+            errors,
+        )
+
+    def frame_at(self, positions: np.ndarray) -> pd.DataFrame:
+        """The per-row frame of some rows only (say, the failures)."""
+        ids: list[str | None] = []
+        for p in positions.tolist():
+            found = self.id_column_at(p)
+            ids.append(None if found is None else found[0].texts(found[1], found[1] + 1)[0])
+        return self._frame(
+            positions.astype(np.int64),
+            [self.labels[p] for p in positions.tolist()],
+            ids,
+            [self.errors.get(p) for p in positions.tolist()],
+        )
+
+    def _frame(
+        self,
+        positions: np.ndarray,
+        labels: list[Any],
+        ids: list[str | None],
+        errors: list[str | None],
+    ) -> pd.DataFrame:
+        chunk = self.chunk[positions]
+        chunks = pd.array(chunk, dtype="Int64")
+        chunks[chunk < 0] = pd.NA
         return pd.DataFrame(
             {
-                "row": pd.Series(self.labels.to_list(), dtype=object),
-                "position": np.arange(n, dtype=np.int64),
-                "message_id": pd.Series(self.message_ids(), dtype=object),
-                "chunk": chunk,
+                "row": pd.Series(labels, dtype=object),
+                "position": positions,
+                "message_id": pd.Series(ids, dtype=object),
+                "chunk": chunks,
                 "status": pd.Categorical.from_codes(
-                    self.status.astype(np.int64), categories=pd.Index(list(STATE_NAMES))
+                    self.status[positions].astype(np.int64),
+                    categories=pd.Index(list(STATE_NAMES)),
                 ),
                 "error": pd.Series(errors, dtype=object),
             }
         )
+
+    def frames(self, block: int = 200_000) -> Iterator[pd.DataFrame]:
+        """The per-row frame in blocks of ``block`` rows, for writing without holding it."""
+        for lo in range(0, max(len(self), 1), block):
+            yield self.frame(lo, min(lo + block, len(self)))
+
+    def positions(self, states: tuple[RowState, ...]) -> np.ndarray:
+        """The positions of rows in any of ``states``."""
+        return np.flatnonzero(np.isin(self.status, states))

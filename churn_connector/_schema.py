@@ -208,11 +208,9 @@ class SchemaBuilder:
         name = f"{kind}_value_json"
 
         def ok(s: pd.Series) -> pd.Series:
-            _, problems = _columns.scalar_column(s, str(s.name), tz)
-            out = pd.Series(True, index=s.index)
-            if problems:
-                out.iloc[list(problems)] = False
-            return out
+            out = np.ones(len(s), dtype=bool)
+            out[_columns.column_problems(s, str(s.name), tz)] = False
+            return pd.Series(out, index=s.index)
 
         def explain(column: str | None, value: Any) -> str:
             probe = pd.Series([value], name=column)

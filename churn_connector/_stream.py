@@ -10,7 +10,7 @@ the same results as one whole frame. The ledger and the sender take batches from
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -32,7 +32,7 @@ class WireBatch:
     """The rows of one slice that are to be sent, in row order, as wire bytes."""
 
     positions: list[int]
-    keys: list[str]  # message ids (events) or user ids (identities): what a ledger records
+    keys: Sequence[str]  # message ids (events) or user ids: what a ledger records
     bodies: list[bytes]  # one serialised event, or one whole identify body, per position
     content: np.ndarray | None = None  # events: 64-bit content keys (the ledger's digests)
     always_send: set[int] = field(default_factory=set)  # positions a ledger must not skip
@@ -43,9 +43,10 @@ class WireBatch:
 
     def select(self, keep: list[int]) -> WireBatch:
         """The batch restricted to the entries at indices ``keep``."""
+        keys = list(self.keys)  # one pass: ids may be formatted as they are read
         return WireBatch(
             [self.positions[i] for i in keep],
-            [self.keys[i] for i in keep],
+            [keys[i] for i in keep],
             [self.bodies[i] for i in keep],
             None if self.content is None else self.content[keep],
             self.always_send,

@@ -225,7 +225,8 @@ class LedgerStage:
         """The entries of ``batch`` still to be sent."""
         if not len(batch):
             return batch
-        known = self.ledger.known(self.kind, batch.keys)
+        keys = list(batch.keys)  # one pass: message ids are formatted as they are read
+        known = self.ledger.known(self.kind, keys)
         if batch.content is not None:
             digests = [f"{k & _MASK64:016x}" for k in batch.content.tolist()]
         else:
@@ -233,7 +234,7 @@ class LedgerStage:
         book = self.failures.book
         keep: list[int] = []
         resent: list[str] = []
-        for i, (pos, key, dig) in enumerate(zip(batch.positions, batch.keys, digests, strict=True)):
+        for i, (pos, key, dig) in enumerate(zip(batch.positions, keys, digests, strict=True)):
             previous = known.get(key)
             if previous == dig and pos not in batch.always_send:
                 book.set([pos], RowState.SKIPPED)

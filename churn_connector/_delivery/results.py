@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .._display import Group, result_html, undelivered_groups
 from .._exceptions import ConfigurationError, DeliveryError
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
 
 PlotKind = Literal["states", "timeline"]
 RESPONSE_TEXT_LIMIT = 300
+_NOT_DELIVERED = (RowState.INVALID, RowState.REJECTED, RowState.FAILED, RowState.EXPIRED)
 
 CHUNK_COLUMNS = [
     "chunk",
@@ -120,8 +124,19 @@ class SendResult:
     @property
     def failures(self) -> pd.DataFrame:
         """Rows that were not delivered (invalid, rejected, failed or expired)."""
-        rows = self.rows
-        return rows[rows["status"].isin(["invalid", "rejected", "failed", "expired"])]
+        return self.first_failures(None)
+
+    def first_failures(self, n: int | None = 10) -> pd.DataFrame:
+        """The first ``n`` rows that were not delivered (all with ``None``), built alone."""
+        positions = self._book.positions(_NOT_DELIVERED)
+        return self._book.frame_at(positions if n is None else positions[:n])
+
+    def row_frames(self, block: int = 200_000) -> Iterator[pd.DataFrame]:
+        """The per-row frame in blocks, for writing it without holding all of it."""
+        if self._rows is not None:
+            yield self._rows
+            return
+        yield from self._book.frames(block)
 
     @property
     def ok(self) -> bool:
@@ -203,11 +218,37 @@ def check_result_path(path: Path | None) -> None:
 
 def write_frame(frame: pd.DataFrame, path: Path) -> None:
     """Write a result frame as CSV or Parquet, by the file's suffix."""
+    write_frames([frame], path)
+
+
+def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
+    """Write the blocks of one result frame to one CSV or Parquet file, a block at a time,
+    so a frame of millions of rows never has to exist whole."""
     check_result_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".parquet":
-        # labels and values may mix types; Parquet columns cannot
-        frame = frame.astype({c: str for c in frame.columns if frame[c].dtype == object})
-        frame.to_parquet(path, index=False)
-    else:
-        frame.to_csv(path, index=False)
+    if path.suffix.lower() == ".csv":
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            for k, frame in enumerate(frames):
+                frame.to_csv(fh, index=False, header=k == 0)
+        return
+    writer: pq.ParquetWriter | None = None
+    try:
+        for frame in frames:
+            schema = None if writer is None else writer.schema
+            table = pa.Table.from_pandas(_parquet_ready(frame), schema=schema, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    # labels and values may mix types, which Parquet columns cannot; nulls stay null
+    text = [
+        c
+        for c in frame.columns
+        if frame[c].dtype == object or isinstance(frame[c].dtype, pd.CategoricalDtype)
+    ]
+    return frame.astype(dict.fromkeys(text, "string"))

@@ -16,11 +16,13 @@ canonical object is ``{column: wire value}`` for the chosen columns instead (a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
+import orjson
 
+from .._rows import Spill
 from .._values import canonical
 
 ID_PREFIX = b"churn-connector/message-id/v1\n"
@@ -65,3 +67,86 @@ def message_id(event: dict[str, Any], namespace: str | None = None) -> str:
     """The id of one wire event (its ``$message_id``, if any, is ignored)."""
     context = {k: v for k, v in event.get("context", {}).items() if k != "$message_id"}
     return message_ids([canonical({**event, "context": context})], namespace)[0]
+
+
+def _texts(digests: np.ndarray) -> list[str]:
+    texts: list[str] = format_uuids(digests).astype("U36").tolist()
+    return texts
+
+
+class IdTexts(Sequence[str]):
+    """The UUID texts of (k, 16) digests, formatted only when read (a ledger reads them)."""
+
+    def __init__(self, digests: np.ndarray) -> None:
+        self.digests = digests
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_texts(self.digests))  # formatted together: one vectorised pass
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return _texts(self.digests[index])
+        return _texts(self.digests[index : index + 1 or None])[0]
+
+
+class HashedIds:
+    """A slice's message ids as 16-byte digests (all zero where a row has no id), kept in
+    the row book's spill file rather than in memory: millions of rows stay small."""
+
+    def __init__(self, n: int, rows: np.ndarray, digests: np.ndarray, spill: Spill) -> None:
+        full = np.zeros((n, 16), dtype=np.uint8)
+        full[rows] = digests
+        self.n = n
+        self.spill = spill
+        self.offset = spill.write(full.tobytes())
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _read(self, lo: int, hi: int) -> np.ndarray:
+        data = self.spill.read(self.offset + 16 * lo, 16 * (hi - lo))
+        return np.frombuffer(data, dtype=np.uint8).reshape(-1, 16)
+
+    def digest(self, i: int) -> bytes:
+        return self.spill.read(self.offset + 16 * i, 16)
+
+    def texts(self, lo: int, hi: int) -> list[str | None]:
+        block = self._read(lo, hi)
+        present = block.any(axis=1)
+        out: list[str | None] = [None] * len(block)
+        for i, text in zip(np.flatnonzero(present).tolist(), _texts(block[present]), strict=True):
+            out[i] = text
+        return out
+
+
+class GivenIds:
+    """A slice's message ids as the caller gave them (None where a row has none)."""
+
+    def __init__(self, n: int, rows: np.ndarray, given: Sequence[str]) -> None:
+        self.values: list[str | None] = [None] * n
+        for i, value in zip(rows.tolist(), given, strict=True):
+            self.values[i] = value
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def digest(self, i: int) -> bytes:
+        """The digest de-duplication compares: of the id's exact JSON text."""
+        return given_digest(orjson.dumps(self.values[i]))
+
+    def texts(self, lo: int, hi: int) -> list[str | None]:
+        return self.values[lo:hi]
+
+
+def given_digest(quoted: bytes) -> bytes:
+    """16 bytes standing for a caller's id (its JSON text) when ids are compared."""
+    return hashlib.sha256(quoted).digest()[:16]

@@ -8,63 +8,87 @@ frame. An exact repeat of an earlier row is ``skipped``; a reused id with other 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterator, Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from .._inputs import iter_frames
+from .._rows import IdColumn, RowBook
 from .._schema import timestamp_cache
 from .._stream import Kind, SliceStream, WireBatch, paused_gc
 from .._types import DataSource, RowState
+from .ids import GivenIds, HashedIds, IdTexts
 from .options import EventOptions
 from .schema import build_schema
 from .wire import build_events
 
 
 class SeenIds:
-    """Message ids seen so far (64-bit keys), the first row of each and its content key.
+    """Message ids seen so far: 64-bit keys in sorted runs, with each id's first position.
 
-    Sorted numpy arrays (24 bytes a row) instead of a dict (~100): membership is a
-    vectorised searchsorted per slice, and new keys are merged in once per slice.
+    12 bytes an id (key and a 32-bit position). Each slice adds a run and runs of similar
+    size are merged, so registering n ids costs O(n log n) in all rather than a re-sort of
+    everything per slice. A key match is only a candidate: the caller confirms it against
+    the full 16-byte digests, so a 64-bit collision never makes two events one.
     """
 
     def __init__(self) -> None:
-        self.keys = np.empty(0, dtype=np.int64)
-        self.first_pos = np.empty(0, dtype=np.int64)
-        self.content = np.empty(0, dtype=np.int64)
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def first(
-        self, keys: np.ndarray, positions: np.ndarray, content: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """For each row: the position and content key of the first row with its id.
+    def firsts(self, keys: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """For each row: the position of the first row with its key (itself if new).
 
-        Rows of this slice are registered; a row whose id is new is its own first.
+        The slice's new keys are registered with the position of their first row.
         """
         if len(keys) == 0:
-            return positions.copy(), content.copy()
+            return positions.copy()
         uniq, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        loc = np.searchsorted(self.keys, uniq)
-        clipped = np.minimum(loc, max(len(self.keys) - 1, 0))
-        found = (
-            (loc < len(self.keys)) & (self.keys[clipped] == uniq)
-            if len(self.keys)
-            else (np.zeros(len(uniq), dtype=bool))
-        )
-        uniq_pos = np.where(
-            found, self.first_pos[clipped] if len(self.keys) else 0, positions[first_idx]
-        )
-        uniq_content = np.where(
-            found, self.content[clipped] if len(self.keys) else 0, content[first_idx]
-        )
-        new = ~found
+        found = np.full(len(uniq), -1, dtype=np.int64)
+        for run_keys, run_pos in self._runs:
+            loc = np.minimum(np.searchsorted(run_keys, uniq), len(run_keys) - 1)
+            hit = (run_keys[loc] == uniq) & (found < 0)
+            found[hit] = run_pos[loc[hit]]
+        new = found < 0
+        found[new] = positions[first_idx[new]]
         if new.any():
-            keys_all = np.concatenate([self.keys, uniq[new]])
-            order = np.argsort(keys_all, kind="stable")
-            self.keys = keys_all[order]
-            self.first_pos = np.concatenate([self.first_pos, uniq_pos[new]])[order]
-            self.content = np.concatenate([self.content, uniq_content[new]])[order]
-        return uniq_pos[inverse], uniq_content[inverse]
+            self._add(uniq[new], found[new].astype(np.uint32))
+        return found[inverse]
+
+    def _add(self, keys: np.ndarray, positions: np.ndarray) -> None:
+        self._runs.append((keys, positions))
+        # merging while the older run is no more than twice the newer keeps log(n) runs
+        total = sum(len(keys) for keys, _ in self._runs)
+        # runs stop growing at a sixteenth of the index, so a merge never needs much more
+        # memory than the index itself
+        cap = max(_MIN_RUN_CAP, total // 16)
+        while (
+            len(self._runs) > 1
+            and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0])
+            and len(self._runs[-2][0]) + len(self._runs[-1][0]) <= cap
+        ):
+            newer, older = self._runs.pop(), self._runs.pop()
+            self._runs.append(_merge(older, newer))
+
+
+_MIN_RUN_CAP = 1 << 20
+
+
+def _merge(
+    older: tuple[np.ndarray, np.ndarray], newer: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two sorted runs (with disjoint keys) as one, in one pass and without a sort."""
+    (k1, p1), (k2, p2) = older, newer
+    at = np.searchsorted(k1, k2) + np.arange(len(k2))  # where the newer keys land
+    keys = np.empty(len(k1) + len(k2), dtype=k1.dtype)
+    positions = np.empty(len(keys), dtype=p1.dtype)
+    rest = np.ones(len(keys), dtype=bool)
+    rest[at] = False
+    keys[at], positions[at] = k2, p2
+    keys[rest], positions[rest] = k1, p1
+    return keys, positions
 
 
 class EventStream(SliceStream):
@@ -79,6 +103,7 @@ class EventStream(SliceStream):
         self.options = options
         self.duplicates = 0
         self._seen = SeenIds()
+        self._content: list[tuple[int, HashedIds]] = []  # content digests, when ids are not
 
     def slices(self) -> Iterator[pd.DataFrame]:
         return iter_frames(self.data, self.options.reading)
@@ -94,27 +119,53 @@ class EventStream(SliceStream):
         begun = self.begin(df)
         start, valid = begun.start, begun.valid
         wire = build_events(begun.work, self.options, None if times is None else times[valid])
-        ids: list[str | None] = [None] * n
-        for i, mid in zip(valid.tolist(), wire.ids, strict=True):
-            ids[i] = mid
-        self.book.set_message_ids(start, ids)
-        positions = start + valid
-        content = np.asarray(wire.content_keys, dtype=np.int64)
-        firsts, first_content = self._seen.first(
-            np.asarray(wire.id_keys, dtype=np.int64), positions, content
+        hashed = wire.given is None and not self.options.id_columns
+        column: IdColumn = (
+            HashedIds(n, valid, wire.digests, self.book.spill)
+            if wire.given is None
+            else GivenIds(n, valid, wire.given)
         )
-        is_first = firsts == positions
-        same = first_content == content
-        for j in np.flatnonzero(~is_first).tolist():
-            self._repeat(int(positions[j]), int(firsts[j]), wire.ids[j], same_content=bool(same[j]))
+        self.book.set_message_ids(start, column)
+        if not hashed:
+            # an id that is not a hash of the whole event may come back with other content
+            self._content.append((start, HashedIds(n, valid, wire.content, self.book.spill)))
+        positions = start + valid
+        firsts = self._seen.firsts(wire.id_keys, positions)
+        repeats = np.flatnonzero(firsts != positions)
+        is_first = np.ones(len(positions), dtype=bool)
+        for j in repeats.tolist():
+            first, pos = int(firsts[j]), int(positions[j])
+            if self._digest(self.book, first) != wire.digests[j].tobytes():
+                continue  # a 64-bit collision of two different ids: both are sent
+            is_first[j] = False
+            same = hashed or self._content_digest(first) == wire.content[j].tobytes()
+            self._repeat(pos, first, wire.ids()[j], same_content=same)
         kept = np.flatnonzero(is_first)
+        keys: Sequence[str] = (
+            IdTexts(wire.digests[kept])
+            if wire.given is None
+            else [wire.given[j] for j in kept.tolist()]
+        )
         return WireBatch(
             positions[kept].tolist(),
-            [wire.ids[j] for j in kept.tolist()],
+            keys,
             [wire.body[j] for j in kept.tolist()],
-            content[kept],
+            wire.content_keys[kept],
             times=wire.ms[kept],
         )
+
+    @staticmethod
+    def _digest(book: RowBook, position: int) -> bytes:
+        found = book.id_column_at(position)
+        assert found is not None
+        column, i = found
+        return cast("HashedIds | GivenIds", column).digest(i)
+
+    def _content_digest(self, position: int) -> bytes:
+        starts = [start for start, _ in self._content]
+        k = bisect.bisect_right(starts, position) - 1
+        start, column = self._content[k]
+        return column.digest(position - start)
 
     def _times(self, df: pd.DataFrame) -> np.ndarray | None:
         """occurred_at in epoch ms, normalised once: the schema's checks reuse the result."""

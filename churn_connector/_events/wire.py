@@ -18,6 +18,7 @@ import pandas as pd
 
 from .. import _columns, _timestamps
 from .._values import canonical
+from . import columnar
 from . import ids as _ids
 from .options import EventOptions
 
@@ -30,15 +31,32 @@ class WireEvents:
     """Wire form of a slice's valid rows, in row order."""
 
     body: list[bytes]  # each event's wire bytes, $message_id included
-    ids: list[str]
-    id_keys: list[int]  # 64-bit keys of the ids, for de-duplication across slices
-    content_keys: list[int]  # 64-bit keys of the content without the id
+    digests: np.ndarray  # (k, 16) uint8: hashed ids (or, for given ids, of their text)
+    given: list[str] | None  # the caller's message ids, when a message_id column was given
+    content: np.ndarray  # (k, 16) uint8: digests of the content without the id
     ms: np.ndarray  # occurred_at in epoch milliseconds
 
+    @property
+    def id_keys(self) -> np.ndarray:
+        """64-bit keys of the ids, for de-duplication across slices."""
+        return key64(self.digests)
 
-def _keys(digests: np.ndarray) -> list[int]:
-    keys: list[int] = np.ascontiguousarray(digests[:, :8]).view("<i8").ravel().tolist()
+    @property
+    def content_keys(self) -> np.ndarray:
+        return key64(self.content)
+
+    def ids(self) -> Sequence[str]:
+        """The message ids as text (formatted only when read)."""
+        return self.given if self.given is not None else _ids.IdTexts(self.digests)
+
+
+def key64(digests: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each digest as an int64."""
+    keys: np.ndarray = np.ascontiguousarray(digests[:, :8]).view("<i8").ravel()
     return keys
+
+
+_EMPTY = np.empty((0, 16), dtype=np.uint8)
 
 
 def _splice(row: bytes, id_json: bytes) -> bytes:
@@ -63,16 +81,28 @@ def build_events(
 ) -> WireEvents:
     """Wire events for validated rows of ``work`` (a RangeIndex frame).
 
+    Typed flat columns take the column-wise path (``columnar``); the rest (objects, given
+    message ids, ``id_columns``) the per-row one. Both produce the same bytes.
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
     """
+    if len(work) == 0:
+        return WireEvents([], _EMPTY, None, _EMPTY, np.empty(0, dtype=np.int64))
+    if ms is None:
+        tz = options.rules.naive_timezone
+        ms = _timestamps.normalize(work["occurred_at"], tz, options.epoch_unit).ms
+    try:
+        body, digests = columnar.build(work, options, ms)
+    except columnar.Unsupported:
+        return build_events_per_row(work, options, ms)
+    return WireEvents(body, digests, None, digests, ms)
+
+
+def build_events_per_row(work: pd.DataFrame, options: EventOptions, ms: np.ndarray) -> WireEvents:
+    """Wire events row by row, as dicts serialised canonically: any column type."""
     rules = options.rules
     n = len(work)
-    if n == 0:
-        return WireEvents([], [], [], [], np.empty(0, dtype=np.int64))
     user_ids = _columns.ids_to_wire(work["external_user_id"])
     event_types = work["event_type"].tolist()
-    if ms is None:
-        ms = _timestamps.normalize(work["occurred_at"], rules.naive_timezone, options.epoch_unit).ms
     times = _timestamps.format_ms(ms)
     properties = _columns.merged_objects(work, "properties", rules)
     context = _columns.merged_objects(work, "context", rules)
@@ -87,17 +117,24 @@ def build_events(
         for c, e, u, t, p in zip(context, event_types, user_ids, times, properties, strict=True)
     ]
     given = [str(v) for v in work["message_id"].tolist()] if "message_id" in work else None
-    out = WireEvents([], [], [], [], ms)
+    body: list[bytes] = []
+    ids: list[np.ndarray] = []
+    content: list[np.ndarray] = []
     for lo in range(0, n, _BLOCK):
         block_ids = given[lo : lo + _BLOCK] if given is not None else None
-        _serialise(events[lo : lo + _BLOCK], block_ids, options, out)
-    return out
+        block_digests, block_content = _serialise(
+            events[lo : lo + _BLOCK], block_ids, options, body
+        )
+        ids.append(block_digests)
+        content.append(block_content)
+    return WireEvents(body, np.concatenate(ids), given, np.concatenate(content), ms)
 
 
 def _serialise(
-    events: list[dict[str, Any]], given: list[str] | None, options: EventOptions, out: WireEvents
-) -> None:
-    """Serialise, hash and splice one block of events into ``out``.
+    events: list[dict[str, Any]], given: list[str] | None, options: EventOptions, body: list[bytes]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Serialise, hash and splice one block of events onto ``body``; return the digests
+    of their ids and of their content.
 
     Each orjson result keeps a ~4 KB allocation alive, so canonical bytes are only held
     for one small block; the spliced bytes that are kept are exact-size copies.
@@ -105,9 +142,11 @@ def _serialise(
     rows = [canonical(e) for e in events]
     content = _ids.digests(rows, options.namespace)
     if given is not None:
-        ids = given
-        id_keys = [hash(v) for v in ids]
-        quoted = [orjson.dumps(i) for i in ids]  # caller's ids may need escaping
+        quoted = [orjson.dumps(i) for i in given]  # caller's ids may need escaping
+        # de-duplication compares ids by a digest of their exact JSON text
+        digests = np.frombuffer(
+            b"".join(_ids.given_digest(q) for q in quoted), dtype=np.uint8
+        ).reshape(-1, 16)
     else:
         if options.id_columns:
             payloads = [canonical(_id_payload(e, options.id_columns)) for e in events]
@@ -115,10 +154,6 @@ def _serialise(
         else:
             digests = content
         uuids = _ids.format_uuids(digests)
-        ids = uuids.astype("U36").tolist()
-        id_keys = _keys(digests)
         quoted = [b'"' + u + b'"' for u in uuids.tolist()]  # hex and dashes need no escaping
-    out.body.extend(_splice(row, q) for row, q in zip(rows, quoted, strict=True))
-    out.ids.extend(ids)
-    out.id_keys.extend(id_keys)
-    out.content_keys.extend(_keys(content))
+    body.extend(_splice(row, q) for row, q in zip(rows, quoted, strict=True))
+    return digests, content

@@ -1,0 +1,264 @@
+"""The column-wise wire path must give the per-row path's bytes, ids and keys exactly (message
+ids are a compatibility promise). Property-based: random typed frames of validated rows."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from churn_connector._columns import column_problems, scalar_column
+from churn_connector._events import columnar
+from churn_connector._events.options import EventOptions
+from churn_connector._events.wire import build_events, build_events_per_row
+from churn_connector._timestamps import format_ms, normalize
+from churn_connector._values import ValueRules
+
+TEXT = st.text(
+    alphabet=st.one_of(
+        st.characters(exclude_categories=["Cs"]),  # anything UTF-8 can carry
+        st.sampled_from(list('"\\/\x00\x1f\x7f\n\t\r\b\f\u2028\u2029\U0001f600é')),
+    ),
+    max_size=12,
+)
+KEYS = TEXT.filter(bool)
+EVENT_TYPE = st.from_regex(r"[a-z0-9]{1,6}(?:_[a-z0-9]{1,4}){0,2}", fullmatch=True)
+FLOATS = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(
+        [
+            0.0,
+            -0.0,
+            5e-324,
+            -5e-324,
+            2.2250738585072014e-308,
+            1e16,
+            1e-5,
+            1e-7,
+            0.1,
+            1.0,
+            123456789.123,
+            1.7976931348623157e308,
+            9007199254740993.0,
+        ]
+    ),
+    st.integers(0, 2**64 - 1).map(lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]),
+)
+MS = st.integers(-62_135_596_800_000, 253_402_300_799_999)  # years 1..9999
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+def with_nulls(values: list[Any], mask: list[bool]) -> list[Any]:
+    return [None if m else v for v, m in zip(values, mask, strict=True)]
+
+
+@st.composite
+def flat_column(draw: st.DrawFn, n: int) -> pd.Series:
+    kind = draw(
+        st.sampled_from(
+            [
+                "int64",
+                "Int64",
+                "uint64",
+                "float64",
+                "float32",
+                "bool",
+                "boolean",
+                "str",
+                "string",
+                "ts_utc",
+                "ts_paris",
+                "ts_us_wide",
+            ]
+        )
+    )
+    nulls = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    if kind == "int64":
+        return pd.Series(draw(st.lists(INT64, min_size=n, max_size=n)), dtype="int64")
+    if kind == "Int64":
+        return pd.Series(
+            with_nulls(draw(st.lists(INT64, min_size=n, max_size=n)), nulls), dtype="Int64"
+        )
+    if kind == "uint64":
+        return pd.Series(
+            draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n)), dtype="uint64"
+        )
+    if kind in ("float64", "float32"):
+        values = [
+            np.nan if m else v
+            for v, m in zip(draw(st.lists(FLOATS, min_size=n, max_size=n)), nulls, strict=True)
+        ]
+        s = pd.Series(values, dtype="float64")
+        if kind == "float32":
+            with np.errstate(over="ignore"):
+                s = s.astype("float32")
+            s = s.where(np.isfinite(s))  # validation refuses infinity
+        return s
+    if kind == "bool":
+        return pd.Series(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    if kind == "boolean":
+        return pd.Series(
+            with_nulls(draw(st.lists(st.booleans(), min_size=n, max_size=n)), nulls),
+            dtype="boolean",
+        )
+    if kind in ("str", "string"):
+        return pd.Series(
+            with_nulls(draw(st.lists(TEXT, min_size=n, max_size=n)), nulls), dtype=kind
+        )
+    ms = draw(
+        st.lists(
+            MS if kind == "ts_us_wide" else st.integers(-(2**62) // 10**6, 2**62 // 10**6),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    extra = draw(st.lists(st.integers(0, 999), min_size=n, max_size=n))
+    us = np.array([m * 1000 + e for m, e in zip(ms, extra, strict=True)], dtype="int64")
+    arr = us.astype("datetime64[us]")
+    arr[np.array(nulls, dtype=bool)] = np.datetime64("NaT")
+    s = pd.Series(arr).dt.tz_localize("UTC")
+    return s.dt.tz_convert("Europe/Paris") if kind == "ts_paris" else s
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> tuple[pd.DataFrame, EventOptions]:
+    n = draw(st.integers(1, 25))
+    data: dict[str, pd.Series] = {}
+    id_kind = draw(st.sampled_from(["int64", "Int64", "str", "object_mixed"]))
+    if id_kind == "str":
+        ids = pd.Series(
+            draw(st.lists(TEXT.filter(lambda t: t.strip()), min_size=n, max_size=n)), dtype="str"
+        )
+    elif id_kind == "object_mixed":
+        ids = pd.Series(
+            draw(
+                st.lists(st.one_of(INT64, TEXT.filter(lambda t: t.strip())), min_size=n, max_size=n)
+            ),
+            dtype=object,
+        )
+    else:
+        ids = pd.Series(draw(st.lists(INT64, min_size=n, max_size=n)), dtype=id_kind)
+    data["external_user_id"] = ids
+    data["event_type"] = pd.Series(
+        draw(st.lists(EVENT_TYPE, min_size=n, max_size=n)),
+        dtype=draw(st.sampled_from(["str", object])),
+    )
+    ms = np.array(draw(st.lists(MS, min_size=n, max_size=n)), dtype="int64")
+    when: pd.Series[Any] = pd.Series(ms.astype("datetime64[ms]")).dt.tz_localize("UTC")
+    ts_kind = draw(st.sampled_from(["utc", "zone", "text"]))
+    if ts_kind == "zone":
+        when = when.dt.tz_convert("America/New_York")
+    elif ts_kind == "text":  # CSV-like RFC 3339 text with offsets (validated: near now)
+        near = pd.Series((ms % 10**12 + 1_000_000_000_000).astype("datetime64[ms]"))
+        local = near.dt.tz_localize("UTC").dt.tz_convert("Asia/Kolkata")
+        when = pd.Series([t.isoformat() for t in local], dtype="str")
+    data["occurred_at"] = when
+    for kind in ("properties", "context"):
+        keys = draw(st.lists(KEYS, max_size=5 if kind == "properties" else 2, unique=True))
+        for key in keys:
+            data[f"{kind}.{key}"] = draw(flat_column(n))
+    namespace = draw(st.one_of(st.none(), TEXT))
+    columns = list(data)
+    order = draw(st.permutations(columns))
+    df = pd.DataFrame({c: data[c].reset_index(drop=True) for c in order})
+    return df, EventOptions(namespace=namespace)
+
+
+def both(df: pd.DataFrame, options: EventOptions) -> tuple[Any, Any]:
+    ms = normalize(df["occurred_at"]).ms
+    return columnar.build(df, options, ms), build_events_per_row(df, options, ms)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=frames())
+def test_the_columnar_path_is_byte_identical(case: tuple[pd.DataFrame, EventOptions]) -> None:
+    df, options = case
+    (body, digests), reference = both(df, options)
+    assert body == reference.body
+    assert digests.tobytes() == reference.digests.tobytes()
+    assert digests.tobytes() == reference.content.tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(FLOATS, min_size=1, max_size=50))
+def test_float_spelling_is_orjsons(values: list[float]) -> None:
+    got = columnar._floats(np.array(values, dtype=np.float64)).to_pylist()
+    assert got == [orjson.dumps(v) for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), TEXT), min_size=1, max_size=50))
+def test_string_escaping_is_orjsons(values: list[str | None]) -> None:
+    got = columnar._quote(pa.array(values, pa.string())).to_pylist()
+    assert got == [None if v is None else orjson.dumps(v) for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ms=st.lists(MS, min_size=1, max_size=50))
+def test_timestamp_text_is_the_per_row_spelling(ms: list[int]) -> None:
+    arr = np.array(ms, dtype=np.int64)
+    assert columnar.format_ms(arr).to_pylist() == [t.encode() for t in format_ms(arr)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=MS, offsets=st.lists(st.integers(0, 40 * 86_400_000), min_size=1, max_size=50))
+def test_timestamp_text_of_a_narrow_span_is_the_per_row_spelling(
+    base: int, offsets: list[int]
+) -> None:
+    arr = np.minimum(np.array(offsets, dtype=np.int64) + base, 253_402_300_799_999)
+    assert columnar.format_ms(arr).to_pylist() == [t.encode() for t in format_ms(arr)]
+
+
+def test_rows_whose_properties_are_all_omitted_keep_their_place() -> None:
+    # pyarrow's join with null_handling="skip" drops rows whose inputs are all null
+    df = pd.DataFrame(
+        {
+            "external_user_id": [1, 2, 3],
+            "event_type": ["a", "b", "c"],
+            "occurred_at": pd.to_datetime(["2026-11-01T00:00:00Z"] * 3, utc=True),
+            "properties.x": [None, 1.5, None],
+            "properties.y": pd.Series([None, None, "q"], dtype="str"),
+            "context.z": pd.array([None, None, None], dtype="Int64"),
+        }
+    )
+    (body, _), reference = both(df, EventOptions())
+    assert body == reference.body
+
+
+@pytest.mark.parametrize("column", ["properties", "context"])
+def test_object_columns_take_the_per_row_path(column: str) -> None:
+    df = pd.DataFrame(
+        {
+            "external_user_id": ["u"],
+            "event_type": ["a"],
+            "occurred_at": pd.to_datetime(["2026-11-01T00:00:00Z"], utc=True),
+            column: [{"k": 1}],
+        }
+    )
+    with pytest.raises(columnar.Unsupported):
+        columnar.build(df, EventOptions(), normalize(df["occurred_at"]).ms)
+    assert build_events(df, EventOptions()).body == both_per_row(df)
+
+
+def both_per_row(df: pd.DataFrame) -> list[bytes]:
+    return build_events_per_row(df, EventOptions(), normalize(df["occurred_at"]).ms).body
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_the_fast_column_check_finds_what_the_wire_values_would(data: st.DataObject) -> None:
+    s = data.draw(flat_column(data.draw(st.integers(1, 20))))
+    if s.dtype.kind == "f":  # infinities are what the check is for
+        s = s.mask(
+            pd.Series(data.draw(st.lists(st.booleans(), min_size=len(s), max_size=len(s)))), np.inf
+        )
+    rules = ValueRules()
+    expected = sorted(scalar_column(s, "properties.x", rules)[1])
+    assert column_problems(s, "properties.x", rules).tolist() == expected
