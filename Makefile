@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: demo test lint typecheck pytest bench readme clean
+.PHONY: demo test lint typecheck pytest bench readme strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -17,18 +17,19 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	@touch $(BASE_STAMP)
 
-# the dev tools and Airflow in one environment: mypy checks the provider against Airflow's
-# types, and the provider's tests run in real Airflow (~40 s and ~240 MB more to install)
+# the dev tools, Airflow and a notebook kernel in one environment: mypy checks the provider
+# against Airflow's types, the provider's tests run in real Airflow (~40 s and ~240 MB more
+# to install), and the notebooks run in a kernel of this environment
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)
 	$(BIN)/churn-connector demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check churn_connector tests benchmarks examples
-	$(BIN)/ruff format --check churn_connector tests benchmarks examples
+	$(BIN)/ruff check churn_connector tests benchmarks examples notebooks
+	$(BIN)/ruff format --check churn_connector tests benchmarks examples notebooks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -36,6 +37,7 @@ typecheck: $(STAMP)
 # coverage floor: the suite covers ~94% today; below 90% something lost its tests.
 # The Airflow tests run in a second process: Airflow's configuration, logging and SIGTERM
 # handler are process-wide. Coverage adds up over both.
+# tests/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q --ignore=tests/airflow --cov=churn_connector --cov-report=
 	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append \
@@ -52,6 +54,10 @@ bench: $(STAMP)
 # regenerate the README's table of validation checks from the registry
 readme: $(STAMP)
 	$(BIN)/python -m churn_connector._checks --update README.md
+
+# notebooks are committed without outputs (tests/test_notebooks.py checks)
+strip-notebooks: $(STAMP)
+	$(BIN)/python tests/test_notebooks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -27,7 +27,8 @@ from ._events.stream import EventStream
 from ._exceptions import Interrupted, _RunStopped
 from ._identities.api import identity_options
 from ._identities.stream import IdentityStream
-from ._inputs import DEFAULT_SLICE_ROWS
+from ._inputs import DEFAULT_SLICE_ROWS, row_count
+from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
 from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
 
@@ -205,7 +206,14 @@ class _Run:
 
     def _send(self, requests: Iterable[Request], stage: LedgerStage | None) -> Sender:
         book = self.stream.book
-        bar = Progress(self.stream.kind, enabled=False if self.dry_run else self.progress)
+        enabled = False if self.dry_run else self.progress
+        bar = Progress(
+            self.stream.kind,
+            # a total (and so an ETA) when the input's length is known without reading it
+            total=None if enabled is False else row_count(self.stream.data),
+            enabled=enabled,
+            done=lambda: _finished(book),
+        )
         poster: Poster = (
             DryRunPoster() if self.dry_run else HttpPoster(self.config, self.concurrency)
         )
@@ -247,10 +255,18 @@ class _Run:
             return exc.with_results(counts, partial.rows, partial.chunks)
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
         summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
-        log.warning("%s", summary)
+        # the exception carries the summary and whoever catches it shows it (the CLI prints
+        # it); logged as a warning too, it printed twice, in a notebook as red stderr
+        log.info("%s", summary)
         return Interrupted(
             summary, signal=signal_of(exc), counts=counts, rows=partial.rows, chunks=partial.chunks
         )
+
+
+def _finished(book: RowBook) -> int:
+    """Rows with their final state: progress counts rows (invalid and skipped ones too)."""
+    status = book.status
+    return len(status) - int(np.count_nonzero(status == RowState.PENDING))
 
 
 class SendEventsOptions(TypedDict, total=False):

@@ -13,7 +13,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,7 @@ class Stream(Protocol):
     """What the client, the reports and the integrations need of a resource's stream."""
 
     kind: Kind
+    data: Any  # the input (identities: made replayable), e.g. for its length up front
     book: RowBook
     failures: FailureLog
     duplicates: int  # rows skipped as exact repeats of an earlier row
@@ -146,16 +147,20 @@ def report(stream: Stream) -> ValidationReport:
     whatever the slice size.
     """
     valid_parts: list[pd.DataFrame] = []
+    invalid_parts: list[pd.DataFrame] = []
+    invalid_positions: list[np.ndarray] = []
+    empty: pd.DataFrame | None = None
     for df in stream.slices():
         start = len(stream.book)
         stream.process(df)
-        status = stream.book.status[start : start + len(df)]
-        valid_parts.append(df.iloc[np.flatnonzero(status != RowState.INVALID)])
-    if not valid_parts:
-        valid = pd.DataFrame()
-    else:
-        valid = pd.concat(valid_parts) if len(valid_parts) > 1 else valid_parts[0]
-    valid.attrs.clear()
+        bad = stream.book.status[start : start + len(df)] == RowState.INVALID
+        valid_parts.append(df.iloc[np.flatnonzero(~bad)])
+        if bad.any():
+            invalid_parts.append(df.iloc[np.flatnonzero(bad)])
+            invalid_positions.append(start + np.flatnonzero(bad))
+        if empty is None:
+            empty = df.iloc[:0]
+    valid, invalid = _joined(valid_parts, empty), _joined(invalid_parts, empty)
     frame = failures_frame(stream.failures.records)
     order = frame["position"].fillna(-1).to_numpy(dtype=np.int64).argsort(kind="stable")
     return ValidationReport(
@@ -165,4 +170,18 @@ def report(stream: Stream) -> ValidationReport:
         n_rows=len(stream.book),
         n_invalid=int((stream.book.status == RowState.INVALID).sum()),
         duplicates=stream.duplicates,
+        invalid=invalid,
+        invalid_positions=(
+            np.concatenate(invalid_positions) if invalid_positions else np.empty(0, np.int64)
+        ),
     )
+
+
+def _joined(parts: list[pd.DataFrame], empty: pd.DataFrame | None) -> pd.DataFrame:
+    """The slices' rows as one frame (no rows: the input's columns, or none at all)."""
+    if not parts:
+        frame = empty if empty is not None else pd.DataFrame()
+    else:
+        frame = pd.concat(parts) if len(parts) > 1 else parts[0]
+    frame.attrs.clear()
+    return frame

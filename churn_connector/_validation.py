@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import html
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ._checks import require
+from ._display import report_html
 from ._exceptions import DataValidationError
 from ._pandera import SchemaErrors, ValidationDepth, config_context, pa
+from ._plots import failures_chart
+from ._quarantine import quarantine_frame, write_rows
 from ._rows import RowBook
 from ._schema import explanations, frame_owners
 from ._types import RowState
 from ._values import has_surrogate, mask_unreportable
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
 
@@ -208,9 +214,11 @@ def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
 class ValidationReport:
     """The outcome of validating a table.
 
-    ``valid``: the valid rows (original index kept); ``failures``: one row per problem with
-    ``row`` (the input's index label), ``position`` (0-based row number), ``column``,
-    ``check`` (a stable name), ``value`` and ``message`` (what is wrong and how to fix it).
+    ``valid``: the valid rows (original index kept), ready to send; ``invalid``: the invalid
+    rows as they were read; ``failures``: one row per problem with ``row`` (the input's
+    index label), ``position`` (0-based row number), ``column``, ``check`` (a stable name),
+    ``value`` and ``message`` (what is wrong and how to fix it). ``quarantine()`` joins the
+    last two; ``plot()`` charts the failures. In a notebook it shows itself as a summary.
     """
 
     def __init__(
@@ -221,6 +229,9 @@ class ValidationReport:
         n_rows: int,
         n_invalid: int,
         duplicates: int = 0,
+        *,
+        invalid: pd.DataFrame | None = None,
+        invalid_positions: np.ndarray | None = None,
     ) -> None:
         self.kind = kind
         self.valid = valid
@@ -229,6 +240,10 @@ class ValidationReport:
         self.n_invalid = n_invalid
         self.n_valid = n_rows - n_invalid
         self.duplicates = duplicates
+        self.invalid = invalid if invalid is not None else valid.iloc[:0]
+        self._invalid_positions = (
+            invalid_positions if invalid_positions is not None else np.empty(0, dtype=np.int64)
+        )
 
     @property
     def ok(self) -> bool:
@@ -254,15 +269,22 @@ class ValidationReport:
         if not self.ok:
             raise DataValidationError(self.summary(), n_invalid=self.n_invalid, n_rows=self.n_rows)
 
+    def quarantine(self, path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+        """The invalid rows with their reasons: every column as read, plus ``failed_checks``
+        and ``reasons``; also written to ``path`` (``.csv`` or ``.parquet``, the row labels
+        in a first column ``row``) when given. Fix them in pandas and validate them again."""
+        frame = quarantine_frame(self.invalid, self._invalid_positions, self.failures)
+        if path is not None:
+            write_rows(frame, path)
+        return frame
+
+    def plot(self, ax: Axes | None = None, *, top: int = 15) -> Axes:
+        """A bar chart of the failures by check and column (the ``top`` largest), drawn
+        with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure; returns the Axes."""
+        return failures_chart(self.failures, self.kind, ax, top)
+
     def __repr__(self) -> str:
         return f"<ValidationReport {self.summary().splitlines()[0]}>"
 
     def _repr_html_(self) -> str:
-        head = html.escape(self.summary().splitlines()[0])
-        table = self.failures.head(20).to_html(index=False) if not self.failures.empty else ""
-        more = (
-            f"<p>… {len(self.failures) - 20} more failures in <code>.failures</code></p>"
-            if len(self.failures) > 20
-            else ""
-        )
-        return f"<div><strong>{head}</strong>{table}{more}</div>"
+        return report_html(self.kind, self.n_rows, self.n_invalid, self.duplicates, self.failures)

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._display import Group, result_html, undelivered_groups
 from .._exceptions import ConfigurationError, DeliveryError
+from .._plots import states_chart, timeline_chart
 from .._rows import RowBook
 from .._types import ChunkStatus, RowState
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+PlotKind = Literal["states", "timeline"]
 RESPONSE_TEXT_LIMIT = 300
 _NOT_DELIVERED = (RowState.INVALID, RowState.REJECTED, RowState.FAILED, RowState.EXPIRED)
 
@@ -32,6 +37,7 @@ CHUNK_COLUMNS = [
     "http_status",
     "attempts",
     "elapsed_s",
+    "finished_s",
     "bytes",
     "error",
     "response",
@@ -52,6 +58,7 @@ class ChunkRecord:
     http_status: int | None
     attempts: int
     elapsed_s: float
+    finished_s: float  # when it ended, in seconds from the start of the send
     bytes: int
     error: str | None
     response: str | None
@@ -67,7 +74,8 @@ class SendResult:
     """What happened to every row and every request of one send.
 
     ``chunks``: one row per request; ``rows``: one row per input row (state, message id,
-    chunk, error); ``counts``: rows per state; ``ok``: every valid row was acknowledged.
+    chunk, error); ``counts``: rows per state; ``ok``: every valid row was acknowledged;
+    ``plot()``: a chart. In a notebook it shows itself as a summary.
     """
 
     def __init__(
@@ -96,6 +104,7 @@ class SendResult:
         self.n_rows = len(book)
         self._rows: pd.DataFrame | None = None
         self._chunk_frame: pd.DataFrame | None = None
+        self._groups: list[Group] | None = None  # the HTML's failure groups, once
 
     @property
     def rows(self) -> pd.DataFrame:
@@ -172,14 +181,30 @@ class SendResult:
     def __repr__(self) -> str:
         return f"<SendResult {self.summary()}>"
 
+    def plot(self, kind: PlotKind = "states", ax: Axes | None = None) -> Axes:
+        """A chart drawn with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure:
+        ``"states"``, rows by state; ``"timeline"``, rows delivered over the send's time
+        (failed and rejected requests marked). Returns the Axes."""
+        if kind == "states":
+            return states_chart(self.counts, self.kind, ax)
+        if kind == "timeline":
+            return timeline_chart(self.chunks, self.kind, ax)
+        raise ValueError(f"kind must be 'states' or 'timeline', not {kind!r}")
+
     def _repr_html_(self) -> str:
-        parts = [f"<div><strong>{html.escape(self.summary())}</strong>"]
-        parts.append(self.chunks.head(20).to_html(index=False))
-        if not self.failures.empty:
-            parts.append("<p>Rows not delivered (first 20):</p>")
-            parts.append(self.failures.head(20).to_html(index=False))
-        parts.append("</div>")
-        return "".join(parts)
+        if self._groups is None:
+            book = self._book
+            self._groups = undelivered_groups(book.status, book.errors, book.labels.__getitem__)
+        requests = Counter(str(ch.status) for ch in self._chunks)
+        return result_html(
+            self.kind,
+            self.n_rows,
+            self.counts,
+            requests,
+            self.elapsed_s,
+            self._groups,
+            dry_run=self.dry_run,
+        )
 
 
 RESULT_SUFFIXES = (".csv", ".parquet")

@@ -70,6 +70,7 @@ class Sender:
         self.on_sent = on_sent
         self.progress = progress
         self.chunks: list[ChunkRecord] = []
+        self._started = time.monotonic()  # chunks record when they ended, from here
         self._lock = threading.Lock()
         self._next_chunk = 0
         self._active: dict[int, tuple[Request, int]] = {}  # chunk -> (request, body size)
@@ -97,6 +98,7 @@ class Sender:
                 http_status=outcome.http_status,
                 attempts=outcome.attempts,
                 elapsed_s=round(outcome.elapsed_s, 4),
+                finished_s=round(time.monotonic() - self._started, 4),
                 bytes=size,
                 error=outcome.error,
                 response=outcome.response,

@@ -29,9 +29,10 @@ from .._exceptions import InputError
 from .arrow import arrow_batches, arrow_to_pandas, is_arrow
 from .cells import typed
 from .files import expand, format_of, read_paths
+from .length import row_count
 from .spool import SpooledArrow, replayable
 
-__all__ = ["DEFAULT_SLICE_ROWS", "ReadSpec", "iter_frames", "replayable"]
+__all__ = ["DEFAULT_SLICE_ROWS", "ReadSpec", "iter_frames", "replayable", "row_count"]
 
 DEFAULT_SLICE_ROWS = 50_000
 _ACCEPTED_INPUTS = (

@@ -28,6 +28,12 @@ class SpooledArrow:
         self.source = source
         self.path: str | None = None
         self._complete = False
+        self._rows = 0
+
+    @property
+    def num_rows(self) -> int | None:
+        """How many rows the source held, once it has been read through (else None)."""
+        return self._rows if self._complete else None
 
     def batches(self, rows: int) -> tuple[pa.Schema | None, Iterator[pa.RecordBatch]]:
         if self._complete and self.path is not None:
@@ -40,6 +46,7 @@ class SpooledArrow:
         handle, path = tempfile.mkstemp(prefix="churn-connector-", suffix=".arrow")
         os.close(handle)
         self.path = path
+        self._rows = 0
         weakref.finalize(self, _remove, path)
         writer: pa.ipc.RecordBatchFileWriter | None = None
         try:
@@ -47,6 +54,7 @@ class SpooledArrow:
                 if writer is None:
                     writer = pa.ipc.new_file(path, batch.schema)
                 writer.write_batch(batch)
+                self._rows += batch.num_rows
                 yield batch
             if writer is None and schema is not None:
                 writer = pa.ipc.new_file(path, schema)

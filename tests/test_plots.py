@@ -1,0 +1,113 @@
+"""report.plot() and res.plot(): the obvious chart, drawn with matplotlib, returning the Axes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
+
+import churn_connector as cc
+from churn_connector import samples
+
+
+@pytest.fixture(autouse=True)
+def _agg() -> Iterator[None]:
+    matplotlib.use("Agg")  # no display: figures render to memory
+    yield
+    plt.close("all")
+
+
+def bar_labels(ax: Axes) -> list[str]:
+    return [t.get_text() for t in ax.get_yticklabels()]
+
+
+def bar_widths(ax: Axes) -> list[float]:
+    return [float(p.get_width()) for p in ax.patches]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def report(now: pd.Timestamp) -> cc.ValidationReport:
+    return cc.validate_events(samples.sample_events(now, n_events=2000, n_users=200), now=now)
+
+
+def test_report_plot_draws_failures_by_column_and_check(report: cc.ValidationReport) -> None:
+    ax = report.plot()
+    assert isinstance(ax, Axes)
+    labels = bar_labels(ax)
+    assert labels[:2] == ["event_type · event_type_pattern", "properties · properties_json"]
+    assert "external_user_id · external_user_id_not_blank" in labels
+    assert bar_widths(ax) == [2, 2, 1, 1, 1]
+    assert ax.get_title(loc="left") == "events: failures by check and column"
+    ax.figure.canvas.draw()  # renders without a display
+
+
+def test_report_plot_keeps_the_largest_and_draws_on_a_given_axes(
+    report: cc.ValidationReport,
+) -> None:
+    _, mine = plt.subplots()
+    ax = report.plot(mine, top=2)
+    assert ax is mine
+    assert len(bar_widths(ax)) == 2
+
+
+def test_a_table_failure_is_drawn_under_table(now: pd.Timestamp, events: pd.DataFrame) -> None:
+    ax = cc.validate_events(events.assign(extra=1), now=now).plot()
+    assert bar_labels(ax) == ["extra · column_in_schema"]
+
+
+def test_a_clean_report_plots_no_failures(now: pd.Timestamp, events: pd.DataFrame) -> None:
+    ax = cc.validate_events(events, now=now).plot()
+    assert [t.get_text() for t in ax.texts] == ["no failures"]
+
+
+def test_result_plot_draws_rows_by_state_in_their_colours(
+    sandbox: cc.Sandbox, now: pd.Timestamp
+) -> None:
+    result = cc.Client(sandbox.base_url, sandbox.api_key).send_events(
+        samples.sample_events(now, n_events=2000, n_users=200), now=now
+    )
+    ax = result.plot()
+    assert isinstance(ax, Axes)
+    assert bar_labels(ax) == ["sent", "skipped", "invalid"]
+    assert bar_widths(ax) == [1993, 1, 7]
+    colours = [to_hex(p.get_facecolor()) for p in ax.patches]
+    assert colours == ["#1a7f37", "#6e7781", "#bc4c00"]
+
+
+def test_result_timeline_climbs_to_the_rows_delivered_and_marks_failures(
+    sandbox: cc.Sandbox, now: pd.Timestamp
+) -> None:
+    events = samples.sample_events(now, n_events=1000, n_users=100)
+    sandbox.script_faults([cc.Fault("5xx")] * 8)  # the first request runs out of retries
+    result = cc.Client(sandbox.base_url, sandbox.api_key, max_concurrency=1).send_events(
+        events, now=now, batch_size=200
+    )
+    assert result.counts["failed"] == 200
+    ax = result.plot("timeline")
+    line = ax.get_lines()[0]
+    assert line.get_ydata()[-1] == result.counts["sent"]  # type: ignore[index]
+    legend = ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == ["sent", "failed request"]
+    assert ax.get_xlabel() == "seconds since the send started"
+    assert (result.chunks["finished_s"].diff().dropna() >= 0).all()  # one worker: in order
+
+
+def test_result_plot_refuses_an_unknown_kind(sandbox: cc.Sandbox, events: pd.DataFrame) -> None:
+    result = cc.Client(sandbox.base_url, sandbox.api_key).send_events(events)
+    with pytest.raises(ValueError, match="'states' or 'timeline'"):
+        result.plot("pie")  # type: ignore[arg-type]
+
+
+def test_without_matplotlib_plot_says_how_to_install_it(
+    report: cc.ValidationReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'churn-connector\[notebook\]'"):
+        report.plot()
