@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: demo test lint typecheck pytest bench readme strip-notebooks clean
+.PHONY: demo test lint typecheck pytest test-min bench readme strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -43,7 +43,24 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append \
 		--cov-report=term:skip-covered --cov-fail-under=90
 
-test: lint typecheck pytest
+# the suite again on the oldest dependency versions pyproject.toml allows (constraints-min.txt),
+# so the declared lower bounds stay true (the notebooks and Airflow run once, above)
+MIN_VENV := .venv-min
+MIN_STAMP := $(MIN_VENV)/.installed
+
+$(MIN_STAMP): pyproject.toml constraints-min.txt
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
+	rm -rf $(MIN_VENV)
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet -e ".[dev,notebook]" -c constraints-min.txt
+	$(MIN_VENV)/bin/python -m pip check
+	@touch $(MIN_STAMP)
+
+test-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_notebooks.py
+
+test: lint typecheck pytest test-min
 
 # not part of make test: ~10-15 min (BENCH_ARGS="--quick" ~3 min; see benchmarks/README.md)
 bench: $(STAMP)
@@ -60,4 +77,4 @@ strip-notebooks: $(STAMP)
 	$(BIN)/python tests/test_notebooks.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from . import _timestamps
 from ._timestamps import TimestampProblem
 from ._values import (
+    MAX_DEPTH,
     OBJECT_LEVEL,
     InexactValue,
     ValueRules,
@@ -173,6 +175,62 @@ def column_problems(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray:
     if exact and not isinstance(dtype, pd.CategoricalDtype):
         return np.empty(0, dtype=np.int64)
     return np.fromiter(scalar_column(s, path, rules)[1], dtype=np.int64)
+
+
+def is_struct(s: pd.Series) -> bool:
+    """An Arrow struct column (what a Parquet or Arrow input's nested object becomes)."""
+    dtype = s.dtype
+    return isinstance(dtype, pd.ArrowDtype) and pa.types.is_struct(dtype.pyarrow_dtype)
+
+
+def struct_lacks(s: pd.Series, key: str) -> pd.Series:
+    """True where a struct column's value does not hold ``key`` (null values hold nothing)."""
+    struct = s.dtype.pyarrow_dtype  # type: ignore[union-attr]
+    if struct.get_field_index(key) < 0:
+        return pd.Series(True, index=s.index)
+    return s.isna()
+
+
+def struct_problems(s: pd.Series, rules: ValueRules) -> np.ndarray | None:
+    """Positions of an Arrow struct column's values that cannot be sent exactly, read from
+    the field types (a float's NaN or infinity, a naive timestamp without a zone); None when
+    a field's type needs the per-value check (lists, maps, decimals, bytes, local times)."""
+    if not is_struct(s):
+        return None
+    chunked = pa.array(s)
+    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
+    bad = np.zeros(len(s), dtype=bool)
+    return np.flatnonzero(bad) if _struct_ok(arr, rules, bad, depth=OBJECT_LEVEL) else None
+
+
+def _struct_ok(arr: pa.StructArray, rules: ValueRules, bad: np.ndarray, *, depth: int) -> bool:
+    """Mark the rows of ``bad`` whose struct value cannot be sent; False to give up."""
+    if depth >= MAX_DEPTH:
+        return False
+    types = pa.types
+    for child in arr.flatten():  # the parent's nulls applied: only values that exist
+        t = child.type
+        valid = child.is_valid().to_numpy(zero_copy_only=False)
+        if types.is_floating(t):
+            values = child.to_numpy(zero_copy_only=False).astype(np.float64)
+            bad |= valid & ~np.isfinite(np.where(valid, values, 0.0))
+        elif types.is_timestamp(t) and t.tz is None:
+            if rules.naive_timezone is not None:
+                return False  # a local time: DST gaps and repeats are checked value by value
+            bad |= valid
+        elif types.is_struct(t):
+            if not _struct_ok(child, rules, bad, depth=depth + 1):
+                return False
+        elif not (
+            types.is_integer(t)
+            or types.is_boolean(t)
+            or types.is_string(t)
+            or types.is_large_string(t)
+            or types.is_timestamp(t)
+            or types.is_null(t)
+        ):
+            return False
+    return True
 
 
 def flat_columns(df: pd.DataFrame, kind: str) -> list[str]:

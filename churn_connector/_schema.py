@@ -170,7 +170,14 @@ class SchemaBuilder:
         tz = self.rules
 
         def ok(s: pd.Series) -> pd.Series:
-            return _columns.elementwise(s, lambda v: problem_of(object_value, v, name, tz) is None)
+            bad = _columns.struct_problems(s, tz)
+            if bad is None:
+                return _columns.elementwise(
+                    s, lambda v: problem_of(object_value, v, name, tz) is None
+                )
+            out = np.ones(len(s), dtype=bool)
+            out[bad] = False
+            return pd.Series(out, index=s.index)
 
         return pa.Column(
             nullable=True,

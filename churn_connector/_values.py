@@ -181,7 +181,8 @@ def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]
     try:
         parsed = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        if "depth limit" in str(exc):
+        # orjson >= 3.12 says "depth limit exceeded", older 3.x "recursion depth exceeded"
+        if "depth limit" in str(exc) or "recursion depth" in str(exc):
             raise InexactValue(path, f"nested deeper than {MAX_DEPTH} levels") from None
         raise InexactValue(path, f"not valid JSON ({exc})") from None
     if not isinstance(parsed, dict):

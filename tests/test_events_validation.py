@@ -267,6 +267,19 @@ def test_streamed_validation_equals_whole_frame_validation(now: pd.Timestamp) ->
     assert whole.duplicates == sliced.duplicates
 
 
+def test_every_slice_checks_flattened_columns(now: pd.Timestamp) -> None:
+    # a schema is reused across slices; a failure in one slice must not disable the
+    # properties.<key> / context.<key> checks of the next ones
+    df = pd.concat([one_row(now)] * 4, ignore_index=True)
+    df["properties.n"] = pd.Series([2**70, "ok", 2**70, 2**70], dtype=object)
+    df["context.ip"] = pd.Series([{1}, {2}, "ok", {3}], dtype=object)
+    whole = cc.validate_events(df, now=now)
+    sliced = cc.validate_events(df, now=now, slice_rows=1)
+    assert whole.n_invalid == sliced.n_invalid == 4
+    pd.testing.assert_frame_equal(whole.failures, sliced.failures)
+    assert cc.events_to_wire(df, now=now, slice_rows=1) == []
+
+
 def test_validation_cannot_be_disabled_by_pandera_environment() -> None:
     code = (
         "import pandas as pd, churn_connector as cc\n"
@@ -327,7 +340,10 @@ def test_a_lone_surrogate_invalidates_only_its_own_row(now: pd.Timestamp) -> Non
 
 @pytest.mark.parametrize("years", [585, -585])
 def test_far_away_timestamps_do_not_wrap_into_the_window(now: pd.Timestamp, years: int) -> None:
-    far = pd.Series([now + pd.Timedelta(days=365.25 * years)]).astype("datetime64[ms, UTC]")
+    # built at ms resolution from the start: pandas 2.x Timedeltas are ns-only and overflow here
+    shift = np.timedelta64(round(365.25 * 24 * years), "h")
+    start = np.array([now.tz_convert(None).to_datetime64()], dtype="datetime64[ms]")
+    far = pd.Series(start + shift).dt.tz_localize("UTC")
     df = pd.DataFrame({"external_user_id": ["a"], "event_type": ["x"], "occurred_at": far})
     assert checks_of(cc.validate_events(df, now=now)) == {"occurred_at_window"}
 

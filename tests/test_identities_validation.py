@@ -478,6 +478,21 @@ def test_results_do_not_depend_on_the_slice_size(mode: Duplicates) -> None:
     assert whole.n_invalid == sliced.n_invalid
 
 
+def test_every_slice_checks_flattened_trait_columns() -> None:
+    # the schema is reused across slices: a failure in one must not disable later checks
+    df = pd.DataFrame(
+        {
+            "external_user_id": ["u1", "u2", "u3"],
+            "traits.seats": pd.Series([2**70, 2**70, 2**70], dtype=object),
+        }
+    )
+    whole = validate_identities(df)
+    sliced = validate_identities(df, slice_rows=1)
+    assert whole.n_invalid == sliced.n_invalid == 3
+    pd.testing.assert_frame_equal(whole.failures, sliced.failures)
+    assert identities_to_wire(df, slice_rows=1) == []
+
+
 @pytest.mark.parametrize("mode", ["error", "keep_last", "in_order"])
 def test_stream_states_sends_and_notes_do_not_depend_on_the_slice_size(mode: Duplicates) -> None:
     df = dup_table()

@@ -75,7 +75,11 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
     ]
     reserved_context = checks.add(
         "context_reserved_key",
-        lambda s: _columns.elementwise(s, lambda v: "$message_id" not in _object_or_empty(v, tz)),
+        lambda s: (
+            _columns.struct_lacks(s, "$message_id")
+            if _columns.is_struct(s)
+            else _columns.elementwise(s, lambda v: "$message_id" not in _object_or_empty(v, tz))
+        ),
         message("context must not carry '$message_id': put it in a message_id column instead"),
     )
     context = checks.object_column("context")

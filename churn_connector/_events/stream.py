@@ -105,6 +105,7 @@ class EventStream(SliceStream):
         self.duplicates = 0
         self._seen = SeenIds()
         self._content: list[tuple[int, HashedIds]] = []  # content digests, when ids are not
+        self._collided: dict[bytes, int] = {}  # ids whose 64-bit key an earlier id has
 
     def slices(self) -> Iterator[pd.DataFrame]:
         return iter_frames(self.data, self.options.reading)
@@ -136,8 +137,13 @@ class EventStream(SliceStream):
         is_first = np.ones(len(positions), dtype=bool)
         for j in repeats.tolist():
             first, pos = int(firsts[j]), int(positions[j])
-            if self._digest(self.book, first) != wire.digests[j].tobytes():
-                continue  # a 64-bit collision of two different ids: both are sent
+            digest = wire.digests[j].tobytes()
+            if self._digest(self.book, first) != digest:
+                # a 64-bit collision of two different ids: the full digest decides
+                if digest not in self._collided:
+                    self._collided[digest] = pos
+                    continue
+                first = self._collided[digest]
             is_first[j] = False
             same = hashed or self._content_digest(first) == wire.content[j].tobytes()
             self._repeat(pos, first, wire.ids()[j], same_content=same)

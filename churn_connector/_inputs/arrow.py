@@ -74,18 +74,34 @@ def _zoned_in_list(t: pa.DataType, *, in_list: bool = False) -> bool:
 
 
 def arrow_to_pandas(batch: pa.RecordBatch | pa.Table, index: pd.Index) -> pd.DataFrame:
-    """One batch as a DataFrame labelled by ``index``."""
+    """One batch as a DataFrame labelled by ``index``.
+
+    Struct columns (a ``properties`` struct, say) stay Arrow-backed (``pd.ArrowDtype``):
+    the events path reads them column-wise, and anything else sees the same dicts when it
+    iterates them.
+    """
     schema = pa.schema([_field(f) for f in batch.schema], metadata=batch.schema.metadata)
     if not schema.equals(batch.schema):
         batch = batch.cast(schema)
+    if isinstance(batch, pa.RecordBatch):
+        batch = pa.Table.from_batches([batch])
+    structs = {
+        i: batch.column(i)
+        for i, f in enumerate(batch.schema)
+        if pa.types.is_struct(f.type) and not _zoned_in_list(f.type)
+    }
+    rest = [i for i in range(batch.num_columns) if i not in structs]
     options: dict[str, Any] = {"types_mapper": _ARROW_NULLABLE.get, "maps_as_pydicts": "strict"}
-    frame: pd.DataFrame = batch.to_pandas(**options)
-    for i, field in enumerate(batch.schema):
-        if _zoned_in_list(field.type):
+    frame: pd.DataFrame = batch.select(rest).to_pandas(**options)
+    for j, i in enumerate(rest):
+        if _zoned_in_list(batch.schema.field(i).type):
             # per column: timestamp_as_object on the whole batch would also turn top-level
             # timestamp columns into objects
             column = batch.column(i).to_pandas(timestamp_as_object=True, **options)
-            frame.isetitem(i, column.to_numpy(dtype=object))
+            frame.isetitem(j, column.to_numpy(dtype=object))
+    for i, column in structs.items():
+        values = pd.arrays.ArrowExtensionArray(column)
+        frame.insert(i, batch.schema.field(i).name, pd.Series(values, index=frame.index))
     return frame.set_axis(index, axis=0)
 
 
