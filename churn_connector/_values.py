@@ -9,7 +9,9 @@ Datetimes become the wire's RFC 3339 millisecond strings; numpy scalars their Py
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -176,17 +178,40 @@ def canonical(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
+# orjson reads integers beyond 64 bits as floats (silently inexact): text with a long run of
+# digits is parsed exactly instead, so that such an integer is refused, not rounded
+_LONG_INT = re.compile(r"[0-9]{19,}")
+_LONG_INT_BYTES = re.compile(rb"[0-9]{19,}")
+# what orjson hands back that is exact as it is (it refuses lone surrogates and infinities)
+_FLAT = frozenset({str, int, float, bool, type(None)})
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_exact(text: str | bytes) -> Any:
+    """Parse JSON with every integer exact; NaN and Infinity literals refused (ValueError)."""
+    long = _LONG_INT.search(text) if isinstance(text, str) else _LONG_INT_BYTES.search(text)
+    if long:
+        return json.loads(text, parse_constant=_refuse_constant)
+    return orjson.loads(text)
+
+
 def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]:
     """Parse a JSON-object string strictly (no NaN literals); raise InexactValue otherwise."""
     try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
+        exact = _LONG_INT.search(text) is None
+        parsed = orjson.loads(text) if exact else loads_exact(text)
+    except (orjson.JSONDecodeError, ValueError) as exc:
         # orjson >= 3.12 says "depth limit exceeded", older 3.x "recursion depth exceeded"
         if "depth limit" in str(exc) or "recursion depth" in str(exc):
             raise InexactValue(path, f"nested deeper than {MAX_DEPTH} levels") from None
         raise InexactValue(path, f"not valid JSON ({exc})") from None
     if not isinstance(parsed, dict):
         raise InexactValue(path, f"must be a JSON object, got {type(parsed).__name__}")
+    if exact and all(type(v) in _FLAT for v in parsed.values()):
+        return parsed  # a flat object as orjson read it is exact already
     return to_json(parsed, path, rules)  # type: ignore[no-any-return]
 
 

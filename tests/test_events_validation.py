@@ -208,6 +208,22 @@ def test_nan_literal_in_a_json_string_is_rejected(now: pd.Timestamp) -> None:
     assert checks_of(report) == {"properties_json"}
 
 
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ('{"a": 12345678901234567890123}', "properties.a"),
+        ('{"a": {"b": [18446744073709551616]}}', "properties.a.b[0]"),
+        ('{"a": 1, "b": -9223372036854775809}', "properties.b"),
+    ],
+)
+def test_json_text_integer_beyond_64_bits_is_refused_not_rounded(
+    now: pd.Timestamp, text: str, path: str
+) -> None:
+    report = cc.validate_events(one_row(now, properties=text), now=now)
+    assert checks_of(report) == {"properties_json"}
+    assert report.failures.iloc[0]["message"].startswith(path + ": integer")
+
+
 def test_infinite_flattened_property_is_rejected(now: pd.Timestamp) -> None:
     report = cc.validate_events(one_row(now, **{"properties.x": float("inf")}), now=now)
     assert checks_of(report) == {"property_value_json"}

@@ -154,6 +154,17 @@ def test_wire_bytes_sent_equal_the_wire_objects() -> None:
     assert orjson.loads(batch.bodies[0].as_py()) == wire(df)[0]
 
 
+def test_json_text_integers_at_the_64_bit_edges_are_sent_digit_for_digit() -> None:
+    text = '{"big": 18446744073709551615, "small": -9223372036854775808, "f": 0.1}'
+    df = base(properties=[text])
+    bodies = EventStream(df, EventOptions(now=NOW)).process(df).bodies
+    assert isinstance(bodies, pa.Array)
+    body = bodies[0].as_py()
+    assert b'"big":18446744073709551615' in body
+    assert b'"small":-9223372036854775808' in body
+    assert b'"f":0.1' in body
+
+
 identifiers = st.from_regex(r"[a-z0-9]{1,8}(_[a-z0-9]{1,8}){0,2}", fullmatch=True)
 json_values = st.recursive(
     st.one_of(

@@ -9,8 +9,6 @@ naming the file and line: nothing after it can be trusted to be what the export 
 from __future__ import annotations
 
 import io
-import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,23 +17,13 @@ import orjson
 import pandas as pd
 
 from .._exceptions import InputError
+from .._values import loads_exact
 from .streams import open_stream
-
-# orjson reads integers beyond 64 bits as floats; such lines are parsed exactly instead
-_LONG_INT = re.compile(rb"[0-9]{19,}")
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _exact_json(line: bytes) -> Any:
-    return json.loads(line, parse_constant=_refuse_constant)
 
 
 def _parse(line: bytes, path: Path, name: str, number: int) -> dict[str, Any]:
     try:
-        record = _exact_json(line) if _LONG_INT.search(line) else orjson.loads(line)
+        record = loads_exact(line)
     except (orjson.JSONDecodeError, ValueError) as exc:
         hint = ""
         if number == 1 and line.lstrip().startswith(b"["):
