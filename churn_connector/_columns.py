@@ -6,8 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import _timestamps
 from ._timestamps import TimestampProblem
@@ -201,6 +203,44 @@ def struct_problems(s: pd.Series, rules: ValueRules) -> np.ndarray | None:
     arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
     bad = np.zeros(len(s), dtype=bool)
     return np.flatnonzero(bad) if _struct_ok(arr, rules, bad, depth=OBJECT_LEVEL) else None
+
+
+def text_objects_ok(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray | None:
+    """Which cells of a text column of JSON objects can be sent exactly (nulls pass);
+    None when ``s`` is not a text column.
+
+    A text with no ``[`` and one ``{`` holds no nested container and, without a run of 19+
+    digits, no integer beyond 64 bits, so parsing it is the whole check (orjson refuses NaN
+    literals, infinities and lone surrogates); other texts take the full walk.
+    """
+    if not is_text_dtype(s):
+        return None
+    try:
+        chunked = pa.array(s)
+    except (pa.ArrowInvalid, UnicodeEncodeError):
+        return None  # Python strings Arrow cannot hold (a lone surrogate): the full walk
+    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
+    nested = pc.or_(
+        pc.greater(pc.count_substring(arr, "{"), 1), pc.greater(pc.count_substring(arr, "["), 0)
+    )
+    slow = pc.or_(nested, pc.match_substring_regex(arr, "[0-9]{19}"))
+    walk = slow.fill_null(False).to_numpy(zero_copy_only=False)
+    ok = np.ones(len(arr), dtype=bool)
+    loads = orjson.loads
+    for i, text in enumerate(arr.to_pylist()):
+        if text is None:
+            continue
+        if walk[i]:
+            try:
+                object_value(text, path, rules)
+            except Exception:
+                ok[i] = False
+            continue
+        try:
+            ok[i] = type(loads(text)) is dict
+        except orjson.JSONDecodeError:
+            ok[i] = False
+    return ok
 
 
 def _struct_ok(arr: pa.StructArray, rules: ValueRules, bad: np.ndarray, *, depth: int) -> bool:

@@ -170,6 +170,9 @@ class SchemaBuilder:
         tz = self.rules
 
         def ok(s: pd.Series) -> pd.Series:
+            texts = _columns.text_objects_ok(s, name, tz)
+            if texts is not None:
+                return pd.Series(texts, index=s.index)
             bad = _columns.struct_problems(s, tz)
             if bad is None:
                 return _columns.elementwise(

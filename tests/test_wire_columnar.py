@@ -3,6 +3,7 @@ ids are a compatibility promise). Property-based: random typed frames of validat
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any
 
@@ -11,12 +12,17 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from churn_connector._arrowjson import floats, quote
 from churn_connector._arrowjson import format_ms as format_ms_arrow
-from churn_connector._columns import column_problems, scalar_column, struct_problems
+from churn_connector._columns import (
+    column_problems,
+    scalar_column,
+    struct_problems,
+    text_objects_ok,
+)
 from churn_connector._events import columnar
 from churn_connector._events.options import EventOptions
 from churn_connector._events.wire import build_events, build_events_per_row
@@ -358,3 +364,78 @@ def test_a_struct_of_plain_types_takes_the_columnar_path() -> None:
     body, _ = columnar.build(df, EventOptions(), ms)
     assert body.to_pylist() == build_events_per_row(df, EventOptions(), ms).body.to_pylist()
     assert b'"properties":{"n":2,"plan":null,"x":null}' in body.to_pylist()[2]
+
+
+JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**25]),  # the 64-bit edges
+    FLOATS,
+    TEXT,
+    st.sampled_from(["[", "{", "]}", "x{y", "1234567890123456789012"]),  # brackets in text
+)
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+HOSTILE_TEXTS = st.sampled_from(
+    [
+        '{"a": NaN}',
+        '{"a": Infinity}',
+        '{"a": 1e400}',
+        '{"a": "\\ud800"}',
+        "[1, 2]",
+        "5",
+        '"text"',
+        "{oops",
+        "",
+        "{" * 200 + "}" * 200,
+        '{"a": ' + "[" * 130 + "]" * 130 + "}",
+        '{"a": 1, "a": 2}',
+    ]
+)
+
+
+@st.composite
+def json_texts(draw: st.DrawFn) -> str | None:
+    kind = draw(st.sampled_from(["object", "object", "object", "hostile", "null"]))
+    if kind == "null":
+        return None
+    if kind == "hostile":
+        return draw(HOSTILE_TEXTS)
+    obj = draw(st.dictionaries(KEYS, JSON_VALUES, max_size=4))
+    spacing = draw(st.sampled_from([(",", ":"), (", ", ": "), (" ,", " : ")]))
+    return json.dumps(obj, separators=spacing, ensure_ascii=draw(st.booleans()))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts=st.lists(json_texts(), min_size=1, max_size=10))
+@example(texts=['{"a": 18446744073709551616}', '{"a": -9223372036854775808, "b": "[{"}'])
+def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
+    texts: list[str | None],
+) -> None:
+    n = len(texts)
+    df = pd.DataFrame(
+        {
+            "external_user_id": range(n),
+            "event_type": ["login"] * n,
+            "occurred_at": pd.to_datetime(["2026-11-20T00:00:00Z"] * n, utc=True),
+            "properties": pd.Series(texts, dtype=STR),
+        }
+    )
+    rules = ValueRules()
+    ok = text_objects_ok(df["properties"], "properties", rules)
+    assert ok is not None
+    per_cell = [
+        t is None or problem_of(object_value, t, "properties", rules) is None for t in texts
+    ]
+    assert ok.tolist() == per_cell
+    valid = df[ok].reset_index(drop=True)
+    if len(valid):
+        ms = normalize(valid["occurred_at"]).ms
+        reference = build_events_per_row(valid, EventOptions(), ms)
+        body, digests = columnar.build(valid, EventOptions(), ms)
+        assert body.to_pylist() == reference.body.to_pylist()
+        assert digests.tobytes() == reference.digests.tobytes()

@@ -10,7 +10,9 @@ key order. Only the SHA-256 loop touches rows one by one in Python.
 Byte identity with orjson rests on the rules of ``_arrowjson`` (tests hold both).
 An Arrow struct ``properties``/``context`` column is written from its fields.
 
-Anything else (object columns of dicts or JSON text, a struct beside flat columns, a
+A text column of JSON objects is parsed (validation checked it) and written back sorted.
+
+Anything else (object columns of dicts, a struct or JSON text beside flat columns, a
 ``message_id`` column, ``id_columns``) raises Unsupported: the caller uses the per-row path,
 which stays the reference (tests/test_wire_columnar.py holds the two to the same bytes).
 """
@@ -96,7 +98,10 @@ def _object_fragments(
     if kind in work.columns:
         if _columns.flat_columns(work, kind):
             raise Unsupported(f"{kind} object and {kind}.<key> columns together")
-        members = struct_members(_struct_of(work[kind]), naive_timezone)
+        column = work[kind]
+        if _columns.is_text_dtype(column):
+            return [_text_members(column)]
+        members = struct_members(_struct_of(column), naive_timezone)
         return [members] if members is not None else []
     keyed = sorted((c[len(kind) + 1 :], c) for c in _columns.flat_columns(work, kind))
     columns = []
@@ -129,6 +134,16 @@ def _object_fragments(
         out.append(frag)
         seen |= values.is_valid().to_numpy(zero_copy_only=False)
     return out
+
+
+def _text_members(s: pd.Series) -> pa.Array:
+    """The sorted members of each validated JSON-object text (null for a null cell)."""
+    # validation refused integers beyond 64 bits, so orjson reads every integer exactly
+    loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
+    members = [
+        None if t is None else dumps(loads(t), option=sort)[1:-1] for t in contiguous(s).to_pylist()
+    ]
+    return pa.array(members, BIN)
 
 
 def _struct_of(s: pd.Series) -> pa.StructArray:
