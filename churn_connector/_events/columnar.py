@@ -98,10 +98,10 @@ def _object_fragments(
     if kind in work.columns:
         if _columns.flat_columns(work, kind):
             raise Unsupported(f"{kind} object and {kind}.<key> columns together")
-        column = work[kind]
-        if _columns.is_text_dtype(column):
-            return [_text_members(column)]
-        members = struct_members(_struct_of(column), naive_timezone)
+        cells = work[kind]
+        if _columns.is_text_dtype(cells):
+            return [_text_members(cells)]
+        members = struct_members(_struct_of(cells), naive_timezone)
         return [members] if members is not None else []
     keyed = sorted((c[len(kind) + 1 :], c) for c in _columns.flat_columns(work, kind))
     columns = []
