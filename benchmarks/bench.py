@@ -236,10 +236,10 @@ class Sink:
         self.port = int(line.split()[1])
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, path: str = "/stats") -> dict[str, Any]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
-            conn.request("GET", "/stats")
+            conn.request("GET", path)
             stats: dict[str, Any] = orjson.loads(conn.getresponse().read())
             return stats
         finally:
@@ -273,6 +273,7 @@ class Arrived:
     paths: dict[str, dict[str, int]]
     encodings: dict[str, int]
     bytes_on_wire: int
+    span_s: float | None  # first request in to last answer out, at the receiver
 
     def where(self) -> str:
         paths = ", ".join(f"{p} x{c['requests']}" for p, c in self.paths.items())
@@ -281,6 +282,7 @@ class Arrived:
 
 
 def measure(sink: Sink, run: Callable[[], Any]) -> tuple[Any, Arrived]:
+    sink.stats("/mark")
     before = sink.stats()
     result = run()
     after = sink.stats()
@@ -302,6 +304,7 @@ def measure(sink: Sink, run: Callable[[], Any]) -> tuple[Any, Arrived]:
         paths=paths,
         encodings=encodings,
         bytes_on_wire=after["bytes_on_wire"] - before["bytes_on_wire"],
+        span_s=after.get("span_s"),
     )
     return result, arrived
 
@@ -555,6 +558,15 @@ def e2e(args: argparse.Namespace, report: Report) -> None:
                     sink, lambda c=c, url=sink.url: cli_send(path, url, "--concurrency", str(c))
                 )
                 ok = check_ours(report, f"e2e {latency_ms} ms c={c}", child, arrived, args.rows)
+                span = ""
+                if latency_ms and arrived.span_s:
+                    # how close the sending span comes to c x 500 events per round trip
+                    ceiling = c * 500 / (latency_ms / 1000)
+                    rate = arrived.events / arrived.span_s
+                    span = (
+                        f"; sending span {arrived.span_s:.2f} s at {rate:,.0f} events/s = "
+                        f"{rate / ceiling:.0%} of {c} x 500 / RTT"
+                    )
                 report.add(
                     Row(
                         "e2e",
@@ -563,7 +575,8 @@ def e2e(args: argparse.Namespace, report: Report) -> None:
                         args.rows / child.wall_s if ok else None,
                         "events/s",
                         f"{child.wall_s:.1f} s, CPU {child.cpu_s:.1f} s, "
-                        + delivered_note(arrived.events, args.rows),
+                        + delivered_note(arrived.events, args.rows)
+                        + span,
                         details={
                             "wall_s": child.wall_s,
                             "cpu_s": child.cpu_s,

@@ -6,7 +6,8 @@ POST path is accepted; the body is read (gzip or deflate when the client says so
 as JSON and its events counted: ``events`` (ours), ``batch`` (Segment, PostHog), a JSON
 array, or 1 for a single object. The handler then sleeps the configured latency and answers
 200 with a small JSON body. ``GET /stats`` returns the counts, so a benchmark can check
-that every event arrived. Loopback only; one thread per connection; no per-request logging.
+that every event arrived, and the sending span since ``GET /mark`` (first request in to
+last answer out). Loopback only; one thread per connection; no per-request logging.
 
     python benchmarks/sink.py [--port 0] [--latency SECONDS]
 
@@ -53,6 +54,23 @@ class Counts:
         self.encodings: dict[str, int] = defaultdict(int)
         self.paths: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # requests, events
         self.connections = 0
+        # the sending span since the last mark: first request in, last answer out
+        self.first_in: float | None = None
+        self.last_out: float | None = None
+
+    def mark(self) -> None:
+        with self.lock:
+            self.first_in = self.last_out = None
+
+    def arrived(self, at: float) -> None:
+        with self.lock:
+            if self.first_in is None or at < self.first_in:
+                self.first_in = at
+
+    def answered(self, at: float) -> None:
+        with self.lock:
+            if self.last_out is None or at > self.last_out:
+                self.last_out = at
 
     def add(self, path: str, events: int, wire: int, decoded: int, encoding: str) -> None:
         with self.lock:
@@ -84,6 +102,11 @@ class Counts:
                 "encodings": dict(self.encodings),
                 "paths": {p: {"requests": r, "events": e} for p, (r, e) in self.paths.items()},
                 "connections": self.connections,
+                "span_s": (
+                    self.last_out - self.first_in
+                    if self.first_in is not None and self.last_out is not None
+                    else None
+                ),
                 "uptime_s": time.time() - self.started,
             }
 
@@ -135,6 +158,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self) -> None:
+        COUNTS.arrived(time.monotonic())
         raw = self._body()
         encoding = self.headers.get("Content-Encoding", "identity").lower()
         try:
@@ -154,10 +178,14 @@ class Handler(BaseHTTPRequestHandler):
         if self.latency:
             time.sleep(self.latency)
         self._answer(200, {"ok": True, "accepted": events})
+        COUNTS.answered(time.monotonic())
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] == "/stats":
             self._answer(200, COUNTS.snapshot())
+        elif self.path.split("?", 1)[0] == "/mark":
+            COUNTS.mark()
+            self._answer(200, {"ok": True})
         else:
             self._answer(404, {"error": "POST events anywhere; GET /stats"})
 

@@ -140,7 +140,7 @@ class Client:
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
-        Requests run concurrently across users (``identify_concurrency``, default 32) but
+        Requests run concurrently across users (``identify_concurrency``, default 64) but
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement

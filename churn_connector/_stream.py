@@ -26,6 +26,7 @@ from ._types import RowState
 from ._validation import FailureLog, ValidationReport, failures_frame, run_schema
 
 Kind = Literal["events", "identities"]
+FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
 
 
 @dataclass
@@ -123,7 +124,7 @@ def paused_gc() -> Iterator[None]:
     """Pause the cyclic collector while a slice is converted.
 
     Converting builds several small dicts per row and no reference cycles; the collector's
-    repeated scans of them cost ~40% of the time (benchmarks/bench_events.py).
+    repeated scans of them cost ~40% of the time of the per-row path.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -135,9 +136,25 @@ def paused_gc() -> Iterator[None]:
 
 
 def batches(stream: Stream) -> Iterator[WireBatch]:
-    """Every slice of the stream's input, processed."""
-    for df in stream.slices():
+    """Every slice of the stream's input, processed; the first slice's head alone first, so
+    the first requests leave before the whole first slice is built."""
+    for k, df in enumerate(stream.slices()):
+        head_rows = FIRST_ROWS
+        while k == 0 and len(df) > 2 * head_rows:
+            # heads of doubling size: requests leave while the rest of the slice is built
+            head, df = _split(df, head_rows)
+            yield stream.process(head)
+            head_rows *= 2
         yield stream.process(df)
+
+
+def _split(df: pd.DataFrame, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The first ``n`` rows and the rest, each with the reader's notes on its own rows."""
+    head, rest = df.iloc[:n], df.iloc[n:]
+    broken: dict[int, str] = df.attrs.get(ROW_PROBLEMS, {})
+    head.attrs = {**df.attrs, ROW_PROBLEMS: {p: t for p, t in broken.items() if p < n}}
+    rest.attrs = {**df.attrs, ROW_PROBLEMS: {p - n: t for p, t in broken.items() if p >= n}}
+    return head, rest
 
 
 def report(stream: Stream) -> ValidationReport:

@@ -187,6 +187,20 @@ def test_csv_rows_are_labelled_by_line_and_ragged_lines_are_invalid_rows(
     assert "line 4 has 3 cells but the header has 4" in ragged
 
 
+def test_ragged_lines_keep_their_rows_when_a_send_splits_the_first_slice(
+    now: pd.Timestamp, tmp_path: Path
+) -> None:
+    w = (now - pd.Timedelta(hours=1)).isoformat()
+    lines = ["external_user_id,event_type,occurred_at"]
+    lines += [f"u{i},login,{w}" if i not in (7, 3_007) else f"u{i},login" for i in range(4_500)]
+    path = write(tmp_path / "long.csv", "\n".join(lines) + "\n")
+    client = cc.Client("http://127.0.0.1:9", "ck_test_0123456789abcdef")
+    result = client.send_events(path, now=now, dry_run=True, progress=False)
+    invalid = result.rows[result.rows["status"] == "invalid"]
+    assert list(invalid["row"]) == [9, 3_009]  # rows are labelled by their line
+    assert result.counts["invalid"] == 2 and len(result.rows) == 4_500
+
+
 def test_rename_maps_columns_and_near_misses_suggest_it(now: pd.Timestamp) -> None:
     df = pd.DataFrame(
         {

@@ -1,6 +1,7 @@
 """Delivery: post requests with bounded concurrency through a Poster, keep the books.
 
-At most ``2 × concurrency`` requests are built ahead of the network, so memory stays flat
+Requests are built on a thread of their own (``prefetch``), at most ``8 × concurrency``
+ahead of the network, so sending never waits for a slice to be built and memory stays flat
 however long the input. A batch whose content the API refused (400, 422) is split in halves
 and the halves are sent again, isolating the offending events and delivering the rest; a 413
 teaches the run a smaller request size. Just before a request is sent, events that aged out
@@ -22,6 +23,7 @@ from .._exceptions import TransportError
 from .._rows import RowBook
 from .._schema import PAST_WINDOW
 from .._types import ChunkStatus, RowState
+from .prefetch import Prefetch
 from .progress import Progress
 from .requests import Request, SizeLimit
 from .results import ChunkRecord
@@ -35,6 +37,9 @@ EXPIRY_MARGIN_MS = 60_000
 _WINDOW_MS = int(PAST_WINDOW.total_seconds() * 1000)
 _ROW_STATE = {"sent": RowState.SENT, "rejected": RowState.REJECTED, "failed": RowState.FAILED}
 _DRAIN_SECONDS = 1.0  # after a stop: how long to wait for requests in flight to report
+# requests built ahead, in rounds of ``concurrency``: at 16 in flight, 128 requests (64k
+# events) cover the time it takes to build the next slice
+_AHEAD_ROUNDS = 8
 
 
 @dataclass
@@ -241,7 +246,9 @@ class Sender:
         ]
         for worker in workers:
             worker.start()
-        feeder = _Feeder(requests, 4 * self.concurrency)
+        # two rounds of requests queue for the workers; a slice's worth is built ahead
+        ahead = Prefetch(requests, _AHEAD_ROUNDS * self.concurrency)
+        feeder = _Feeder(ahead, 4 * self.concurrency)
         in_flight = 0
         source_failed: Exception | None = None
         try:
@@ -267,9 +274,12 @@ class Sender:
             if source_failed is not None:
                 raise source_failed
         except BaseException as exc:
+            self.poster.stop(_reason_of(exc))
+            ahead.close()  # nothing is read or added to the books after this
             self.abandon(_reason_of(exc), done, in_flight)
             raise
         finally:
+            ahead.close()
             for _ in workers:
                 inbox.put(None)
 
@@ -297,8 +307,8 @@ class Sender:
 class _Feeder:
     """Hands out requests in input order, holding back one whose key is busy."""
 
-    def __init__(self, requests: Iterable[Request], hold: int) -> None:
-        self._source = iter(requests)
+    def __init__(self, requests: Prefetch[Request], hold: int) -> None:
+        self._source = requests
         self._hold = hold
         self._held: list[Request] = []
         self._busy: set[str] = set()
@@ -319,7 +329,7 @@ class _Feeder:
             if cand.key is None or cand.key not in self._busy:
                 return self._held.pop(k)
         while not self._exhausted and len(self._held) < self._hold:
-            nxt = next(self._source, None)
+            nxt = self._source.take()
             if nxt is None:
                 self._exhausted = True
             elif (nxt.key is None or nxt.key not in self._busy) and not any(

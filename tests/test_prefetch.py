@@ -1,0 +1,54 @@
+"""Prefetch: requests built on their own thread arrive in order, errors where they occurred."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from churn_connector._delivery.prefetch import Prefetch
+
+
+def test_items_arrive_in_source_order_then_none() -> None:
+    ahead = Prefetch(range(1_000), ahead=3)
+    got = []
+    while (item := ahead.take()) is not None:
+        got.append(item)
+    assert got == list(range(1_000))
+    assert ahead.take() is None
+    ahead.close()
+
+
+def test_an_error_of_the_source_is_raised_after_the_items_before_it() -> None:
+    def source() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise ValueError("the file broke at line 3")
+
+    ahead = Prefetch(source(), ahead=10)
+    assert [ahead.take(), ahead.take()] == [1, 2]
+    with pytest.raises(ValueError, match="line 3"):
+        ahead.take()
+    ahead.close()
+
+
+def test_close_stops_a_producer_that_is_ahead_and_runs_the_sources_clean_up() -> None:
+    produced: list[int] = []
+    cleaned = threading.Event()
+
+    def source() -> Iterator[int]:
+        try:
+            for i in range(10_000):
+                produced.append(i)
+                yield i
+        finally:
+            cleaned.set()
+
+    ahead = Prefetch(source(), ahead=2)
+    assert ahead.take() == 0
+    ahead.close()
+    count = len(produced)
+    assert count < 10  # it stopped while the queue was full, not at the end of the source
+    assert cleaned.is_set()
+    assert len(produced) == count  # nothing is built after close() returns
