@@ -102,6 +102,7 @@ class Counts:
                 "encodings": dict(self.encodings),
                 "paths": {p: {"requests": r, "events": e} for p, (r, e) in self.paths.items()},
                 "connections": self.connections,
+                "first_in": self.first_in,  # time.monotonic(): comparable across processes
                 "span_s": (
                     self.last_out - self.first_in
                     if self.first_in is not None and self.last_out is not None

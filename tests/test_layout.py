@@ -4,6 +4,8 @@ the flow read → validate → wire → ledger → chunk → send → results, o
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,16 @@ def test_both_wings_have_the_same_core_rooms() -> None:
     core = {"options.py", "schema.py", "wire.py", "stream.py", "api.py"}
     for wing in WINGS:
         assert core <= {p.name for p in (PACKAGE / wing).glob("*.py")}, wing
+
+
+def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
+    code = (
+        "import sys, churn_connector\n"
+        "heavy = ['phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
+        "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
-import phonenumbers
-
 from .._exceptions import ConfigurationError
 from .._options import TableOptions, one_of
 from .._types import CHANNELS, Duplicates
@@ -36,6 +34,8 @@ class IdentityOptions(TableOptions):
         super().__post_init__()
         one_of("duplicates", self.duplicates, get_args(Duplicates))
         if self.phone_region is not None:
+            import phonenumbers  # noqa: PLC0415 - ~15 ms to import; only a region needs it
+
             region = str(self.phone_region).upper()
             if region not in phonenumbers.SUPPORTED_REGIONS:
                 raise ConfigurationError(
