@@ -148,6 +148,7 @@ class ClientOptions(TypedDict, total=False):
     verify: bool
     proxy: str | None
     trust_env: bool
+    max_requests_per_second: float | None
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,9 @@ class ClientConfig:
     verify: bool = True  # False only for loopback hosts (a local TLS test server)
     proxy: str | None = None  # http://[user:pass@]host:port, for https base URLs only
     trust_env: bool = False  # read HTTPS_PROXY / NO_PROXY from the environment
+    # attempts (retries included) per second across this client's workers; None: no limit.
+    # A share of a budget that many processes split (Spark tasks: churn_connector.spark)
+    max_requests_per_second: float | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -202,6 +206,12 @@ class ClientConfig:
         timeouts = (self.connect_timeout, self.read_timeout, self.request_timeout)
         if min(timeouts) <= 0 or (self.deadline is not None and self.deadline <= 0):
             raise ConfigurationError("timeouts and the deadline must be positive")
+        rate = self.max_requests_per_second
+        number = isinstance(rate, int | float) and not isinstance(rate, bool)
+        if rate is not None and not (number and 0 < rate < float("inf")):
+            raise ConfigurationError(
+                f"max_requests_per_second must be a positive number (or None), got {rate!r}"
+            )
         if self.fail_fast_after < 0:
             raise ConfigurationError("fail_fast_after must not be negative")
         if not self.verify and not _is_loopback(parts.hostname):
