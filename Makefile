@@ -30,8 +30,8 @@ demo: $(BASE_STAMP)
 	$(BIN)/churn-connector demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check churn_connector tests benchmarks examples notebooks
-	$(BIN)/ruff format --check churn_connector tests benchmarks examples notebooks
+	$(BIN)/ruff check churn_connector tests benchmarks examples notebooks pyspark_churn.py
+	$(BIN)/ruff format --check churn_connector tests benchmarks examples notebooks pyspark_churn.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -21,9 +21,10 @@ import pandas as pd
 from ._client import Client, IdentifyOptions, SendEventsOptions
 from ._config import ClientConfig, Secret, as_secret
 from ._delivery.results import SendResult, write_frame
-from ._exceptions import Interrupted, _RunStopped
+from ._exceptions import DeliveryError, Interrupted, _RunStopped
 from ._types import DataSource
 
+_SUMMARY_STATES = ("sent", "skipped", "invalid", "rejected", "failed")
 # the CLI's exit code for a run that stopped part way (transport, ledger, input); an
 # interrupted one exits 128 + its signal
 EXIT_STOPPED = 3
@@ -101,6 +102,53 @@ def record(kind: str, send: Callable[[], SendResult], results_dir: str | Path | 
         return Recorded(kind, None, exc, files, time.monotonic() - started)
     files = write_results(kind, result.chunks, result.rows, results_dir)
     return Recorded(kind, result, None, files, time.monotonic() - started)
+
+
+def combine(kind: str, summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One summary of sends that ran side by side (a Spark job's partitions): rows, counts
+    and requests add up, ``elapsed_s`` is the longest, ``exit_code`` the highest."""
+    total: dict[str, Any] = {
+        "kind": kind,
+        "rows": 0,
+        "counts": {},
+        "requests": 0,
+        "elapsed_s": 0.0,
+        "exit_code": 0,
+        "dry_run": False,
+    }
+    for one in summaries:
+        total["rows"] += one["rows"]
+        for state, n in one["counts"].items():
+            total["counts"][state] = total["counts"].get(state, 0) + n
+        total["requests"] += one["requests"]
+        total["elapsed_s"] = max(total["elapsed_s"], one["elapsed_s"])
+        total["exit_code"] = max(total["exit_code"], one["exit_code"])
+        total["dry_run"] = total["dry_run"] or one["dry_run"]
+    return total
+
+
+def describe(summary: Mapping[str, Any]) -> str:
+    """A summary in one line, as ``SendResult.summary()`` words it."""
+    c = summary["counts"]
+    states = ", ".join(f"{state} {c.get(state, 0):,}" for state in _SUMMARY_STATES)
+    expired = f", expired {c['expired']:,}" if c.get("expired") else ""
+    head = "dry run: " if summary.get("dry_run") else ""
+    return (
+        f"{head}{summary['kind']}: {summary['rows']:,} rows -> {states}{expired}; "
+        f"{summary['requests']:,} requests"
+    )
+
+
+def undelivered(summary: Mapping[str, Any], *, allow_invalid: bool) -> DeliveryError | None:
+    """The DeliveryError a summary calls for, as ``SendResult.raise_for_failures`` decides:
+    valid rows rejected or failed; invalid or expired ones too unless ``allow_invalid``."""
+    c = summary["counts"]
+    bad = c.get("rejected", 0) + c.get("failed", 0)
+    if not allow_invalid:
+        bad += c.get("invalid", 0) + c.get("expired", 0)
+    if not bad:
+        return None
+    return DeliveryError(f"rows not delivered: {describe(summary)}", counts=dict(c))
 
 
 def _finish(recorded: Recorded, *, allow_invalid: bool) -> dict[str, Any]:
