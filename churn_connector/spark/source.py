@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
@@ -155,8 +156,13 @@ class ChurnDataSource(DataSource):
 
 def register(spark: SparkSession) -> None:
     """Make ``df.write.format("churn")`` known to this session. Spark 4 also finds it by
-    itself where the package is installed on the driver (module ``pyspark_churn``)."""
-    spark.dataSource.register(ChurnDataSource)
+    itself where the package is installed on the driver (module ``pyspark_churn``); Spark
+    4.0 then refuses to register it again, which changes nothing, so that is let pass."""
+    try:
+        spark.dataSource.register(ChurnDataSource)
+    except PySparkException as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
 
 
 def save(

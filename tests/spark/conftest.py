@@ -49,6 +49,7 @@ with warnings.catch_warnings():
     # about pandas 3; under pytest's filterwarnings=error the check fails, which disables
     # the Spark Connect client for the whole process (a classic session's start runs it too)
     warnings.filterwarnings("ignore", "PySpark does not yet fully support", FutureWarning)
+    import pyspark
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
@@ -57,6 +58,13 @@ import churn_connector as cc  # noqa: E402
 # a fixed instant: every evaluation of a test DataFrame gives the same rows, so the same ids
 BASE_EPOCH = int(time.time()) - 3600
 TIMINGS: dict[str, float] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if pyspark.__version__.startswith("4.0."):
+        # PySpark 4.0's collect() leaves its socket to the JVM for the garbage collector
+        # (4.3 closes it); under filterwarnings=error that ResourceWarning fails a test
+        config.addinivalue_line("filterwarnings", "ignore:unclosed <socket.socket:ResourceWarning")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

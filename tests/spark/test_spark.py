@@ -98,7 +98,7 @@ def test_the_key_never_shows_in_plans_logs_or_the_event_log(
     for where, text in {"event log": eventlog, "plans": plans, "output": output}.items():
         assert TOKEN_KEY not in text and ENV_KEY not in text, where
     # the checks looked where the write shows: its plan, and its events in the log
-    assert "AppendData churn" in plans and "SparkListenerSQLExecutionEnd" in eventlog
+    assert "AppendData" in plans and "SparkListenerSQLExecutionEnd" in eventlog
 
 
 def test_per_row_results_are_a_lazy_dataframe_that_each_action_sends_again(
