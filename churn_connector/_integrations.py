@@ -14,15 +14,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, Literal, Unpack
 
 import pandas as pd
+import pyarrow as pa
 
 from ._client import Client, IdentifyOptions, SendEventsOptions
-from ._config import ClientConfig, Secret, as_secret
+from ._config import CLIENT_FIELDS, ClientConfig, Secret, as_secret
 from ._delivery.results import SendResult, write_frame
-from ._exceptions import DeliveryError, Interrupted, _RunStopped
+from ._exceptions import ConfigurationError, DeliveryError, Interrupted, _RunStopped
 from ._types import DataSource
+
+Kind = Literal["events", "identities"]
 
 _SUMMARY_STATES = ("sent", "skipped", "invalid", "rejected", "failed")
 # the CLI's exit code for a run that stopped part way (transport, ledger, input); an
@@ -197,3 +200,69 @@ def identify_task(
     client = Client(base_url, as_secret(api_key), config=config)
     recorded = record("identities", lambda: client.identify(data, **options), results_dir)
     return _finish(recorded, allow_invalid=allow_invalid)
+
+
+# the columns of send_partition's result and their dtypes (for Dask's meta=)
+PARTITION_RESULT_META = {
+    "status": "string",
+    "message_id": "string",
+    "chunk": "Int64",
+    "error": "string",
+}
+_SEND_TOO = {"batch_size", "max_concurrency"}  # keywords of the sends as well
+
+
+def send_partition(
+    frame: pd.DataFrame | pa.Table,
+    *,
+    kind: Kind = "events",
+    base_url: str | None = None,
+    api_key: str | Secret | None = None,
+    config: ClientConfig | None = None,
+    **options: Any,
+) -> pd.DataFrame:
+    """Send one partition of a distributed frame (Dask, Ray Data, ...); return one result row
+    per input row, with the input's index: ``status``, ``message_id``, ``chunk``, ``error``.
+
+    A module-level function, so it pickles by reference: ``ddf.map_partitions(send_partition,
+    base_url=url, meta=PARTITION_RESULT_META)`` or ``ds.map_batches(send_partition,
+    batch_format="pandas", fn_kwargs={"base_url": url})`` (README, "Dask and Ray").
+    ``kind`` is ``"events"`` or ``"identities"`` (then every row of a user must be in the
+    same partition). ``options`` are those of :meth:`Client.send_events` /
+    :meth:`Client.identify` and :class:`ClientConfig`'s (``max_requests_per_second``: this
+    worker's share of a budget, ``max_concurrency``, timeouts, ...). The key defaults to the
+    workers' ``CHURN_API_KEY``, which keeps it out of the task graph. An empty partition
+    returns an empty result without a client. Rows that were not delivered are in the
+    result (its ``status``), not raised; a run that stops (the key refused, the API
+    unreachable) raises, and a framework's retry of the partition is safe: message ids make
+    every re-send a duplicate the API drops.
+    """
+    if kind not in ("events", "identities"):
+        raise ConfigurationError(f"kind must be 'events' or 'identities', not {kind!r}")
+    index = frame.index if isinstance(frame, pd.DataFrame) else pd.RangeIndex(frame.num_rows)
+    if len(index) == 0:
+        return _partition_result(pd.DataFrame(columns=list(PARTITION_RESULT_META)), index)
+    client_options = {k: options.pop(k) for k in CLIENT_FIELDS & options.keys() - _SEND_TOO}
+    client = Client(base_url, as_secret(api_key), config=config, **client_options)
+    options.setdefault("progress", False)
+    if kind == "events":
+        result = client.send_events(frame, **options)
+    else:
+        result = client.identify(frame, **options)
+    return _partition_result(result.rows, index)
+
+
+def _partition_result(rows: pd.DataFrame, index: pd.Index) -> pd.DataFrame:
+    values = {
+        "status": rows["status"].astype(str).to_numpy(),
+        "message_id": rows["message_id"].to_numpy(),
+        "chunk": rows["chunk"].to_numpy(),
+        "error": rows["error"].to_numpy(),
+    }
+    frame = pd.DataFrame(
+        {
+            name: pd.Series(column, dtype=PARTITION_RESULT_META[name])
+            for name, column in values.items()
+        }
+    )
+    return frame.set_axis(index, axis=0)
