@@ -10,7 +10,7 @@ Python API (``max_concurrency``, ``namespace``, ``duplicates``, ...), checked on
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._client import Client
@@ -155,8 +155,12 @@ class SparkSettings:
             raise ConfigurationError(f"option {SECRET_OPTION}: {problem}")
         # the client options as a task will use them (the key and, where the executors'
         # environment holds it, the URL are only known there); a CA bundle's path is one
-        # on the executors, maybe not on this machine
-        options = {k: v for k, v in self.client_options.items() if k != "ca_bundle"}
+        # on the executors, maybe not on this machine, and without the URL, whether its
+        # host is loopback (verify, plain http) is for the executors to judge
+        unknowable = {"ca_bundle"} | ({"verify"} if self.base_url is None else set())
+        options = {k: v for k, v in self.client_options.items() if k not in unknowable}
+        if self.base_url is None:
+            options["allow_insecure_http"] = True
         ClientConfig.create(
             self.base_url or "https://churn-base-url.invalid",
             Secret("placeholder"),
@@ -168,12 +172,6 @@ class SparkSettings:
             event_options(**send)
         else:
             identity_options(**send)
-
-    def with_defaults(self, *, parallelism: int | None) -> SparkSettings:
-        """These settings, with a parallelism found on the driver where none was given."""
-        if self.parallelism is not None or parallelism is None:
-            return self
-        return replace(self, parallelism=parallelism)
 
     def task_rate(self) -> float | None:
         """One task's share of the job's request budget (None: no budget)."""

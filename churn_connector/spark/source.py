@@ -192,7 +192,7 @@ def save(
     parallelism = parallelism or task_parallelism(df)
     register(df.sparkSession)
     with tempfile.TemporaryDirectory(prefix="churn-spark-") as folder:
-        path = os.path.join(folder, "summary.json")
+        path = str(options.pop("summary_path", None) or os.path.join(folder, "summary.json"))
         given = {**options, "kind": kind, "base_url": base_url, "parallelism": parallelism}
         writer = df.write.format(NAME).mode("append").option("summary_path", path)
         for name, value in given.items():

@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import churn_connector as cc
-from churn_connector.spark import ChurnCommitMessage, ChurnWriter, SparkSettings
+from churn_connector.spark import ChurnCommitMessage, ChurnDataSource, ChurnWriter, SparkSettings
 from churn_connector.spark.options import ORDER_COLUMN
 from churn_connector.spark.partition import coalesce, reported_duplicates
 from churn_connector.spark.results import _ResultsTask
@@ -195,3 +196,18 @@ def test_option_values_are_spelled_as_spark_carries_them() -> None:
 def test_the_executors_key_is_read_from_their_environment(sandbox: cc.Sandbox) -> None:
     settings = SparkSettings.from_options({"base_url": sandbox.base_url, "parallelism": 1})
     assert settings.client().config.api_key.reveal() == ENV_KEY
+
+
+def test_the_source_takes_identities_only_partitioned_by_user() -> None:
+    schema = StructType([StructField("external_user_id", StringType())])
+    options = {"kind": "identities", "parallelism": "2"}
+    with pytest.raises(cc.ConfigurationError, match="partition_by_user"):
+        ChurnDataSource(dict(options)).writer(schema, False)
+    said = ChurnDataSource({**options, "partitioned_by_user": "true"}).writer(schema, False)
+    assert said.settings.kind == "identities"
+    prepared = schema.add(ORDER_COLUMN, LongType())  # what partition_by_user adds
+    assert (
+        ChurnDataSource(dict(options)).writer(prepared, False).settings.partitioned_by_user is False
+    )
+    with pytest.raises(cc.ConfigurationError, match="append"):
+        ChurnDataSource({"parallelism": "2"}).writer(schema, True)
