@@ -17,30 +17,37 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	@touch $(BASE_STAMP)
 
-# the dev tools, Airflow and a notebook kernel in one environment: mypy checks the provider
-# against Airflow's types, the provider's tests run in real Airflow (~40 s and ~240 MB more
-# to install), and the notebooks run in a kernel of this environment
+# the dev tools, Airflow, a notebook kernel and PySpark in one environment: mypy checks the
+# provider and the Spark module against Airflow's and PySpark's types, their tests run in real
+# Airflow (~40 s and ~240 MB more to install) and real Spark (~1 min and ~510 MB: PySpark
+# bundles Spark's jars; Java 17 must be on the machine), and the notebooks run in a kernel
+# of this environment
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)
 	$(BIN)/churn-connector demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check churn_connector tests benchmarks examples notebooks
-	$(BIN)/ruff format --check churn_connector tests benchmarks examples notebooks
+	$(BIN)/ruff check churn_connector tests benchmarks examples notebooks pyspark_churn.py
+	$(BIN)/ruff format --check churn_connector tests benchmarks examples notebooks pyspark_churn.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # coverage floor: the suite covers ~94% today; below 90% something lost its tests.
-# The Airflow tests run in a second process: Airflow's configuration, logging and SIGTERM
-# handler are process-wide. Coverage adds up over both.
+# The Airflow and the Spark tests run in processes of their own: Airflow's configuration,
+# logging and SIGTERM handler are process-wide, and so are a JVM and its SparkSession.
+# Coverage adds up over the three. Spark's Python workers run this venv's Python
+# (PYSPARK_PYTHON); the Spark process gets a time limit, should a JVM ever hang.
 # tests/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q --ignore=tests/airflow --cov=churn_connector --cov-report=
-	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append \
+	$(BIN)/python -m pytest -q --ignore=tests/airflow --ignore=tests/spark \
+		--cov=churn_connector --cov-report=
+	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append --cov-report=
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) timeout --kill-after=30 600 \
+		$(BIN)/python -m pytest -q tests/spark --cov=churn_connector --cov-append \
 		--cov-report=term:skip-covered --cov-fail-under=90
 
 # the suite again on the oldest dependency versions pyproject.toml allows (constraints-min.txt),

@@ -31,7 +31,12 @@ from ._exceptions import (
 )
 from ._identities.api import identities_to_wire, validate_identities
 from ._identities.schema import identities_schema
-from ._integrations import identify_task, send_events_task
+from ._integrations import (
+    PARTITION_RESULT_META,
+    identify_task,
+    send_events_task,
+    send_partition,
+)
 from ._types import RowState
 from ._validation import ValidationReport
 
@@ -44,6 +49,7 @@ _LAZY = {"Sandbox": "._sandbox", "Fault": "._sandbox", "samples": ".samples"}
 
 __all__ = [
     "EVENT_TYPE_PATTERN",
+    "PARTITION_RESULT_META",
     "AuthenticationError",
     "ChurnConnectorError",
     "Client",
@@ -75,6 +81,7 @@ __all__ = [
     "samples",
     "send_events",
     "send_events_task",
+    "send_partition",
     "set_retry_testing",
     "validate_events",
     "validate_identities",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import os
 import random
-from collections.abc import ItemsView, Iterator
-from dataclasses import dataclass, field, replace
-from typing import TypedDict, Unpack
+import typing
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from ._exceptions import ConfigurationError
@@ -148,6 +150,7 @@ class ClientOptions(TypedDict, total=False):
     verify: bool
     proxy: str | None
     trust_env: bool
+    max_requests_per_second: float | None
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,9 @@ class ClientConfig:
     verify: bool = True  # False only for loopback hosts (a local TLS test server)
     proxy: str | None = None  # http://[user:pass@]host:port, for https base URLs only
     trust_env: bool = False  # read HTTPS_PROXY / NO_PROXY from the environment
+    # attempts (retries included) per second across this client's workers; None: no limit.
+    # A share of a budget that many processes split (Spark tasks: churn_connector.spark)
+    max_requests_per_second: float | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -204,6 +210,12 @@ class ClientConfig:
         timeouts = (self.connect_timeout, self.read_timeout, self.request_timeout)
         if min(timeouts) <= 0 or (self.deadline is not None and self.deadline <= 0):
             raise ConfigurationError("timeouts and the deadline must be positive")
+        rate = self.max_requests_per_second
+        number = isinstance(rate, int | float) and not isinstance(rate, bool)
+        if rate is not None and not (number and 0 < rate < float("inf")):
+            raise ConfigurationError(
+                f"max_requests_per_second must be a positive number (or None), got {rate!r}"
+            )
         if self.fail_fast_after < 0:
             raise ConfigurationError("fail_fast_after must not be negative")
         if not self.verify and not _is_loopback(parts.hostname):
@@ -259,3 +271,71 @@ def check_proxy(proxy: str, base_url: str) -> None:
             "a proxy is only used for an https:// base URL: over plain http the proxy "
             "would read the key in every request"
         )
+
+
+# options given as text (an Airflow connection's extra, Spark's .option(...)): the fields of
+# ClientConfig (but the URL and the key) and of its RetryPolicy, by name
+CLIENT_FIELDS = frozenset(f.name for f in fields(ClientConfig)) - {"base_url", "api_key", "retry"}
+RETRY_FIELDS = frozenset(f.name for f in fields(RetryPolicy))
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
+
+
+def from_text(name: str, value: Any, hint: Any, where: str) -> Any:
+    """An option that may arrive as text, read as ``hint`` (``int | None``, ``bool``,
+    ``Sequence[str] | None`` as JSON or comma-separated, ``Mapping`` as JSON, ...); a typed
+    value passes as it is (the option's own checks judge it). ``where`` names the source
+    in errors ("connection extra", "option")."""
+    if not isinstance(value, str):
+        return value
+    args = typing.get_args(hint)
+    kinds = {typing.get_origin(a) or a for a in args if a is not type(None)} or {
+        typing.get_origin(hint) or hint
+    }
+    text = value.strip()
+    if text.lower() in ("null", "none") and type(None) in args:
+        return None  # e.g. deadline=none: no deadline
+    try:
+        if bool in kinds:
+            if text.lower() in _TRUE | _FALSE:
+                return text.lower() in _TRUE
+            raise ValueError(text)
+        if int in kinds:
+            return int(text)
+        if float in kinds:
+            return float(text)
+        if Mapping in kinds:
+            parsed = json.loads(text)
+            if not isinstance(parsed, dict):
+                raise ValueError(text)
+            return parsed
+        if Sequence in kinds:
+            if text.startswith("["):
+                items = json.loads(text)
+                if not isinstance(items, list):
+                    raise ValueError(text)
+                return items
+            return [item.strip() for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise ConfigurationError(f"{where} {name!r}: cannot read {value!r} as {hint}") from None
+    return text
+
+
+def client_options_from(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """ClientConfig and RetryPolicy fields by name (text or typed) as :class:`Client` keyword
+    options, the retry fields as one ``retry`` policy. Every name must be one of
+    ``CLIENT_FIELDS | RETRY_FIELDS``: the caller says what other names mean."""
+    client_hints = typing.get_type_hints(ClientConfig)
+    retry_hints = typing.get_type_hints(RetryPolicy)
+    options: dict[str, Any] = {}
+    retry: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in RETRY_FIELDS:
+            retry[key] = from_text(key, value, retry_hints[key], where)
+        else:
+            options[key] = from_text(key, value, client_hints[key], where)
+    if retry:
+        try:
+            options["retry"] = RetryPolicy(**retry)
+        except TypeError as exc:
+            raise ConfigurationError(f"{where}: {exc}") from None
+    return options

@@ -12,7 +12,7 @@ import pandas as pd
 from ._checks import require
 from ._display import report_html
 from ._exceptions import DataValidationError
-from ._pandera import SchemaErrors, ValidationDepth, config_context, pa
+from ._pandera import full_validation, pa, schema_errors
 from ._plots import failures_chart
 from ._quarantine import quarantine_frame, write_rows
 from ._rows import RowBook
@@ -72,11 +72,12 @@ def run_schema(
     work = df.set_axis(pd.RangeIndex(n), axis=0)
     explain = explanations(schema)
     records: list[dict[str, Any]] = []
-    with config_context(validation_enabled=True, validation_depth=ValidationDepth.SCHEMA_AND_DATA):
+    failed = schema_errors()
+    with full_validation():
         try:
             schema.validate(work, lazy=True, inplace=True)
             return SliceFailures(invalid)
-        except SchemaErrors as exc:
+        except failed as exc:
             cases = exc.failure_cases
     if not masked and _pandera_broke_on_a_value(cases):
         # pandera's failure reporting turns values into pyarrow strings (which refuse lone

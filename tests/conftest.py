@@ -32,17 +32,18 @@ class WireOptions(TypedDict, total=False):
     slice_rows: int
 
 
-AIRFLOW_TESTS = Path(__file__).parent / "airflow"
+# suites that need a pytest process of their own
+OWN_PROCESS = (Path(__file__).parent / "airflow", Path(__file__).parent / "spark")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """tests/airflow runs only when named (``pytest tests/airflow``, as ``make pytest`` does):
-    Airflow's configuration, logging and SIGTERM handler are process-wide, so its tests get
-    a process of their own."""
-    if collection_path != AIRFLOW_TESTS:
+    """tests/airflow and tests/spark run only when named (``pytest tests/airflow``, as
+    ``make pytest`` does): Airflow's configuration, logging and SIGTERM handler are
+    process-wide, and so are a JVM and its SparkSession, so each gets a process of its own."""
+    if collection_path not in OWN_PROCESS:
         return None
     named = (Path(arg.split("::")[0]).resolve() for arg in config.args)
-    return not any(path.is_relative_to(AIRFLOW_TESTS) for path in named)
+    return not any(path.is_relative_to(collection_path) for path in named)
 
 
 @pytest.fixture(autouse=True)

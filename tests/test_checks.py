@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import pandera.pandas as pa
 import pytest
 
 import churn_connector as cc
 from churn_connector._checks import CHECKS, markdown_table, readme_with_table, require
+from churn_connector._pandera import pa
 from churn_connector._validation import failure_record
 
 README = Path(__file__).parents[1] / "README.md"

@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import churn_connector as cc
@@ -71,3 +72,46 @@ def test_a_task_stopped_part_way_still_writes_its_result_files(
     rows = pd.read_parquet(tmp_path / "events_rows.parquet")
     assert len(rows) == len(events)
     assert set(rows["status"]) == {"failed"}
+
+
+def test_send_partition_returns_a_result_row_per_row_on_the_partitions_index(
+    sandbox: cc.Sandbox, make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    # a Dask partition keeps its slice of the whole frame's index
+    part = make_events(now, n=6).set_axis(pd.RangeIndex(100, 106))
+    part.loc[101, "event_type"] = "Bad Type"
+    send = pickle.loads(pickle.dumps(cc.send_partition))  # what a scheduler ships
+    res = send(
+        part,
+        base_url=sandbox.base_url,
+        api_key=sandbox.api_key,
+        now=now,
+        batch_size=2,  # the send's options and the client's side by side
+        max_requests_per_second=100,
+    )
+    assert list(res.columns) == ["status", "message_id", "chunk", "error"]
+    assert res.index.equals(part.index)
+    assert res["status"].tolist() == ["sent", "invalid", "sent", "sent", "sent", "sent"]
+    assert res["chunk"].max() == 3  # 5 valid rows, 2 per request
+    assert "event_type_pattern" in res.at[101, "error"] and pd.isna(res.at[101, "message_id"])
+    assert set(res["message_id"].dropna()) == set(sandbox.events()["message_id"])
+
+
+def test_send_partition_takes_arrow_batches_and_identities(
+    sandbox: cc.Sandbox, now: pd.Timestamp
+) -> None:
+    users = pa.table({"external_user_id": ["u1", "u2"], "traits.plan": ["pro", "free"]})
+    res = cc.send_partition(
+        users, kind="identities", base_url=sandbox.base_url, api_key=sandbox.api_key
+    )
+    assert res["status"].tolist() == ["sent", "sent"] and list(res.index) == [0, 1]
+    assert sorted(sandbox.users()["external_user_id"]) == ["u1", "u2"]
+    with pytest.raises(cc.ConfigurationError, match="kind"):
+        cc.send_partition(users, kind="users")  # type: ignore[arg-type]
+
+
+def test_send_partition_of_an_empty_frame_needs_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what Dask passes to learn the result's columns (meta): no URL, no key, no request
+    monkeypatch.delenv("CHURN_BASE_URL", raising=False)
+    meta = cc.send_partition(pd.DataFrame(columns=["external_user_id"]))
+    assert meta.empty and meta.dtypes.astype(str).to_dict() == cc.PARTITION_RESULT_META

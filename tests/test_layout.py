@@ -104,7 +104,7 @@ def test_both_wings_have_the_same_core_rooms() -> None:
 def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
     code = (
         "import sys, churn_connector\n"
-        "heavy = ['phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
+        "heavy = ['pandera', 'phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
         "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )

@@ -89,6 +89,26 @@ class _PauseGate:
                 return
 
 
+class _RateLimit:
+    """At most ``rate`` attempts per second, shared by all workers (a token bucket holding
+    one token: attempts are spaced ``1 / rate`` apart, so no burst exceeds the rate)."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+
+    def wait(self, stop: threading.Event) -> None:
+        """Take the next slot, waiting for it (a stop ends the wait at once)."""
+        with self._lock:
+            now = time.monotonic()
+            at = max(now, self._next)
+            self._next = at + self.interval
+        if at > now:
+            # not retry.sleep: instant-retry test mode must not lift a rate limit
+            stop.wait(at - now)
+
+
 class _Breaker:
     """Ends the run when the host has been unreachable for ``after`` seconds, every attempt
     (or for all of one request's attempts).
@@ -158,6 +178,8 @@ class HttpPoster:
         self._stop_reason = ""
         self.gate = _PauseGate()
         self.breaker = _Breaker(config.fail_fast_after)
+        rate = config.max_requests_per_second
+        self.rate = None if rate is None else _RateLimit(rate)
         self.retries = RetryLog(log)
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
@@ -206,6 +228,8 @@ class HttpPoster:
         unreachable_only = True
         while attempt < policy.max_attempts:
             self.gate.wait(self._stop)
+            if self.rate is not None:
+                self.rate.wait(self._stop)  # one token per attempt, retries included
             if self._stop.is_set():
                 error = _abandoned(self._stop_reason, sent=attempt > 0)
                 break

@@ -23,84 +23,40 @@ Both spellings give the same client::
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from typing import Any
 
 from airflow.sdk import BaseHook
 
 from .._client import Client
-from .._config import ClientConfig, RetryPolicy, Secret
+from .._config import CLIENT_FIELDS, RETRY_FIELDS, Secret, client_options_from
 from .._exceptions import ChurnConnectorError, ConfigurationError
 from .provider import CONN_TYPE, DEFAULT_CONN_ID, INTEGRATION
 
 __all__ = ["ChurnHook", "base_url_from", "client_options_from_extra"]
 
-_CLIENT_FIELDS = {f.name for f in dataclasses.fields(ClientConfig)} - {
-    "base_url",
-    "api_key",
-    "retry",
-}
-_RETRY_FIELDS = {f.name for f in dataclasses.fields(RetryPolicy)}
 _KEY_LIKE = {"api_key", "key", "token", "password", "secret"}
-_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
-
-
-def _coerce(name: str, value: Any, hint: Any) -> Any:
-    """A connection extra (a string in the URI form) as the field's type."""
-    if not isinstance(value, str):
-        return value  # JSON typed it already; ClientConfig and RetryPolicy check it
-    args = typing.get_args(hint)
-    kinds = {a for a in args if a is not type(None)} or {hint}
-    text = value.strip()
-    if text.lower() in ("null", "none") and type(None) in args:
-        return None  # e.g. deadline=none in the URI form: no deadline
-    try:
-        if bool in kinds:
-            if text.lower() in _TRUE | _FALSE:
-                return text.lower() in _TRUE
-            raise ValueError(text)
-        if int in kinds:
-            return int(text)
-        if float in kinds:
-            return float(text)
-    except ValueError:
-        raise ConfigurationError(
-            f"connection extra {name!r}: cannot read {value!r} as {hint}"
-        ) from None
-    return text
 
 
 def client_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
     """A connection's extra JSON as :class:`Client` keyword options (strictly)."""
-    client_hints = typing.get_type_hints(ClientConfig)
-    retry_hints = typing.get_type_hints(RetryPolicy)
-    options: dict[str, Any] = {}
-    retry: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for raw_key, value in extra.items():
         key = raw_key.removeprefix(f"extra__{CONN_TYPE}__")
         if value is None or value == "":
             continue  # an empty form field: the package default applies
-        if key in _CLIENT_FIELDS:
-            options[key] = _coerce(key, value, client_hints[key])
-        elif key in _RETRY_FIELDS:
-            retry[key] = _coerce(key, value, retry_hints[key])
+        if key in CLIENT_FIELDS | RETRY_FIELDS:
+            values[key] = value
         elif key.lower() in _KEY_LIKE:
             raise ConfigurationError(
                 f"the churn connection's extra holds {raw_key!r}: the API key belongs in the "
                 "connection's password field, which Airflow masks"
             )
         else:
-            known = sorted(_CLIENT_FIELDS | _RETRY_FIELDS)
+            known = sorted(CLIENT_FIELDS | RETRY_FIELDS)
             raise ConfigurationError(
                 f"unknown key {raw_key!r} in the churn connection's extra; known: {known}"
             )
-    if retry:
-        try:
-            options["retry"] = RetryPolicy(**retry)
-        except TypeError as exc:
-            raise ConfigurationError(f"connection extra: {exc}") from None
-    return options
+    return client_options_from(values, "connection extra")
 
 
 def base_url_from(host: str | None, port: int | None, schema: str | None) -> str:
