@@ -619,7 +619,8 @@ def identify(args: argparse.Namespace, report: Report) -> None:
 
 
 def memory(args: argparse.Namespace, report: Report) -> None:
-    """Peak RSS of the CLI's dry run on Parquet exports."""
+    """Peak RSS of the CLI's dry run on Parquet exports, and how it grows with the rows."""
+    peaks: dict[int, float] = {}
     for rows in args.memory_rows:
         path = exports.export(args.cache, rows, "parquet")
         child = cli_send(path, "http://127.0.0.1:9", "--dry-run")  # sends nothing
@@ -634,6 +635,20 @@ def memory(args: argparse.Namespace, report: Report) -> None:
                 f"{child.wall_s:.1f} s = {rows / child.wall_s:,.0f} rows/s, "
                 f"CPU {child.cpu_s:.1f} s",
                 details={"wall_s": child.wall_s, "cpu_s": child.cpu_s, "rows": rows},
+            )
+        )
+        peaks[rows] = child.maxrss_mib
+    if len(peaks) > 1:
+        (small, low), (large, high) = min(peaks.items()), max(peaks.items())
+        report.add(
+            Row(
+                "memory",
+                f"peak RSS growth, {large:,} rows against {small:,}",
+                high / low,
+                "x",
+                f"{(high - low) * 2**20 / (large - small):.0f} bytes a row past the first "
+                f"{small:,}",
+                details={"bytes_per_row": (high - low) * 2**20 / (large - small)},
             )
         )
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+
+import pyarrow
 
 from .__version__ import __version__
 from ._client import Client
@@ -320,5 +323,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGINT
 
 
+def run() -> int:
+    """The ``churn-connector`` program: :func:`main` in a process of its own."""
+    _use_a_lean_arrow_pool()
+    return main()
+
+
+def _use_a_lean_arrow_pool() -> None:
+    """Arrow's jemalloc pool, where pyarrow has one, unless ARROW_DEFAULT_MEMORY_POOL says.
+
+    pyarrow's default pool (mimalloc on Linux) keeps memory that the reader's batches freed,
+    so a long send grew; jemalloc hands it back: a 3M-row Parquet dry run peaked ~80 MB
+    lower (benchmarks/, "memory"). The pool is process-wide, so only the program sets it,
+    never the library: in a notebook or an Airflow worker the process is the user's.
+    """
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    try:
+        pool = pyarrow.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without it (Windows wheels)
+        return
+    pyarrow.set_memory_pool(pool)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(run())

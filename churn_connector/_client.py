@@ -207,10 +207,13 @@ class _Run:
     def _send(self, requests: Iterable[Request], stage: LedgerStage | None) -> Sender:
         book = self.stream.book
         enabled = False if self.dry_run else self.progress
+        # the input's length, when it is known without reading it
+        total = row_count(self.stream.data)
+        if total is not None:
+            book.reserve(total)
         bar = Progress(
             self.stream.kind,
-            # a total (and so an ETA) when the input's length is known without reading it
-            total=None if enabled is False else row_count(self.stream.data),
+            total=None if enabled is False else total,  # a total, and so an ETA
             enabled=enabled,
             done=lambda: _finished(book),
         )

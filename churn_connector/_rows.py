@@ -124,21 +124,32 @@ class RowBook:
     def chunk(self) -> np.ndarray:
         return self._chunk[: len(self.labels)]
 
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in all, when the input's length is known up front:
+        the arrays are then allocated once, with no spare room and no copy."""
+        with self._lock:
+            self._grow(rows, exact=True)
+
     def extend(self, labels: pd.Index | list[Any]) -> int:
         """Add rows (all pending); return the position of the first."""
         index = labels if isinstance(labels, pd.Index) else pd.Index(labels, dtype=object)
         with self._lock:
             start = len(self.labels)
-            need = start + len(index)
-            if need > len(self._status):
-                size = max(need, 2 * len(self._status))  # doubling keeps appends O(n) overall
-                status = np.zeros(size, dtype=np.int8)
-                chunk = np.full(size, -1, dtype=np.int32)
-                status[:start] = self._status[:start]
-                chunk[:start] = self._chunk[:start]
-                self._status, self._chunk = status, chunk
+            self._grow(start + len(index), exact=False)
             self.labels.append(index)
             return start
+
+    def _grow(self, need: int, *, exact: bool) -> None:
+        if need <= len(self._status):
+            return
+        # growing by half keeps appends O(n) overall with a third less spare room than doubling
+        size = need if exact else max(need, len(self._status) * 3 // 2)
+        start = len(self.labels)
+        status = np.zeros(size, dtype=np.int8)
+        chunk = np.full(size, -1, dtype=np.int32)
+        status[:start] = self._status[:start]
+        chunk[:start] = self._chunk[:start]
+        self._status, self._chunk = status, chunk
 
     def set_message_ids(self, start: int, ids: IdColumn) -> None:
         """The message ids of the slice's rows from ``start`` on."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -208,3 +211,21 @@ def test_rename_dtype_and_epoch_unit_options(
         main([*argv, "--dtype", "nonsense"])
     assert usage.value.code == 3
     assert main(["validate", "identities", str(path), "--epoch-unit", "s"]) == 3
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "jemalloc"), ("system", "system")])
+def test_the_program_uses_arrows_jemalloc_pool_unless_told_otherwise(
+    given: str | None, expected: str
+) -> None:
+    code = (
+        "import pyarrow, churn_connector._cli as cli\n"
+        "cli._use_a_lean_arrow_pool()\n"
+        "print(pyarrow.default_memory_pool().backend_name)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if given is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == expected, done.stderr

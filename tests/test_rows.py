@@ -86,3 +86,24 @@ def test_rows_written_block_by_block_equal_the_whole_frame(
     read = pd.read_csv if suffix == ".csv" else pd.read_parquet
     pd.testing.assert_frame_equal(read(blocks), read(whole))
     assert read(blocks)["message_id"].isna().sum() == 1  # the invalid row: null, not "None"
+
+
+def test_a_book_reserved_for_the_input_is_allocated_once() -> None:
+    book = RowBook()
+    book.reserve(5_000)
+    status = book._status
+    for start in range(0, 5_000, 1_000):
+        book.extend(pd.RangeIndex(start, start + 1_000))
+    assert book._status is status
+    assert len(book._status) == 5_000
+
+
+def test_a_book_reserved_too_small_still_takes_every_row() -> None:
+    book = RowBook()
+    book.reserve(10)
+    first = book.extend(pd.RangeIndex(0, 8))
+    second = book.extend(pd.RangeIndex(8, 3_000))
+    book.set(np.arange(2_990, 3_000), cc.RowState.SENT, chunk=7)
+    assert (first, second, len(book)) == (0, 8, 3_000)
+    assert book.counts()["sent"] == 10
+    assert book.chunk[2_999] == 7 and book.chunk[:2_990].max() == -1

@@ -44,7 +44,7 @@ CHUNK_COLUMNS = [
 ]
 
 
-@dataclass
+@dataclass(slots=True)  # one per request: an identify of a million users keeps a million
 class ChunkRecord:
     """One request (or one bisected part of a rejected request) and how it ended."""
 
