@@ -36,6 +36,32 @@ class WireOptions(TypedDict, total=False):
 OWN_PROCESS = (Path(__file__).parent / "airflow", Path(__file__).parent / "spark")
 
 
+# what the fault and interrupt tests saw (requests, retries, duplicates absorbed, seconds),
+# printed after the run: figures for reviewers, never asserted on as timings
+FIGURES: dict[str, str] = {}
+
+
+class Figures(Protocol):
+    def __call__(self, text: str) -> None: ...
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> Figures:
+    """Note what this test saw; it is printed in the run's summary."""
+
+    def note(text: str) -> None:
+        FIGURES[request.node.name] = text
+
+    return note
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES:
+        terminalreporter.write_sep("-", "what the fault and interrupt tests saw")
+        for name, text in FIGURES.items():
+            terminalreporter.write_line(f"{name}: {text}")
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """tests/airflow and tests/spark run only when named (``pytest tests/airflow``, as
     ``make pytest`` does): Airflow's configuration, logging and SIGTERM handler are

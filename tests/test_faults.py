@@ -15,7 +15,7 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._cli import main
-from tests.conftest import MakeEvents
+from tests.conftest import Figures, MakeEvents
 from tests.faultproxy import FaultProxy, Mode
 
 FAULTS: list[Mode] = ["reset_mid_body", "reset_after_store", "half_response", "early_hints"]
@@ -38,13 +38,20 @@ def test_every_event_is_stored_exactly_once_whatever_the_network_does(
     sandbox: cc.Sandbox,
     make_events: MakeEvents,
     now: pd.Timestamp,
+    figures: Figures,
 ) -> None:
     events = make_events(now, n=200)
     proxy.script_modes([fault, fault, "pass", fault])
     result = client_for(proxy, sandbox).send_events(events, now=now, batch_size=50)
     assert result.ok, result.summary()
-    assert sandbox.stats()["stored"] == len(events)
+    stats = sandbox.stats()
+    assert stats["stored"] == len(events)
     assert len(sandbox.events()) == len(events)
+    attempts = int(result.chunks["attempts"].sum())
+    figures(
+        f"{len(result.chunks)} requests, {attempts - len(result.chunks)} retries, "
+        f"{stats['duplicates']} duplicates absorbed, {stats['stored']} events stored"
+    )
 
 
 def test_an_early_hints_answer_is_not_the_outcome(
@@ -69,7 +76,11 @@ def test_a_stalled_answer_ends_at_the_request_timeout_and_is_retried(
 
 
 def test_a_trickling_answer_cannot_hold_the_run_past_its_deadline(
-    proxy: FaultProxy, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
+    proxy: FaultProxy,
+    sandbox: cc.Sandbox,
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+    figures: Figures,
 ) -> None:
     # one byte a second: a read timeout (per socket read) never fires
     proxy.mode, proxy.trickle_interval = "trickle", 1.0
@@ -77,6 +88,7 @@ def test_a_trickling_answer_cannot_hold_the_run_past_its_deadline(
     started = time.monotonic()
     result = client.send_events(events, now=now)
     elapsed = time.monotonic() - started
+    figures(f"deadline 2 s, ended after {elapsed:.1f} s")
     assert elapsed < 2.0 + 5  # the deadline plus a few seconds
     assert result.counts["failed"] == len(events)
     assert "deadline exceeded" in result.rows["error"].iloc[0]
@@ -116,7 +128,11 @@ def test_a_listener_that_never_answers_ends_at_the_read_timeout(
 
 
 def test_413s_teach_the_run_its_size_limit_and_reject_no_valid_row(
-    proxy: FaultProxy, sandbox: cc.Sandbox, make_events: MakeEvents, now: pd.Timestamp
+    proxy: FaultProxy,
+    sandbox: cc.Sandbox,
+    make_events: MakeEvents,
+    now: pd.Timestamp,
+    figures: Figures,
 ) -> None:
     events = make_events(now, n=5000)  # ten batches of 500
     proxy.mode, proxy.max_body = "too_large", 6_000
@@ -124,6 +140,7 @@ def test_413s_teach_the_run_its_size_limit_and_reject_no_valid_row(
     assert result.ok and result.counts["sent"] == len(events)
     assert sandbox.stats()["stored"] == len(events)
     refused = int((result.chunks["http_status"] == 413).sum())
+    figures(f"{len(result.chunks)} requests of at most 6 KB for 5,000 events; {refused} were 413s")
     # halving from 500 events (~100 KB) to what fits takes a few 413s, not one per batch
     assert 1 <= refused <= 6
     assert (result.chunks.loc[result.chunks["status"] == "sent", "bytes"] <= 6_000).all()
@@ -161,7 +178,11 @@ def test_a_closed_port_stops_the_run_naming_host_and_cause(
 
 @pytest.mark.slow
 def test_a_closed_port_ends_the_run_within_about_30_seconds_with_real_waits(
-    events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    figures: Figures,
 ) -> None:
     path = tmp_path / "events.parquet"
     events.to_parquet(path)
@@ -172,6 +193,7 @@ def test_a_closed_port_ends_the_run_within_about_30_seconds_with_real_waits(
         cc.set_retry_testing(False)  # real back-off: what a user sees
         code = main(["send", "events", str(path), "--base-url", url])
     elapsed = time.monotonic() - started
+    figures(f"exit {code} after {elapsed:.1f} s")
     assert code == 3
     assert elapsed < 30
 
