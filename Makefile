@@ -69,7 +69,7 @@ test-min: $(MIN_STAMP)
 
 test: lint typecheck pytest test-min
 
-# not part of make test: ~10-15 min (BENCH_ARGS="--quick" ~3 min; see benchmarks/README.md)
+# not part of make test: ~4 min here (BENCH_ARGS="--quick": smaller sizes; see benchmarks/README.md)
 bench: $(STAMP)
 	@test $(VENV)/.bench-installed -nt pyproject.toml || { \
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }

@@ -1,4 +1,4 @@
-"""Send Spark DataFrames to the ingestion API, partition by partition (PySpark 4.1+).
+"""Send Spark DataFrames to the ingestion API, partition by partition (PySpark 4.0+).
 
 ``pip install "churn-connector[spark]"`` (or the package alone where Spark is installed,
 as on Databricks, EMR or Dataproc). Three ways in, all Arrow-based, all sending each
