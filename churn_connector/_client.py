@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
 from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
 
+if TYPE_CHECKING:
+    import requests
+
 log = logging.getLogger("churn_connector")
 
 # turns wire batches into requests: chunks of events, or one identify per user
@@ -44,6 +47,11 @@ class Client:
     ``base_url``/``api_key`` default to CHURN_BASE_URL/CHURN_API_KEY; the other keywords are
     :class:`ClientConfig`'s (timeouts, concurrency, batch size, retry policy, ...), or pass a
     whole ``config``. The config is immutable; ``client.config`` shows it without the key.
+
+    ``session``: a ``requests.Session`` of yours to send through (mTLS client certificates,
+    proxies with custom auth, ``session.auth``, adapters); it then decides how to connect,
+    so ``proxy=``, ``ca_bundle=``, ``verify=False`` and ``trust_env=True`` are refused with
+    it. The session is used as it is, never changed; the key goes in a header per request.
     """
 
     def __init__(
@@ -52,12 +60,20 @@ class Client:
         api_key: str | Secret | None = None,
         *,
         config: ClientConfig | None = None,
+        session: requests.Session | None = None,
         **options: Unpack[ClientOptions],
     ) -> None:
         api_key = as_secret(api_key)  # no frame below holds the raw key in a local variable
         self.config = (
             config if config is not None else ClientConfig.create(base_url, api_key, **options)
         )
+        if session is not None:
+            # lazy: requests is only needed for this path, not to import the package
+            from ._delivery.session import check_session  # noqa: PLC0415
+
+            check_session(session, self.config)
+        # held here, not in the config: a session is neither hashable nor a plain value
+        self.session = session
 
     def __repr__(self) -> str:
         config = getattr(self, "config", None)
@@ -113,7 +129,9 @@ class Client:
         stream = EventStream(data, options)
 
         concurrency = max_concurrency or config.max_concurrency
-        run = _Run(config, stream, concurrency, dry_run=dry_run, progress=progress)
+        run = _Run(
+            config, stream, concurrency, dry_run=dry_run, progress=progress, session=self.session
+        )
 
         def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
             return chunk_events(wire, config.batch_size, run.size_limit)
@@ -160,7 +178,14 @@ class Client:
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
-        run = _Run(self.config, stream, concurrency, dry_run=dry_run, progress=progress)
+        run = _Run(
+            self.config,
+            stream,
+            concurrency,
+            dry_run=dry_run,
+            progress=progress,
+            session=self.session,
+        )
         return run.deliver(identify_requests, ledger)
 
 
@@ -175,8 +200,10 @@ class _Run:
         *,
         dry_run: bool,
         progress: bool | None,
+        session: requests.Session | None = None,
     ) -> None:
         self.config = config
+        self.session = session
         self.stream = stream
         self.concurrency = concurrency
         self.dry_run = dry_run
@@ -218,7 +245,9 @@ class _Run:
             done=lambda: _finished(book),
         )
         poster: Poster = (
-            DryRunPoster() if self.dry_run else HttpPoster(self.config, self.concurrency)
+            DryRunPoster()
+            if self.dry_run
+            else HttpPoster(self.config, self.concurrency, session=self.session)
         )
         sender = Sender(
             poster,
@@ -317,11 +346,14 @@ def send_events(
     api_key: str | Secret | None = None,
     *,
     config: ClientConfig | None = None,
+    session: requests.Session | None = None,
     **options: Unpack[SendEventsOptions],
 ) -> SendResult:
-    """One-call form: ``Client(base_url, api_key, config=config).send_events(data, ...)``."""
+    """One-call form: ``Client(base_url, api_key, config=config, session=session)
+    .send_events(data, ...)``."""
     api_key = as_secret(api_key)
-    return Client(base_url, api_key, config=config).send_events(data, **options)
+    client = Client(base_url, api_key, config=config, session=session)
+    return client.send_events(data, **options)
 
 
 def identify(
@@ -330,8 +362,10 @@ def identify(
     api_key: str | Secret | None = None,
     *,
     config: ClientConfig | None = None,
+    session: requests.Session | None = None,
     **options: Unpack[IdentifyOptions],
 ) -> SendResult:
-    """One-call form: ``Client(base_url, api_key, config=config).identify(data, ...)``."""
+    """One-call form: ``Client(base_url, api_key, config=config, session=session)
+    .identify(data, ...)``."""
     api_key = as_secret(api_key)
-    return Client(base_url, api_key, config=config).identify(data, **options)
+    return Client(base_url, api_key, config=config, session=session).identify(data, **options)

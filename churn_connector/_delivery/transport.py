@@ -14,13 +14,18 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..__version__ import __version__
 from .._config import ClientConfig, SecretHeaders
 from .._exceptions import AuthenticationError, TransportError
 from .connections import Abort, Answer, ConnectionPool, NetworkFailure
 from .retry import RetryLog, Verdict, decide, next_wait, retry_testing, sleep
+
+if TYPE_CHECKING:
+    import requests
+
+    from .session import SessionPool
 
 log = logging.getLogger("churn_connector")
 
@@ -159,11 +164,25 @@ class _Attempt:
 
 
 class HttpPoster:
-    """Posts JSON bytes to the API with the configured retry policy and deadlines."""
+    """Posts JSON bytes to the API with the configured retry policy and deadlines; through
+    the caller's ``requests.Session`` when one is given (see ``_delivery.session``)."""
 
-    def __init__(self, config: ClientConfig, pool_size: int, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        pool_size: int,
+        seed: int | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
         self.config = config
-        self.pool = ConnectionPool(config, pool_size)
+        self.pool: ConnectionPool | SessionPool
+        if session is None:
+            self.pool = ConnectionPool(config, pool_size)
+        else:
+            # lazy: requests is only needed on this path, not to import the package
+            from .session import SessionPool  # noqa: PLC0415
+
+            self.pool = SessionPool(config, pool_size, session)
         self.headers = SecretHeaders(
             {
                 "Content-Type": "application/json",
