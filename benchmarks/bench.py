@@ -194,7 +194,8 @@ def run_child(cmd: list[str], timeout: float = CHILD_TIMEOUT) -> Child:
 
 
 def cli() -> str:
-    return str(Path(sys.executable).with_name("churn-connector"))
+    """The program under test; BENCH_CLI names another (an older revision, to compare)."""
+    return os.environ.get("BENCH_CLI") or str(Path(sys.executable).with_name("churn-connector"))
 
 
 def cli_send(path: Path, url: str, *options: str) -> Child:
