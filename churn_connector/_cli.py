@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any, NoReturn
 
 import pyarrow
@@ -319,14 +320,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        # a second Ctrl-C while the first one's results were being written: stop at once
+        # Ctrl-C outside a send (reading, validating, writing results): stop, quietly
         return 128 + signal.SIGINT
 
 
 def run() -> int:
     """The ``churn-connector`` program: :func:`main` in a process of its own."""
     _use_a_lean_arrow_pool()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _first_ctrl_c)
     return main()
+
+
+def _first_ctrl_c(signum: int, frame: FrameType | None) -> NoReturn:
+    """Ctrl-C stops the send and its accounting is written; a second one ends the process.
+
+    The program owns its process, so after the first the default action is put back: a
+    second Ctrl-C (while results are written, or as the interpreter shuts down) ends it at
+    once, without a traceback from whatever code it lands in.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise KeyboardInterrupt
 
 
 def _use_a_lean_arrow_pool() -> None:

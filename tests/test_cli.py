@@ -229,3 +229,16 @@ def test_the_program_uses_arrows_jemalloc_pool_unless_told_otherwise(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == expected, done.stderr
+
+
+def test_after_the_first_ctrl_c_the_program_leaves_a_second_to_the_default_action() -> None:
+    code = (
+        "import signal, churn_connector._cli as cli\n"
+        "signal.signal(signal.SIGINT, cli._first_ctrl_c)\n"
+        "try:\n"
+        "    signal.raise_signal(signal.SIGINT)\n"
+        "except KeyboardInterrupt:\n"
+        "    print(signal.getsignal(signal.SIGINT) is signal.SIG_DFL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr

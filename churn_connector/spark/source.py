@@ -35,6 +35,7 @@ from .._exceptions import ConfigurationError, DeliveryError
 from .._integrations import combine, describe, undelivered
 from .options import NAME, ORDER_COLUMN, SparkSettings, refuse_token_on_connect
 from .partition import PartitionInput, Where, reported_duplicates, send
+from .results import partition_by_user, task_parallelism
 
 _OPEN, _CLOSE = "[churn-summary]", "[/churn-summary]"
 
@@ -184,8 +185,6 @@ def save(
     else None. ``options``: as for the data source (``api_token``, ``max_concurrency``,
     ``namespace``, ``duplicates``, ...), typed or text.
     """
-    from .results import partition_by_user, task_parallelism  # noqa: PLC0415 - a cycle
-
     refuse_token_on_connect(df, options)
     if kind == "identities" and ORDER_COLUMN not in df.columns:
         df = partition_by_user(df)
