@@ -18,6 +18,9 @@ from ._types import AuthHeader
 
 MAX_BATCH_SIZE = 500
 
+# the request header the API key travels in, by ``auth_header``
+KEY_HEADERS: dict[AuthHeader, str] = {"bearer": "Authorization", "x-api-key": "X-API-Key"}
+
 
 class Secret:
     """A string that does not print itself (repr, str, f-strings, logs, pickles of reprs).
@@ -54,9 +57,8 @@ class Secret:
 
     def auth_headers(self, scheme: AuthHeader) -> dict[str, str]:
         """The request header that carries the key."""
-        if scheme == "bearer":
-            return {"Authorization": "Bearer " + self._value}
-        return {"X-API-Key": self._value}
+        prefix = "Bearer " if scheme == "bearer" else ""
+        return {KEY_HEADERS[scheme]: prefix + self._value}
 
     def scrub(self, text: str) -> str:
         """``text`` with every occurrence of the key masked (servers may echo headers)."""

@@ -11,6 +11,7 @@ from typing import Protocol, TypedDict
 
 import pandas as pd
 import pytest
+import trustme
 
 import churn_connector as cc
 from churn_connector._types import ExtraColumns
@@ -113,6 +114,20 @@ def make_events(now: pd.Timestamp, n: int = 10, users: int = 3) -> pd.DataFrame:
 @pytest.fixture
 def events(now: pd.Timestamp) -> pd.DataFrame:
     return make_events(now)
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    """A throw-away certificate authority for TLS tests."""
+    return trustme.CA()
+
+
+@pytest.fixture
+def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
+    """The throw-away CA's certificate as a PEM file (what ``ca_bundle=`` takes)."""
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
 
 
 @pytest.fixture

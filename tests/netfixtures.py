@@ -19,8 +19,14 @@ class _Answer(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
 
+    server: _HttpsServer
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.server.clients is not None:
+            peer = self.connection.getpeercert()
+            subject = dict(item for rdn in (peer or {}).get("subject", ()) for item in rdn)
+            self.server.clients.append(str(subject.get("commonName", "")))
         body = b'{"accepted":true}'
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -31,13 +37,24 @@ class _Answer(BaseHTTPRequestHandler):
         pass
 
 
+class _HttpsServer(ThreadingHTTPServer):
+    daemon_threads = True
+    clients: list[str] | None = None
+
+
 @contextlib.contextmanager
-def https_server(ca: trustme.CA) -> Iterator[int]:
-    """An HTTPS server for localhost and 127.0.0.1 that answers every POST 200; its port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
-    server.daemon_threads = True
+def https_server(ca: trustme.CA, *, clients: list[str] | None = None) -> Iterator[int]:
+    """An HTTPS server for localhost and 127.0.0.1 that answers every POST 200; its port.
+
+    Given ``clients``, it requires a client certificate signed by ``ca`` (mutual TLS) and
+    appends each request's client common name to the list."""
+    server = _HttpsServer(("127.0.0.1", 0), _Answer)
+    server.clients = clients
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("localhost", "127.0.0.1").configure_cert(context)
+    if clients is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        ca.configure_trust(context)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.daemon = True

@@ -136,7 +136,7 @@ def test_a_signal_stops_the_cli_at_once_and_the_accounting_survives(
 
 
 # the second Ctrl-C lands while requests are abandoned, results written, the interpreter ends
-@pytest.mark.parametrize("gap", [0.0, 0.02, 0.1, 0.25])
+@pytest.mark.parametrize("gap", [0.0, 0.02, 0.1])
 def test_a_second_ctrl_c_ends_the_process_at_once_without_a_traceback(
     gap: float, stalling: FaultProxy, sandbox: cc.Sandbox, export: Path, tmp_path: Path
 ) -> None:
@@ -145,8 +145,8 @@ def test_a_second_ctrl_c_ends_the_process_at_once_without_a_traceback(
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     time.sleep(gap)
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+    assert proc.poll() is None, "the process ended before the second Ctrl-C"
+    proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     # exit 130, or killed by the signal itself when it lands as the interpreter shuts down
     # (Python puts the default handler back then): a shell shows both as 130

@@ -7,13 +7,12 @@ from __future__ import annotations
 import logging
 import pickle
 import signal
-import ssl
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import pytest
@@ -21,6 +20,7 @@ import requests
 import trustme
 
 import churn_connector as cc
+from tests.netfixtures import https_server
 
 KEY = "sk_test_CANARY_session_0123456789"
 
@@ -33,59 +33,9 @@ class HeaderAuth(requests.auth.AuthBase):
         return r
 
 
-class _Recorded(BaseHTTPRequestHandler):
-    """Answers every POST 200 and notes the client certificate's subject."""
-
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: MutualTLSServer
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        peer = self.connection.getpeercert()
-        subject = dict(item for rdn in (peer or {}).get("subject", ()) for item in rdn)
-        with self.server.lock:
-            self.server.clients.append(str(subject.get("commonName", "")))
-        body = b'{"accepted":true}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class MutualTLSServer(ThreadingHTTPServer):
-    """HTTPS on 127.0.0.1 that requires a client certificate signed by ``ca``."""
-
-    daemon_threads = True
-
-    def __init__(self, ca: trustme.CA) -> None:
-        super().__init__(("127.0.0.1", 0), _Recorded)
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.verify_mode = ssl.CERT_REQUIRED
-        ca.issue_cert("localhost", "127.0.0.1").configure_cert(context)
-        ca.configure_trust(context)
-        self.socket = context.wrap_socket(self.socket, server_side=True)
-        self.clients: list[str] = []
-        self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"https://localhost:{self.server_address[1]}"
-
-
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
-    path = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return str(path)
+class MutualTLS(NamedTuple):
+    url: str
+    clients: list[str]  # the common name of each request's client certificate
 
 
 @pytest.fixture
@@ -99,16 +49,11 @@ def client_cert(ca: trustme.CA, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def mtls(ca: trustme.CA) -> Iterator[MutualTLSServer]:
-    server = MutualTLSServer(ca)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.daemon = True
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def mtls(ca: trustme.CA) -> Iterator[MutualTLS]:
+    """HTTPS on 127.0.0.1 that requires a client certificate signed by ``ca``."""
+    clients: list[str] = []
+    with https_server(ca, clients=clients) as port:
+        yield MutualTLS(f"https://localhost:{port}", clients)
 
 
 @pytest.fixture
@@ -186,7 +131,7 @@ def test_an_auth_that_overwrites_the_keys_header_is_refused(
 
 # -- mutual TLS ------------------------------------------------------------------------------
 def test_mtls_the_sessions_client_certificate_is_presented(
-    mtls: MutualTLSServer,
+    mtls: MutualTLS,
     session: requests.Session,
     ca_file: str,
     client_cert: str,
@@ -201,7 +146,7 @@ def test_mtls_the_sessions_client_certificate_is_presented(
 
 
 def test_mtls_without_a_client_certificate_stops_the_run_saying_why(
-    mtls: MutualTLSServer,
+    mtls: MutualTLS,
     session: requests.Session,
     ca_file: str,
     events: pd.DataFrame,
@@ -218,7 +163,7 @@ def test_mtls_without_a_client_certificate_stops_the_run_saying_why(
 
 
 def test_an_untrusted_server_names_the_sessions_fix(
-    mtls: MutualTLSServer, session: requests.Session, events: pd.DataFrame, now: pd.Timestamp
+    mtls: MutualTLS, session: requests.Session, events: pd.DataFrame, now: pd.Timestamp
 ) -> None:
     with pytest.raises(cc.TransportError, match=r"not trusted.*set session\.verify"):
         cc.Client(mtls.url, KEY, session=session).send_events(events, now=now)
@@ -334,7 +279,7 @@ def test_the_key_is_absent_from_output_reprs_and_result_files(
 
 
 def test_the_key_is_absent_from_a_transport_error_even_pickled_or_with_locals(
-    mtls: MutualTLSServer,
+    mtls: MutualTLS,
     session: requests.Session,
     ca_file: str,
     events: pd.DataFrame,
@@ -389,6 +334,15 @@ def test_a_session_without_verification_is_refused_for_a_remote_host(
     session.verify = False
     with pytest.raises(cc.ConfigurationError, match=r"session\.verify = False is refused"):
         cc.Client("https://api.example.com", KEY, session=session)
+
+
+def test_a_session_changed_after_the_client_was_made_is_checked_again_at_send(
+    session: requests.Session, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    client = cc.Client("https://api.example.com", KEY, session=session)
+    session.verify = False
+    with pytest.raises(cc.ConfigurationError, match=r"session\.verify = False is refused"):
+        client.send_events(events, now=now)
 
 
 def test_a_session_proxy_for_a_plain_http_base_url_is_refused(

@@ -20,18 +20,6 @@ from tests.netfixtures import ConnectProxy, https_server
 KEY = "sk_test_CANARY_trust_0123456789"
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
-    path = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return str(path)
-
-
 @pytest.fixture
 def https_url(ca: trustme.CA) -> Iterator[str]:
     with https_server(ca) as port:

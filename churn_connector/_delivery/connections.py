@@ -124,8 +124,15 @@ def _proxy_of(config: ClientConfig, host: str) -> str | None:
     return found or None
 
 
-def _failure(exc: BaseException, where: str) -> NetworkFailure:
-    """Name what went wrong, and whether retrying can help."""
+def _failure(
+    exc: BaseException,
+    where: str,
+    *,
+    trust_fix: str = "pass ca_bundle= for a private CA",
+    tls_fix: str | None = None,
+) -> NetworkFailure:
+    """Name what went wrong, and whether retrying can help; ``trust_fix`` and ``tls_fix``
+    say what to change for an untrusted certificate and for other TLS errors."""
     if isinstance(exc, ConnectionRefusedError):
         return NetworkFailure(f"connection refused by {where}", unreachable=True)
     if isinstance(exc, socket.gaierror):
@@ -133,7 +140,7 @@ def _failure(exc: BaseException, where: str) -> NetworkFailure:
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = exc.verify_message or exc.reason
         return NetworkFailure(
-            f"TLS certificate of {where} not trusted ({detail}); pass ca_bundle= for a private CA",
+            f"TLS certificate of {where} not trusted ({detail}); {trust_fix}",
             unreachable=True,
         )
     if isinstance(exc, ssl.SSLError):
@@ -141,7 +148,10 @@ def _failure(exc: BaseException, where: str) -> NetworkFailure:
             return NetworkFailure(
                 f"the server at {where} does not speak TLS on this port", unreachable=True
             )
-        return NetworkFailure(f"TLS error with {where} ({exc.reason})", unreachable=True)
+        # a server that wants a client certificate ends TLS without saying much
+        detail = exc.reason or "the server ended the TLS connection"
+        fix = f"; {tls_fix}" if tls_fix else ""
+        return NetworkFailure(f"TLS error with {where} ({detail}){fix}", unreachable=True)
     if isinstance(exc, OSError) and str(exc).startswith("Tunnel connection failed"):
         return NetworkFailure(f"the proxy refused the tunnel to {where} ({exc})", unreachable=True)
     if isinstance(exc, TimeoutError):

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import requests  # this module is imported only when a caller hands in a session
 
-from .._config import ClientConfig, SecretHeaders, _is_loopback
+from .._config import KEY_HEADERS, ClientConfig, SecretHeaders, _is_loopback
 from .._exceptions import ConfigurationError
 from .connections import BODY_LIMIT, Abort, Answer, NetworkFailure, _failure
 from .results import trim
@@ -49,7 +49,7 @@ def check_session(session: object, config: ClientConfig) -> None:
             "to connect; configure it there (session.proxies, session.verify = '<CA>.pem', "
             "session.trust_env)"
         )
-    name = _key_header(config)
+    name = KEY_HEADERS[config.auth_header]
     if name in session.headers:  # case-insensitive
         raise ConfigurationError(
             f"the session's headers set {name}, the header the API key travels in; remove it "
@@ -68,10 +68,6 @@ def check_session(session: object, config: ClientConfig) -> None:
             "the session (or the environment, session.trust_env) names a proxy for a plain "
             "http:// base URL: the proxy would read the key; use https:// or unset the proxy"
         )
-
-
-def _key_header(config: ClientConfig) -> str:
-    return "Authorization" if config.auth_header == "bearer" else "X-API-Key"
 
 
 class _SessionAuth(requests.auth.AuthBase):
@@ -108,7 +104,7 @@ class SessionPool:
         self.session = session
         self.base = config.base_url.rstrip("/")
         self.where = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
-        self._auth = _SessionAuth(session.auth, _key_header(config))
+        self._auth = _SessionAuth(session.auth, KEY_HEADERS[config.auth_header])
         self._aborted: str | None = None  # set by abort_all: the run is ending
         # no more in flight than the session's adapter keeps connections: beyond that,
         # urllib3 opens a connection per request, drops it, and warns each time
@@ -182,20 +178,17 @@ class SessionPool:
         if isinstance(exc, requests.Timeout):
             connect = isinstance(exc, requests.ConnectTimeout)
             return NetworkFailure(f"{'connect' if connect else 'read'} timeout", unreachable=False)
-        root = _root(exc)
-        failure = _failure(root, self.where)
-        # the fix for an untrusted certificate is the session's, not ca_bundle=
-        message = failure.message.replace("pass ca_bundle=", "set session.verify to your CA")
-        if message.startswith("TLS error with"):
-            # a server that wants a client certificate ends TLS without saying much
-            detail = getattr(root, "reason", None) or "the server ended the TLS connection"
-            message = (
-                f"TLS error with {self.where} ({detail}); if it requires a client "
-                "certificate (mTLS), set session.cert"
-            )
+        failure = _failure(
+            _root(exc),
+            self.where,
+            # the fixes are the session's: its CA and its client certificate
+            trust_fix="set session.verify to your CA",
+            tls_fix="if it requires a client certificate (mTLS), set session.cert",
+        )
         # TLS failures (a client certificate refused, say) fail every attempt alike
-        unreachable = failure.unreachable or isinstance(exc, requests.exceptions.SSLError)
-        return NetworkFailure(message, unreachable=unreachable)
+        if isinstance(exc, requests.exceptions.SSLError):
+            failure.unreachable = True
+        return failure
 
     def abort_all(self, reason: str) -> None:
         """Make no new attempts, and report those in flight as ended when they return.
