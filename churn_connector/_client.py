@@ -16,6 +16,7 @@ import numpy as np
 
 from ._config import ClientConfig, ClientOptions, Secret, as_secret
 from ._delivery.ledger import LedgerArg, LedgerStage, open_ledger, scope_of
+from ._delivery.prefetch import Handoff
 from ._delivery.progress import Progress
 from ._delivery.requests import Request, SizeLimit, chunk_events, identify_requests
 from ._delivery.results import SendResult
@@ -28,6 +29,7 @@ from ._exceptions import Interrupted, _RunStopped
 from ._identities.api import identity_options
 from ._identities.stream import IdentityStream
 from ._inputs import DEFAULT_SLICE_ROWS, row_count
+from ._inputs.threads import read_by_caller
 from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
 from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
@@ -217,12 +219,14 @@ class _Run:
         scope = scope_of(config.base_url, config.api_key)
         scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
         try:
-            wire = batches(stream)
+            # the caller's own objects (a cursor, a generator) are read on this thread only
+            feed = Handoff(stream.slices()) if read_by_caller(stream.data) else None
+            wire = batches(stream, None if feed is None else feed.items())
             stage = None
             if scoped is not None:
                 stage = LedgerStage(scoped, stream.kind, stream.failures)
                 wire = stage.apply(wire)
-            sender = self._send(requests(wire), stage)
+            sender = self._send(requests(wire), stage, feed)
         finally:
             if opened is not None:
                 opened.close()
@@ -231,7 +235,9 @@ class _Run:
         log.info("%s", result.summary())
         return result
 
-    def _send(self, requests: Iterable[Request], stage: LedgerStage | None) -> Sender:
+    def _send(
+        self, requests: Iterable[Request], stage: LedgerStage | None, feed: Handoff[Any] | None
+    ) -> Sender:
         book = self.stream.book
         enabled = False if self.dry_run else self.progress
         # the input's length, when it is known without reading it
@@ -262,7 +268,7 @@ class _Run:
         )
         try:
             with sigterm_raises():
-                sender.run(requests)
+                sender.run(requests, feed)
         except BaseException as exc:
             if isinstance(exc, Exception) and not isinstance(exc, _RunStopped):
                 raise  # a bug of ours: shown as it is

@@ -16,6 +16,7 @@ NDJSON values keep their JSON types, and CSV cells, which carry no types, stay t
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._exceptions import InputError
+from .._exceptions import ChurnConnectorError, InputError
 from .arrow import arrow_batches, arrow_to_pandas, is_arrow
 from .cells import typed
 from .files import expand, format_of, read_paths
@@ -35,6 +36,7 @@ from .spool import SpooledArrow, replayable
 __all__ = ["DEFAULT_SLICE_ROWS", "ReadSpec", "iter_frames", "replayable", "row_count"]
 
 DEFAULT_SLICE_ROWS = 50_000
+_END: Any = object()  # after the last item of the caller's iterable
 _ACCEPTED_INPUTS = (
     "pass a DataFrame, a pyarrow Table/RecordBatch/RecordBatchReader, a polars or DuckDB "
     "frame (anything with __arrow_c_stream__), a path to a .parquet/.csv/.tsv/.ndjson file "
@@ -81,7 +83,11 @@ def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterato
         yield from _one(data, spec, columns, 0)
         return
     offset = 0
-    for number, item in enumerate(data):
+    items = iter(data)
+    for number in itertools.count():
+        item = _next_of_caller(items, offset)
+        if item is _END:
+            return
         if isinstance(item, str | os.PathLike):
             yield from _paths(item, spec, columns, several=True)
             continue
@@ -94,6 +100,24 @@ def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterato
         for frame in _one(item, spec, columns, offset):
             offset += len(frame)
             yield frame
+
+
+def _next_of_caller(items: Iterator[Any], rows_read: int) -> Any:
+    """The next item of the caller's iterable (``_END`` after the last); whatever its code
+    raises is an InputError that says how far reading got (a send stopped by it carries
+    what was delivered)."""
+    try:
+        return next(items, _END)
+    except Exception as exc:
+        raise _read_failed("the input's iterable", rows_read, exc) from exc
+
+
+def _read_failed(what: str, seen: int, exc: Exception) -> Exception:
+    if isinstance(exc, ChurnConnectorError):
+        return exc
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+    said = str(exc) if isinstance(exc, pa.ArrowException | OSError) else f"it raised {name}: {exc}"
+    return InputError(f"reading {what} failed after {seen:,} rows: {said}")
 
 
 def _kind(data: Any) -> str:
@@ -161,19 +185,22 @@ def _one(
             yield frame
         return
     _refuse_dtypes(spec, f"a {_kind(data)}")
-    if isinstance(data, SpooledArrow):
-        schema, batches = data.batches(spec.rows)
-    else:
-        schema, batches = arrow_batches(data, spec.rows)
     seen = 0
+    try:
+        if isinstance(data, SpooledArrow):
+            schema, batches = data.batches(spec.rows)
+        else:
+            schema, batches = arrow_batches(data, spec.rows)  # a DuckDB relation runs here
+    except Exception as exc:
+        raise _read_failed(f"the {_kind(data)}", seen, exc) from exc
     batch: pa.RecordBatch | None = None
     while True:
         try:
             batch = next(batches)
         except StopIteration:
             break
-        except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"reading the {_kind(data)} failed after {seen} rows: {exc}") from None
+        except Exception as exc:  # the caller's reader, cursor or query: whatever it raises
+            raise _read_failed(f"the {_kind(data)}", seen, exc) from exc
         if columns is not None:
             keep = [c for c in columns if c in batch.schema.names]
             batch = batch.select(keep)
