@@ -13,6 +13,7 @@ import argparse
 import importlib
 import logging
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ import pyarrow
 
 from .__version__ import __version__
 from ._client import Client
+from ._config import ClientConfig
 from ._delivery.results import check_result_path, write_frame, write_frames
 from ._events.api import validate_events
 from ._exceptions import (
@@ -35,6 +37,8 @@ from ._exceptions import (
     TransportError,
 )
 from ._identities.api import validate_identities
+from ._names import NAME_STYLES
+from ._words import command_line, text_table
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
 
@@ -75,6 +79,18 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="SRC=DEST",
         help="read source column SRC as DEST (repeatable), e.g. --rename EVENT_TYPE=event_type",
+    )
+    p.add_argument(
+        "--rename-style",
+        choices=NAME_STYLES,
+        help="name the other columns in this style: lower (EVENT_TYPE -> event_type) or snake "
+        "(Event Type, eventType -> event_type); the key after properties./traits. is kept",
+    )
+    p.add_argument(
+        "--event-type-style",
+        choices=NAME_STYLES,
+        help="events: rewrite event types in this style (snake: Order Completed -> "
+        "order_completed); the summary notes each rewrite",
     )
     p.add_argument(
         "--dtype",
@@ -134,6 +150,12 @@ def _add_network_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--trust-env", action="store_true", help="use HTTPS_PROXY / NO_PROXY from the environment"
+    )
+    p.add_argument(
+        "--allow-insecure-http",
+        action="store_true",
+        help="allow a plain http:// base URL for a host other than this machine (the key "
+        "travels in clear text)",
     )
 
 
@@ -216,14 +238,16 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
         "dtypes": dict(args.dtype or ()),
         "encoding": args.encoding,
         "decimals": args.decimals,
+        "rename_style": args.rename_style,
     }
     if args.slice_rows is not None:
         options["slice_rows"] = args.slice_rows
     if args.kind == "events":
         options["namespace"] = args.namespace
         options["epoch_unit"] = args.epoch_unit
-    elif args.epoch_unit is not None:
-        raise ConfigurationError("--epoch-unit applies to events (occurred_at) only")
+        options["event_type_style"] = args.event_type_style
+    elif args.epoch_unit is not None or args.event_type_style is not None:
+        raise ConfigurationError("--epoch-unit and --event-type-style apply to events only")
     else:
         options["phone_region"] = args.phone_region
         options["duplicates"] = args.duplicates
@@ -254,14 +278,17 @@ def _send(args: argparse.Namespace) -> int:
     client_options.update(
         {name: getattr(args, name) for name in _NETWORK_FIELDS if getattr(args, name) is not None}
     )
-    if args.trust_env:
-        client_options["trust_env"] = True
+    for flag in ("trust_env", "allow_insecure_http"):
+        if getattr(args, flag):
+            client_options[flag] = True
     if args.concurrency is not None:
         key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
         client_options[key] = args.concurrency
     if args.batch_size is not None:
         client_options["batch_size"] = args.batch_size
-    client = Client(args.base_url, None, **client_options)
+    # a dry run contacts nothing: it needs no base URL and no key
+    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client_options)
+    client = Client(config=config)
     send = client.send_events if args.kind == "events" else client.identify
     try:
         result = send(
@@ -282,7 +309,8 @@ def _send(args: argparse.Namespace) -> int:
         _say(args, "the input holds no rows: nothing to send")
     first = result.first_failures(10)
     if not first.empty:
-        _say(args, first.to_string(index=False))
+        width = shutil.get_terminal_size().columns - 1
+        _say(args, text_table(first[["row", "status", "error"]], width, wrap="error"))
     if args.results is not None:
         write_frame(result.chunks, args.results)
     if args.rows is not None:
@@ -305,13 +333,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.quiet:
         logging.basicConfig(level=logging.ERROR)
     try:
-        if args.command == "validate":
-            return _validate(args)
-        if args.command == "send":
-            return _send(args)
-        # the demo starts a sandbox: loaded only when asked for
-        demo = importlib.import_module("._demo", __package__)
-        return int(demo.run_demo(args.out))
+        with command_line():  # messages name options by their flags
+            if args.command == "validate":
+                return _validate(args)
+            if args.command == "send":
+                return _send(args)
+            # the demo starts a sandbox: loaded only when asked for
+            demo = importlib.import_module("._demo", __package__)
+            return int(demo.run_demo(args.out))
     except Interrupted as exc:
         print(exc.message, file=sys.stderr)
         return 128 + (exc.signal or signal.SIGINT)

@@ -30,6 +30,7 @@ from ._identities.api import identity_options
 from ._identities.stream import IdentityStream
 from ._inputs import DEFAULT_SLICE_ROWS, row_count
 from ._inputs.threads import read_by_caller
+from ._names import NameStyle
 from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
 from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
@@ -101,6 +102,8 @@ class Client:
         encoding: str = "utf-8",
         decimals: Decimals = "error",
         epoch_unit: EpochUnit | None = None,
+        rename_style: NameStyle | None = None,
+        event_type_style: NameStyle | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -110,7 +113,8 @@ class Client:
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
         ``encoding``, ``decimals`` and ``epoch_unit``: as for ``validate_events``. Input
-        that breaks part way raises InputError carrying what was delivered.
+        that breaks part way raises InputError carrying what was delivered. ``rename_style``,
+        ``event_type_style``: as for ``validate_events``.
         """
         config = self.config
         if batch_size is not None:
@@ -127,6 +131,8 @@ class Client:
             encoding=encoding,
             decimals=decimals,
             epoch_unit=epoch_unit,
+            rename_style=rename_style,
+            event_type_style=event_type_style,
         )
         stream = EventStream(data, options)
 
@@ -157,6 +163,7 @@ class Client:
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
         decimals: Decimals = "error",
+        rename_style: NameStyle | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -164,8 +171,8 @@ class Client:
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
-        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
-        ``validate_events``.
+        are ``skipped``. ``rename``, ``rename_style``, ``dtypes``, ``encoding``,
+        ``decimals``: as for ``validate_events``.
         """
         options = identity_options(
             naive_timezone=naive_timezone,
@@ -177,6 +184,7 @@ class Client:
             dtypes=dtypes,
             encoding=encoding,
             decimals=decimals,
+            rename_style=rename_style,
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
@@ -216,6 +224,7 @@ class _Run:
     def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row."""
         stream, config = self.stream, self.config
+        config.check_run(dry_run=self.dry_run, ledger=ledger is not None)
         scope = scope_of(config.base_url, config.api_key)
         scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
         try:
@@ -231,7 +240,8 @@ class _Run:
             if opened is not None:
                 opened.close()
         elapsed = time.monotonic() - self.started
-        result = SendResult(stream.kind, stream.book, sender.chunks, elapsed, dry_run=self.dry_run)
+        kind, book, notes = stream.kind, stream.book, stream.notes()
+        result = SendResult(kind, book, sender.chunks, elapsed, dry_run=self.dry_run, notes=notes)
         log.info("%s", result.summary())
         return result
 
@@ -326,6 +336,8 @@ class SendEventsOptions(TypedDict, total=False):
     encoding: str
     decimals: Decimals
     epoch_unit: EpochUnit | None
+    rename_style: NameStyle | None
+    event_type_style: NameStyle | None
 
 
 class IdentifyOptions(TypedDict, total=False):
@@ -344,6 +356,7 @@ class IdentifyOptions(TypedDict, total=False):
     dtypes: Mapping[str, str] | None
     encoding: str
     decimals: Decimals
+    rename_style: NameStyle | None
 
 
 def send_events(
@@ -356,10 +369,11 @@ def send_events(
     **options: Unpack[SendEventsOptions],
 ) -> SendResult:
     """One-call form: ``Client(base_url, api_key, config=config, session=session)
-    .send_events(data, ...)``."""
+    .send_events(data, ...)``; a dry run needs no base URL or key."""
     api_key = as_secret(api_key)
-    client = Client(base_url, api_key, config=config, session=session)
-    return client.send_events(data, **options)
+    if config is None and options.get("dry_run"):
+        config = ClientConfig.create(base_url, api_key, dry_run=True)
+    return Client(base_url, api_key, config=config, session=session).send_events(data, **options)
 
 
 def identify(
@@ -372,6 +386,8 @@ def identify(
     **options: Unpack[IdentifyOptions],
 ) -> SendResult:
     """One-call form: ``Client(base_url, api_key, config=config, session=session)
-    .identify(data, ...)``."""
+    .identify(data, ...)``; a dry run needs no base URL or key."""
     api_key = as_secret(api_key)
+    if config is None and options.get("dry_run"):
+        config = ClientConfig.create(base_url, api_key, dry_run=True)
     return Client(base_url, api_key, config=config, session=session).identify(data, **options)

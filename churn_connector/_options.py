@@ -18,8 +18,10 @@ import pandas as pd
 from ._exceptions import ConfigurationError
 from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec
 from ._inputs.cells import DTYPES
+from ._names import NAME_STYLES, NameStyle
 from ._types import Decimals, ExtraColumns
 from ._values import ValueRules
+from ._words import named
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -43,7 +45,7 @@ def one_of(name: str, value: Any, allowed: Iterable[Any]) -> None:
     choices = tuple(allowed)
     if value not in choices:
         raise ConfigurationError(
-            f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}"
+            f"{named(name)} must be one of {', '.join(map(repr, choices))}, not {value!r}"
         )
 
 
@@ -55,7 +57,8 @@ def check_timezone(naive_timezone: str | None) -> None:
         zoneinfo.ZoneInfo(naive_timezone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
         raise ConfigurationError(
-            f"naive_timezone {naive_timezone!r} is not a known IANA zone (e.g. 'Europe/Paris')"
+            f"{named('naive_timezone')} {naive_timezone!r} is not a known IANA zone "
+            "(e.g. 'Europe/Paris')"
         ) from None
 
 
@@ -81,9 +84,12 @@ class TableOptions:
     dtypes: Pairs = ()  # CSV/TSV column -> one of _inputs.cells.DTYPES
     encoding: str = "utf-8"  # of CSV/TSV files
     decimals: Decimals = "error"
+    rename_style: NameStyle | None = None  # the other columns' names: "lower" or "snake"
 
     def __post_init__(self) -> None:
         check_timezone(self.naive_timezone)
+        if self.rename_style is not None:
+            one_of("rename_style", self.rename_style, NAME_STYLES)
         one_of("extra_columns", self.extra_columns, get_args(ExtraColumns))
         one_of("decimals", self.decimals, get_args(Decimals))
         targets = [dest for _, dest in self.rename]
@@ -107,7 +113,9 @@ class TableOptions:
     @property
     def reading(self) -> ReadSpec:
         """How the input is read."""
-        return ReadSpec(self.slice_rows, self.rename, self.dtypes, self.encoding)
+        return ReadSpec(
+            self.slice_rows, self.rename, self.dtypes, self.encoding, style=self.rename_style
+        )
 
     @property
     def rules(self) -> ValueRules:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict
 
 
 class RowState(IntEnum):
@@ -39,6 +39,20 @@ Duplicates = Literal["error", "keep_last", "in_order"]
 Decimals = Literal["error", "float", "str"]
 EpochUnit = Literal["s", "ms", "us", "ns"]
 AuthHeader = Literal["bearer", "x-api-key"]
+
+NoteKind = Literal[
+    "event_types_restyled",  # event_type_style rewrote event types (each mapping counted)
+]
+
+
+class Note(TypedDict):
+    """Something a report says that is not a failure: plain JSON values, for machines too."""
+
+    kind: NoteKind
+    column: str  # the column it concerns (``email_opted_in``, ``channels``, ...)
+    count: int  # channel items (or rows) it concerns
+    message: str  # one sentence with the count, for people
+
 
 DataSource: TypeAlias = Any
 """A DataFrame, anything Arrow-native, a file, folder or glob, or an iterable of them (_inputs)."""

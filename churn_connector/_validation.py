@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,10 @@ from ._pandera import full_validation, pa, schema_errors
 from ._plots import failures_chart
 from ._quarantine import quarantine_frame, write_rows
 from ._rows import RowBook
-from ._schema import explanations, frame_owners
-from ._types import RowState
+from ._schema import UnknownColumn, explanations, frame_owners
+from ._types import Note, RowState
 from ._values import has_surrogate, mask_unreportable
+from ._words import row_label, shown
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -91,7 +93,13 @@ def run_schema(
         if check in ("column_in_schema", "column_in_dataframe"):
             column = str(value)
         maker = explain.get(check)
-        message = maker(column, value) if maker else f"{column}: failed check {check} ({value!r})"
+        if isinstance(maker, UnknownColumn):
+            maker = maker.among(df.columns)  # "did you mean" never names a column it has
+        message = (
+            maker(column, value)
+            if maker
+            else f"{column or 'the table'} failed check {check} ({shown(value)})"
+        )
         if _missing(case.index):
             invalid[:] = True
             records.append(failure_record(None, None, column, check, value, message))
@@ -205,6 +213,14 @@ def failure_record(
     }
 
 
+def failure_line(position: Any, row: Any, column: Any, message: str) -> str:
+    """One failure for a person: ``row 6, phone: ...``; a table-level one is its message."""
+    if position is None or position is pd.NA:
+        return message  # it names its column, and concerns every row
+    where = f"row {row_label(row)}"
+    return f"{where}, {column}: {message}" if isinstance(column, str) else f"{where}: {message}"
+
+
 def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     data = {c: pd.Series([r[c] for r in records], dtype=object) for c in FAILURE_COLUMNS}
     frame = pd.DataFrame(data)
@@ -219,7 +235,9 @@ class ValidationReport:
     rows as they were read; ``failures``: one row per problem with ``row`` (the input's
     index label), ``position`` (0-based row number), ``column``, ``check`` (a stable name),
     ``value`` and ``message`` (what is wrong and how to fix it). ``quarantine()`` joins the
-    last two; ``plot()`` charts the failures. In a notebook it shows itself as a summary.
+    last two; ``plot()`` charts the failures. ``notes``: what is worth knowing but is no
+    failure (e.g. channels opted in by default), as dicts with ``kind``, ``column``,
+    ``count`` and ``message``. In a notebook it shows itself as a summary.
     """
 
     def __init__(
@@ -233,6 +251,7 @@ class ValidationReport:
         *,
         invalid: pd.DataFrame | None = None,
         invalid_positions: np.ndarray | None = None,
+        notes: Sequence[Note] = (),
     ) -> None:
         self.kind = kind
         self.valid = valid
@@ -241,6 +260,7 @@ class ValidationReport:
         self.n_invalid = n_invalid
         self.n_valid = n_rows - n_invalid
         self.duplicates = duplicates
+        self.notes: list[Note] = list(notes)
         self.invalid = invalid if invalid is not None else valid.iloc[:0]
         self._invalid_positions = (
             invalid_positions if invalid_positions is not None else np.empty(0, dtype=np.int64)
@@ -255,12 +275,13 @@ class ValidationReport:
             f"{self.kind}: {self.n_rows} rows, {self.n_valid} valid, {self.n_invalid} invalid"
             + (f", {self.duplicates} exact duplicates (sent once)" if self.duplicates else "")
         ]
+        lines.extend(f"note: {note['message']}" for note in self.notes)
         if not self.failures.empty:
             counts = self.failures["check"].value_counts()
             lines.append("failures by check: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
             for rec in self.failures.head(5).itertuples(index=False):
-                where = "table" if rec.position is pd.NA else f"row {rec.row!r}"
-                lines.append(f"  {where}, {rec.column}: {rec.message}")
+                line = failure_line(rec.position, rec.row, rec.column, str(rec.message))
+                lines.append(f"  {line}")
             if len(self.failures) > 5:
                 lines.append(f"  ... {len(self.failures) - 5} more in .failures")
         return "\n".join(lines)

@@ -9,6 +9,7 @@ import orjson
 import pyarrow as pa
 
 from .._inputs import DEFAULT_SLICE_ROWS
+from .._names import NameStyle
 from .._options import pairs
 from .._stream import batches, report
 from .._types import DataSource, Decimals, EpochUnit, ExtraColumns
@@ -30,6 +31,8 @@ def event_options(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    rename_style: NameStyle | None = None,
+    event_type_style: NameStyle | None = None,
 ) -> EventOptions:
     """The validated options object of the public keyword arguments."""
     return EventOptions(
@@ -44,6 +47,8 @@ def event_options(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        rename_style=rename_style,
+        event_type_style=event_type_style,
     )
 
 
@@ -61,13 +66,19 @@ def validate_events(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    rename_style: NameStyle | None = None,
+    event_type_style: NameStyle | None = None,
 ) -> ValidationReport:
     """Check every row of an events table against the contract; nothing is sent.
 
     ``now`` anchors the time window (default: the current UTC time); naive timestamps are
     invalid unless ``naive_timezone`` names their zone, epoch numbers unless ``epoch_unit``
     says what they count. ``rename`` maps source columns to ours (``{"EVENT_TYPE":
-    "event_type"}``); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
+    "event_type"}``), ``rename_style`` the other columns (``"lower"``: ``EVENT_TYPE`` ->
+    ``event_type``; ``"snake"``: ``Event Type``, ``eventType`` -> ``event_type``; the key
+    after ``properties.`` stays as written); ``event_type_style`` does the same to the
+    event types themselves (``Order Completed`` -> ``order_completed``: the report notes
+    each mapping); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
     ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
     (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
     are valid but counted: they would be sent once.
@@ -84,6 +95,8 @@ def validate_events(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        rename_style=rename_style,
+        event_type_style=event_type_style,
     )
     return report(EventStream(data, options))
 
@@ -102,6 +115,8 @@ def events_to_wire(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    rename_style: NameStyle | None = None,
+    event_type_style: NameStyle | None = None,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
     options = event_options(
@@ -116,6 +131,8 @@ def events_to_wire(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        rename_style=rename_style,
+        event_type_style=event_type_style,
     )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._inputs import DEFAULT_SLICE_ROWS
+from .._names import NameStyle
 from .._options import pairs
 from .._stream import report
 from .._types import DataSource, Decimals, Duplicates, ExtraColumns
@@ -25,6 +26,7 @@ def identity_options(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    rename_style: NameStyle | None = None,
 ) -> IdentityOptions:
     """The validated options object of the public keyword arguments."""
     return IdentityOptions(
@@ -37,6 +39,7 @@ def identity_options(
         dtypes=pairs("dtypes", dtypes),
         encoding=encoding,
         decimals=decimals,
+        rename_style=rename_style,
     )
 
 
@@ -52,12 +55,14 @@ def validate_identities(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    rename_style: NameStyle | None = None,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
-    ``rename``, ``dtypes``, ``encoding`` and ``decimals`` work as for ``validate_events``.
+    ``rename``, ``rename_style``, ``dtypes``, ``encoding`` and ``decimals`` work as for
+    ``validate_events``.
     """
     options = identity_options(
         naive_timezone=naive_timezone,
@@ -69,6 +74,7 @@ def validate_identities(
         dtypes=dtypes,
         encoding=encoding,
         decimals=decimals,
+        rename_style=rename_style,
     )
     return report(IdentityStream(data, options))
 
@@ -85,6 +91,7 @@ def identities_to_wire(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    rename_style: NameStyle | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
     options = identity_options(
@@ -97,6 +104,7 @@ def identities_to_wire(
         dtypes=dtypes,
         encoding=encoding,
         decimals=decimals,
+        rename_style=rename_style,
     )
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .._exceptions import ChurnConnectorError, InputError
+from .._names import NameStyle, styler
+from .._words import named
 from .arrow import arrow_batches, arrow_to_pandas, is_arrow
 from .cells import typed
 from .files import expand, format_of, read_paths
@@ -52,11 +54,23 @@ class ReadSpec:
     rename: tuple[tuple[str, str], ...] = ()
     dtypes: tuple[tuple[str, str], ...] = ()
     encoding: str = "utf-8"
+    style: NameStyle | None = None  # the other columns' names (``_names``), when asked
 
-    def sources(self, columns: Sequence[str]) -> list[str]:
-        """The source names that may hold ``columns`` (for reading only those)."""
+    def sources(self, columns: Sequence[str]) -> list[str] | None:
+        """The source names that may hold ``columns`` (for reading only those); None when
+        any might (a style renames names not known up front)."""
+        if self.style is not None:
+            return None
         wanted = set(columns)
         return [*columns, *(src for src, dest in self.rename if dest in wanted)]
+
+    def renamer(self) -> Callable[[Any], Any] | None:
+        """Source column name -> ours (None: names stay): ``rename`` first, then the style."""
+        pairs = dict(self.rename)
+        if self.style is None:
+            return (lambda c: pairs.get(c, c)) if pairs else None
+        restyle = styler(self.style)
+        return lambda c: pairs[c] if c in pairs else restyle(c) if isinstance(c, str) else c
 
 
 def iter_frames(
@@ -69,9 +83,9 @@ def iter_frames(
     """
     spec = spec or ReadSpec()
     wanted = spec.sources(columns) if columns is not None else None
-    rename = dict(spec.rename)
+    rename = spec.renamer()
     for frame in _frames(data, spec, wanted):
-        yield frame.rename(columns=rename) if rename else frame
+        yield frame if rename is None else frame.rename(columns=rename)
 
 
 def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterator[pd.DataFrame]:
@@ -145,8 +159,8 @@ def _refuse_unsupported(data: Any, what: str) -> None:
 def _refuse_dtypes(spec: ReadSpec, source: str) -> None:
     if spec.dtypes:
         raise InputError(
-            f"dtypes= types the text cells of CSV/TSV files; {source} carries its own types "
-            "(cast the columns there)"
+            f"{named('dtypes')} is for the text cells of CSV/TSV files; {source} carries its "
+            "own types (cast the columns there)"
         )
 
 
@@ -163,7 +177,8 @@ def _paths(
         if several:
             frame = frame.set_axis(pd.Index([f"{name}:{x}" for x in frame.index], dtype=object))
         if dtypes:
-            renamed = frame.rename(columns=dict(spec.rename))
+            rename = spec.renamer()
+            renamed = frame if rename is None else frame.rename(columns=rename)
             frame = typed(renamed, dtypes, str(data)).set_axis(frame.columns, axis=1)
         yield frame
 
