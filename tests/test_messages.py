@@ -5,6 +5,9 @@ API, and the demo prints each failure once. Deliveries go over real HTTP to the 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -299,3 +302,30 @@ def test_without_a_base_url_only_a_dry_run_without_a_ledger_goes(
     events.to_parquet(tmp_path / "events.parquet")
     assert main(["send", "events", str(tmp_path / "events.parquet")]) == 3
     assert "no --base-url given and CHURN_BASE_URL is not set" in capsys.readouterr().err
+
+
+# -- the demo -------------------------------------------------------------------------------
+
+
+def test_the_demo_prints_each_failure_once_fits_the_terminal_and_says_what_next(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "churn_connector._cli", "demo", "--out", str(tmp_path)],
+        env={**os.environ, "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    shown = out.split("=== what to try next")[0]
+    assert shown.count("'Add To Cart'") == 1 and shown.count("'pigeon'") == 1
+    commands = [line for line in out.splitlines() if line.startswith("      ")]
+    wide = [line for line in out.splitlines() if len(line) > 80 and line not in commands]
+    assert not wide
+    next_steps = out.split("=== what to try next")[1]
+    assert f"churn-connector validate events {tmp_path / 'events.parquet'}" in next_steps
+    assert "notebooks/" in next_steps
+    assert "np.int64" not in out and "None" not in out
