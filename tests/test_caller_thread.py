@@ -178,3 +178,23 @@ def test_only_the_callers_objects_are_read_on_the_callers_thread(tmp_path: Path)
     assert not read_by_caller([str(tmp_path / "a.parquet"), pd.DataFrame(), pa.table({})])
     assert read_by_caller(iter([pd.DataFrame()]))
     assert read_by_caller([pa.table({}), pa.RecordBatchReader.from_batches(pa.schema([]), [])])
+
+
+def test_the_deadline_holds_while_the_callers_thread_reads_and_sends(
+    sandbox: cc.Sandbox, make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    events = make_events(now, n=40)
+
+    def frames() -> Iterator[pd.DataFrame]:
+        for first in range(0, 40, 10):
+            yield events.iloc[first : first + 10]
+
+    with FaultProxy(sandbox.base_url, mode="trickle") as proxy:
+        proxy.trickle_interval = 1.0  # one byte a second: no read timeout ever fires
+        client = cc.Client(proxy.url, sandbox.api_key, deadline=2.0, read_timeout=30.0)
+        started = time.monotonic()
+        result = client.send_events(frames(), now=now, batch_size=10)
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.0 + 5  # the deadline plus a few seconds
+    assert result.counts["failed"] == 40
+    assert result.rows["error"].str.contains("deadline").all()
