@@ -35,6 +35,7 @@ from ._exceptions import (
     TransportError,
 )
 from ._identities.api import validate_identities
+from ._inputs.text import TEXT_FIELDS, add_text_arguments
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
 
@@ -66,8 +67,8 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "file",
         type=Path,
-        help="a .parquet, .csv, .tsv or .ndjson file (optionally .gz/.zst), "
-        "a folder of part files, or a glob (quote it)",
+        help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
+        "a folder of part files (or a Redshift manifest), or a glob (quote it)",
     )
     p.add_argument(
         "--rename",
@@ -85,6 +86,7 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         "without it CSV cells stay text (repeatable)",
     )
     p.add_argument("--encoding", default="utf-8", help="CSV/TSV text encoding (default utf-8)")
+    add_text_arguments(p)
     p.add_argument("--slice-rows", type=int, metavar="N", help="read and validate N rows at a time")
     p.add_argument(
         "--decimals",
@@ -216,6 +218,7 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
         "dtypes": dict(args.dtype or ()),
         "encoding": args.encoding,
         "decimals": args.decimals,
+        **{name: getattr(args, name) for name in TEXT_FIELDS},
     }
     if args.slice_rows is not None:
         options["slice_rows"] = args.slice_rows

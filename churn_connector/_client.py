@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
@@ -27,7 +27,8 @@ from ._events.stream import EventStream
 from ._exceptions import Interrupted, _RunStopped
 from ._identities.api import identity_options
 from ._identities.stream import IdentityStream
-from ._inputs import DEFAULT_SLICE_ROWS, row_count
+from ._inputs import DEFAULT_SLICE_ROWS, row_count, text_format
+from ._inputs.text import Format, TextOptions
 from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
 from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
@@ -99,6 +100,13 @@ class Client:
         encoding: str = "utf-8",
         decimals: Decimals = "error",
         epoch_unit: EpochUnit | None = None,
+        delimiter: str | None = None,
+        header: bool = True,
+        columns: Sequence[str] | None = None,
+        escape: str | None = None,
+        null: str | Sequence[str] | None = None,
+        quote: str | None = '"',
+        format: Format | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -107,7 +115,9 @@ class Client:
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
-        ``encoding``, ``decimals`` and ``epoch_unit``: as for ``validate_events``. Input
+        ``encoding``, ``decimals``, ``epoch_unit`` and the text options (``delimiter``,
+        ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``): as for
+        ``validate_events``. Input
         that breaks part way raises InputError carrying what was delivered.
         """
         config = self.config
@@ -125,6 +135,7 @@ class Client:
             encoding=encoding,
             decimals=decimals,
             epoch_unit=epoch_unit,
+            text=text_format(delimiter, header, columns, escape, null, quote, format),
         )
         stream = EventStream(data, options)
 
@@ -155,6 +166,13 @@ class Client:
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
         decimals: Decimals = "error",
+        delimiter: str | None = None,
+        header: bool = True,
+        columns: Sequence[str] | None = None,
+        escape: str | None = None,
+        null: str | Sequence[str] | None = None,
+        quote: str | None = '"',
+        format: Format | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -162,8 +180,8 @@ class Client:
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
-        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
-        ``validate_events``.
+        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text
+        options: as for ``validate_events``.
         """
         options = identity_options(
             naive_timezone=naive_timezone,
@@ -175,6 +193,7 @@ class Client:
             dtypes=dtypes,
             encoding=encoding,
             decimals=decimals,
+            text=text_format(delimiter, header, columns, escape, null, quote, format),
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
@@ -301,7 +320,7 @@ def _finished(book: RowBook) -> int:
     return len(status) - int(np.count_nonzero(status == RowState.PENDING))
 
 
-class SendEventsOptions(TypedDict, total=False):
+class SendEventsOptions(TextOptions, total=False):
     """The keywords of :meth:`Client.send_events` (for the one-call form and tasks)."""
 
     dry_run: bool
@@ -322,7 +341,7 @@ class SendEventsOptions(TypedDict, total=False):
     epoch_unit: EpochUnit | None
 
 
-class IdentifyOptions(TypedDict, total=False):
+class IdentifyOptions(TextOptions, total=False):
     """The keywords of :meth:`Client.identify` (for the one-call form and tasks)."""
 
     dry_run: bool

@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .._inputs import DEFAULT_SLICE_ROWS
+from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._inputs.text import Format
 from .._options import pairs
 from .._stream import batches, report
 from .._types import DataSource, Decimals, EpochUnit, ExtraColumns
@@ -30,6 +31,7 @@ def event_options(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    text: TextFormat | None = None,
 ) -> EventOptions:
     """The validated options object of the public keyword arguments."""
     return EventOptions(
@@ -44,6 +46,7 @@ def event_options(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        text=text or TextFormat(),
     )
 
 
@@ -61,6 +64,13 @@ def validate_events(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
 ) -> ValidationReport:
     """Check every row of an events table against the contract; nothing is sent.
 
@@ -70,7 +80,11 @@ def validate_events(
     "event_type"}``); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
     ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
     (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
-    are valid but counted: they would be sent once.
+    are valid but counted: they would be sent once. Text exports as warehouses write them:
+    ``delimiter``, ``quote`` (None: no quoting), ``escape`` (``"\\"``: Spark), ``null``
+    (markers of null cells, e.g. ``"\\N"``: Snowflake, Redshift), ``header=False`` with
+    ``columns=[...]``, and ``format`` for parts whose name says none (``"csv"``: Redshift's
+    ``0000_part_00``); see ``TextFormat``.
     """
     options = event_options(
         now=now,
@@ -84,6 +98,7 @@ def validate_events(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
     )
     return report(EventStream(data, options))
 
@@ -102,6 +117,13 @@ def events_to_wire(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
     options = event_options(
@@ -116,6 +138,7 @@ def events_to_wire(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
     )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._inputs import DEFAULT_SLICE_ROWS
+from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._inputs.text import Format
 from .._options import pairs
 from .._stream import report
 from .._types import DataSource, Decimals, Duplicates, ExtraColumns
@@ -25,6 +26,7 @@ def identity_options(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    text: TextFormat | None = None,
 ) -> IdentityOptions:
     """The validated options object of the public keyword arguments."""
     return IdentityOptions(
@@ -37,6 +39,7 @@ def identity_options(
         dtypes=pairs("dtypes", dtypes),
         encoding=encoding,
         decimals=decimals,
+        text=text or TextFormat(),
     )
 
 
@@ -52,12 +55,21 @@ def validate_identities(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
-    ``rename``, ``dtypes``, ``encoding`` and ``decimals`` work as for ``validate_events``.
+    ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text options (``delimiter``,
+    ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``) work as for
+    ``validate_events``.
     """
     options = identity_options(
         naive_timezone=naive_timezone,
@@ -69,6 +81,7 @@ def validate_identities(
         dtypes=dtypes,
         encoding=encoding,
         decimals=decimals,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
     )
     return report(IdentityStream(data, options))
 
@@ -85,6 +98,13 @@ def identities_to_wire(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
     options = identity_options(
@@ -97,6 +117,7 @@ def identities_to_wire(
         dtypes=dtypes,
         encoding=encoding,
         decimals=decimals,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
     )
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

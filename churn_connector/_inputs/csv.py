@@ -2,11 +2,13 @@
 
 pyarrow's streaming parser reads the file (``use_threads=False`` keeps record numbers, values
 may hold newlines); each record's physical line number is rebuilt from the newlines inside
-its cells, so a quoted cell spanning lines never shifts the labels of later rows. Only an
-empty cell is null ("NA" or "null" can be somebody's id). A line with more or fewer cells
-than the header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEMS``),
-never padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``)
-is a row.
+its cells, so a quoted or escaped cell spanning lines never shifts the labels of later rows.
+The layout (delimiter, quote, escape, null markers, header or ``columns``) is a
+``TextFormat``; without a header the data starts at line 1. By default only an empty cell
+is null ("NA" or "null" can be somebody's id). A line with more or fewer cells than the
+header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEMS``), never
+padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``) is a
+row.
 """
 
 from __future__ import annotations
@@ -29,10 +31,15 @@ import pyarrow.csv as pacsv
 from .._exceptions import InputError
 from .arrow import arrow_to_pandas
 from .streams import open_stream
+from .text import TextFormat
 
 ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: message}
 _NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
+# stands for an escaped null marker (``\\N``) until pyarrow has parsed the cells: pyarrow
+# unescapes before it compares cells with null markers, which would read ``\\N`` as "N"
+_HELD = "\uffff"
+_HELD_BYTES = _HELD.encode()
 
 
 def _newlines(data: bytes) -> int:
@@ -93,6 +100,45 @@ class _Lines(io.RawIOBase):
         self.after_newline = data.endswith((b"\n", b"\r"))
 
 
+class _EscapedNulls(io.RawIOBase):
+    """The bytes with each escaped null marker (``\\N``, the escape not itself escaped)
+    replaced by ``_HELD``, never split across two reads."""
+
+    def __init__(self, raw: Any, escape: str, marker: str) -> None:
+        self.raw = raw
+        self.escape = escape.encode()
+        self.letter = marker[1:].encode()
+        self.pattern = re.compile(re.escape(self.escape) + b"(.)", re.DOTALL)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.raw.read(size)
+        while data and (len(data) - len(data.rstrip(self.escape))) % 2:
+            more = self.raw.read(1)
+            if not more:
+                break
+            data += more
+        if _HELD_BYTES in data:
+            raise ValueError("the file holds U+FFFF, which is not text: it cannot be read")
+        return self.pattern.sub(self._swap, data)
+
+    def _swap(self, match: re.Match[bytes]) -> bytes:
+        return _HELD_BYTES if match.group(1) == self.letter else match.group(0)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def _escaped_marker(text: TextFormat) -> str | None:
+    """The null marker that starts with the escape character (``\\N``), if any."""
+    if text.escape is None or text.null is None:
+        return None
+    return next((m for m in text.null if m.startswith(text.escape)), None)
+
+
 def _python_codec(encoding: str) -> str:
     return codecs.lookup(encoding).name
 
@@ -105,12 +151,19 @@ def _decoded_lines(raw: Any, encoding: str) -> Iterator[str]:
         yield decoder.decode(line)
 
 
-def _header(path: Path, name: str, delimiter: str, encoding: str) -> tuple[list[str], int]:
+def _header(
+    path: Path, name: str, delimiter: str, text: TextFormat, encoding: str
+) -> tuple[list[str], int]:
     """The header's cells and how many physical lines it takes."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     shown = "utf-8" if encoding == "utf-8-sig" else encoding
+    dialect: dict[str, Any] = {"delimiter": delimiter, "escapechar": text.escape}
+    if text.quote is None:
+        dialect["quoting"] = csv.QUOTE_NONE
+    else:
+        dialect["quotechar"] = text.quote
     with open_stream(path) as raw:
-        reader = csv.reader(_decoded_lines(raw, encoding), delimiter=delimiter, strict=False)
+        reader = csv.reader(_decoded_lines(raw, encoding), strict=False, **dialect)
         try:
             header = next(reader)
         except StopIteration:
@@ -129,13 +182,35 @@ def _header(path: Path, name: str, delimiter: str, encoding: str) -> tuple[list[
         return header, reader.line_num
 
 
+def is_empty(path: Path) -> bool:
+    """No bytes once decompressed (a byte-order mark alone counts as none)."""
+    with open_stream(path) as raw:
+        head: bytes = raw.read(4)
+    return head in (b"", codecs.BOM_UTF8)
+
+
 def read_csv(
-    path: Path, name: str, rows: int, *, delimiter: str = ",", encoding: str = "utf-8"
+    path: Path,
+    name: str,
+    rows: int,
+    *,
+    kind: str = "csv",
+    text: TextFormat | None = None,
+    encoding: str = "utf-8",
 ) -> Iterator[pd.DataFrame]:
     """Frames of at most ``rows`` rows, labelled by physical line (the header is line 1)."""
+    text = text or TextFormat()
+    delimiter = text.delimiter_for(kind)
     codec = _python_codec(encoding)
     utf8 = codec == "utf-8"
-    header, header_lines = _header(path, name, delimiter, "utf-8-sig" if utf8 else codec)
+    if text.columns is None:
+        header, header_lines = _header(path, name, delimiter, text, "utf-8-sig" if utf8 else codec)
+    else:
+        header, header_lines = list(text.columns), 0
+        if is_empty(path):
+            schema = pa.schema([(h, pa.string()) for h in header])
+            yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+            return
     ragged: list[Any] = []
 
     def on_invalid(row: Any) -> str:
@@ -145,10 +220,14 @@ def read_csv(
     source = open_stream(path)
     if not utf8:
         source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
+    marker = _escaped_marker(text)
+    if marker is not None:
+        assert text.escape is not None
+        source = _EscapedNulls(source, text.escape, marker)
     lines = _Lines(source)
-    state = _Position(record=2, line=header_lines + 1)
+    state = _Position(record=1 if text.columns else 2, line=header_lines + 1)
     try:
-        reader = _open(lines, header, delimiter, rows, on_invalid)
+        reader = _open(lines, header, text, delimiter, rows, on_invalid)
     except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
         raise _broken(path, name, encoding, state, exc) from None
     schema = pa.schema([(h, pa.string()) for h in header])
@@ -164,7 +243,9 @@ def read_csv(
                 batch = batch[0]
             except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
                 raise _broken(path, name, encoding, state, exc) from None
-            for frame in _frames(batch, ragged, lines.blank, state, rows):
+            if marker is not None:
+                batch = _unhold(batch, marker)
+            for frame in _frames(batch, ragged, lines.blank, state, rows, text.columns is None):
                 produced = True
                 yield frame
     finally:
@@ -173,12 +254,20 @@ def read_csv(
         yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
 
 
-def _open(lines: _Lines, header: list[str], delimiter: str, rows: int, on_invalid: Any) -> Any:
+def _open(
+    lines: _Lines, header: list[str], text: TextFormat, delimiter: str, rows: int, on_invalid: Any
+) -> Any:
+    marker = _escaped_marker(text)
+    nulls = [_HELD if m == marker else m for m in text.null] if text.null is not None else [""]
     return pacsv.open_csv(
         lines,
-        read_options=pacsv.ReadOptions(use_threads=False, block_size=_block_size(rows)),
+        read_options=pacsv.ReadOptions(
+            use_threads=False, block_size=_block_size(rows), column_names=text.columns
+        ),
         parse_options=pacsv.ParseOptions(
             delimiter=delimiter,
+            quote_char=text.quote if text.quote is not None else False,
+            escape_char=text.escape if text.escape is not None else False,
             newlines_in_values=True,
             ignore_empty_lines=False,  # every line stays a record, so no line is lost
             invalid_row_handler=on_invalid,
@@ -186,10 +275,18 @@ def _open(lines: _Lines, header: list[str], delimiter: str, rows: int, on_invali
         convert_options=pacsv.ConvertOptions(
             column_types=dict.fromkeys(header, pa.string()),
             strings_can_be_null=True,
-            quoted_strings_can_be_null=True,
-            null_values=[""],
+            # the default reads "" as null too; markers the caller names are unquoted cells
+            quoted_strings_can_be_null=text.null is None,
+            null_values=nulls,
         ),
     )
+
+
+def _unhold(batch: pa.RecordBatch, marker: str) -> pa.RecordBatch:
+    """Inside a longer cell, an escaped marker letter is that letter (as pyarrow reads any
+    escaped character)."""
+    columns = [pc.replace_substring(c, _HELD, marker[1:]) for c in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _block_size(rows: int) -> int:
@@ -231,7 +328,12 @@ def _cell_newlines(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def _frames(
-    batch: pa.RecordBatch, ragged: list[Any], blank: set[int], at: _Position, rows: int
+    batch: pa.RecordBatch,
+    ragged: list[Any],
+    blank: set[int],
+    at: _Position,
+    rows: int,
+    header: bool,  # noqa: FBT001 - only for the message's words
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled."""
     nvalid = batch.num_rows
@@ -258,8 +360,9 @@ def _frames(
     take[~is_bad] = np.arange(nvalid)
     problems = {
         int(p): (
-            f"line {int(first_line[p])} has {r.actual_columns} cells but the header has "
-            f"{r.expected_columns}: a missing or extra delimiter, or an unquoted one"
+            f"line {int(first_line[p])} has {r.actual_columns} cells but "
+            f"{'the header has' if header else 'columns= names'} {r.expected_columns}: a "
+            "missing or extra delimiter, or an unquoted one"
         )
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
     }
