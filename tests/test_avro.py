@@ -210,3 +210,19 @@ def test_text_options_for_an_avro_file_are_refused(now: pd.Timestamp, tmp_path: 
     path = write(tmp_path / "e.avro", records(now, 1))
     with pytest.raises(cc.InputError, match=r"null= \(--null\): for CSV/TSV files; e.avro is"):
         cc.validate_events(path, now=now, null="\\N")
+
+
+def test_identities_from_avro_are_read_twice_the_same_way(tmp_path: Path) -> None:
+    schema = {
+        "type": "record",
+        "name": "Root",
+        "fields": [{"name": "USER_ID", "type": "string"}, {"name": "email", "type": "string"}],
+    }
+    rows = [{"USER_ID": "u1", "email": "a@example.com"}, {"USER_ID": "u1", "email": "b@x.io"}]
+    path = write(tmp_path / "users.avro", rows, schema)
+    report = cc.validate_identities(path, rename={"USER_ID": "external_user_id"})
+    assert report.failures["row"].tolist() == [0, 1]  # two rows for one user
+    kept = cc.identities_to_wire(
+        path, rename={"USER_ID": "external_user_id"}, duplicates="keep_last"
+    )
+    assert [b["channels"][0]["address"] for b in kept] == ["b@x.io"]

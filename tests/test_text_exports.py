@@ -502,3 +502,14 @@ def test_identities_read_headerless_exports_too(tmp_path: Path) -> None:
         },
         {"external_user_id": "u2"},  # \N: no email, not an email "\N"
     ]
+
+
+def test_the_task_wrapper_takes_the_text_options_by_name(
+    sandbox: cc.Sandbox, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    folder = redshift_unload(tmp_path / "unload", now)
+    summary = cc.send_events_task(
+        folder, base_url=sandbox.base_url, api_key=sandbox.api_key, now=now, **REDSHIFT
+    )
+    assert summary["counts"]["sent"] == 3
+    assert sandbox.stats()["stored"] == 3

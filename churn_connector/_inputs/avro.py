@@ -142,8 +142,9 @@ def read_avro(
         except (ValueError, EOFError, OSError, TypeError) as exc:
             raise InputError(f"{name} is not a readable Avro file: {exc}", path=str(path)) from None
         schema = arrow_schema(reader.writer_schema, name, path)
-        if columns is not None:
-            schema = pa.schema([f for f in schema if f.name in set(columns)])
+        kept = [f for f in schema if columns is None or f.name in set(columns)]
+        if kept:  # none of them: keep all, so the rows still count (the reader reports it)
+            schema = pa.schema(kept)
         records: list[dict[str, Any]] = []
         while True:
             try:

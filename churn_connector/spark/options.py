@@ -39,7 +39,8 @@ DEFAULT_REQUESTS_PER_SECOND = 200.0
 ORDER_COLUMN = "__churn_order"
 
 # the send options of the Python API that mean something for a Spark partition, as typed
-# (dtypes and encoding are for CSV files; a Spark column carries its type; progress is off)
+# (dtypes, encoding and the text options (delimiter, header, ...) are for files: a Spark
+# column carries its type; progress is off)
 _COMMON: dict[str, Any] = {
     "naive_timezone": str | None,
     "extra_columns": str,
