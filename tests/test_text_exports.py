@@ -513,3 +513,14 @@ def test_the_task_wrapper_takes_the_text_options_by_name(
     )
     assert summary["counts"]["sent"] == 3
     assert sandbox.stats()["stored"] == 3
+
+
+def test_a_row_of_nulls_after_an_escaped_line_break_is_a_row_not_a_blank_line(
+    now: pd.Timestamp, tmp_path: Path
+) -> None:
+    path = tmp_path / "0000_part_00"
+    # the first value ends in an escaped newline, so "\\\n\n" looks like an empty line
+    path.write_bytes(f"u1|signup|{stamp(now, 1)}|a\\\n\n\\N|\\N|\\N|\\N\n".encode())
+    report = cc.validate_events(path, now=now, **REDSHIFT, escape="\\", null="\\N")
+    assert report.n_rows == 2
+    assert set(report.failures["row"]) == {3}  # the row of nulls, on the line it starts on

@@ -30,16 +30,13 @@ import pyarrow.csv as pacsv
 
 from .._exceptions import InputError
 from .arrow import arrow_to_pandas
+from .escapes import HELD, EscapedNulls, escaped_marker, unhold
 from .streams import open_stream
 from .text import TextFormat
 
 ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: message}
 _NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
-# stands for an escaped null marker (``\\N``) until pyarrow has parsed the cells: pyarrow
-# unescapes before it compares cells with null markers, which would read ``\\N`` as "N"
-_HELD = "\uffff"
-_HELD_BYTES = _HELD.encode()
 
 
 def _newlines(data: bytes) -> int:
@@ -55,8 +52,9 @@ class _Lines(io.RawIOBase):
     line can be told from a line of empty cells, which parse alike.
     """
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, escape: str | None = None) -> None:
         self.raw = raw
+        self.escape = escape.encode() if escape is not None else None
         self.held = b""
         self.newlines = 0
         self.after_newline = False
@@ -95,48 +93,18 @@ class _Lines(io.RawIOBase):
         for match in _NEWLINE_THEN_NEWLINE.finditer(data):
             seen += _newlines(data[done : match.end()])
             done = match.end()
-            self.blank.add(seen + 1)  # the line after this newline is empty
+            if not self._escaped(data, match.start()):
+                self.blank.add(seen + 1)  # the line after this newline is empty
         self.newlines += _newlines(data)
-        self.after_newline = data.endswith((b"\n", b"\r"))
+        ends = data.endswith((b"\n", b"\r"))
+        self.after_newline = ends and not self._escaped(data, len(data) - 1)
 
-
-class _EscapedNulls(io.RawIOBase):
-    """The bytes with each escaped null marker (``\\N``, the escape not itself escaped)
-    replaced by ``_HELD``, never split across two reads."""
-
-    def __init__(self, raw: Any, escape: str, marker: str) -> None:
-        self.raw = raw
-        self.escape = escape.encode()
-        self.letter = marker[1:].encode()
-        self.pattern = re.compile(re.escape(self.escape) + b"(.)", re.DOTALL)
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        data: bytes = self.raw.read(size)
-        while data and (len(data) - len(data.rstrip(self.escape))) % 2:
-            more = self.raw.read(1)
-            if not more:
-                break
-            data += more
-        if _HELD_BYTES in data:
-            raise ValueError("the file holds U+FFFF, which is not text: it cannot be read")
-        return self.pattern.sub(self._swap, data)
-
-    def _swap(self, match: re.Match[bytes]) -> bytes:
-        return _HELD_BYTES if match.group(1) == self.letter else match.group(0)
-
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
-
-
-def _escaped_marker(text: TextFormat) -> str | None:
-    """The null marker that starts with the escape character (``\\N``), if any."""
-    if text.escape is None or text.null is None:
-        return None
-    return next((m for m in text.null if m.startswith(text.escape)), None)
+    def _escaped(self, data: bytes, at: int) -> bool:
+        """The byte at ``at`` follows an escape (so an escaped newline ends no line)."""
+        if self.escape is None:
+            return False
+        run = len(data[:at]) - len(data[:at].rstrip(self.escape))
+        return run % 2 == 1
 
 
 def _python_codec(encoding: str) -> str:
@@ -220,11 +188,11 @@ def read_csv(
     source = open_stream(path)
     if not utf8:
         source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
-    marker = _escaped_marker(text)
+    marker = escaped_marker(text)
     if marker is not None:
         assert text.escape is not None
-        source = _EscapedNulls(source, text.escape, marker)
-    lines = _Lines(source)
+        source = EscapedNulls(source, text.escape, marker)
+    lines = _Lines(source, text.escape)
     state = _Position(record=1 if text.columns else 2, line=header_lines + 1)
     try:
         reader = _open(lines, header, text, delimiter, rows, on_invalid)
@@ -244,8 +212,10 @@ def read_csv(
             except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
                 raise _broken(path, name, encoding, state, exc) from None
             if marker is not None:
-                batch = _unhold(batch, marker)
-            for frame in _frames(batch, ragged, lines.blank, state, rows, text.columns is None):
+                batch = unhold(batch, marker)
+            # unquoted escaped cells: each escaped \r and \n is a line break of its own
+            apart = text.escape is not None and text.quote is None
+            for frame in _frames(batch, ragged, lines.blank, state, rows, text.columns, apart):
                 produced = True
                 yield frame
     finally:
@@ -257,8 +227,8 @@ def read_csv(
 def _open(
     lines: _Lines, header: list[str], text: TextFormat, delimiter: str, rows: int, on_invalid: Any
 ) -> Any:
-    marker = _escaped_marker(text)
-    nulls = [_HELD if m == marker else m for m in text.null] if text.null is not None else [""]
+    marker = escaped_marker(text)
+    nulls = [HELD if m == marker else m for m in text.null] if text.null is not None else [""]
     return pacsv.open_csv(
         lines,
         read_options=pacsv.ReadOptions(
@@ -280,13 +250,6 @@ def _open(
             null_values=nulls,
         ),
     )
-
-
-def _unhold(batch: pa.RecordBatch, marker: str) -> pa.RecordBatch:
-    """Inside a longer cell, an escaped marker letter is that letter (as pyarrow reads any
-    escaped character)."""
-    columns = [pc.replace_substring(c, _HELD, marker[1:]) for c in batch.columns]
-    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _block_size(rows: int) -> int:
@@ -320,9 +283,14 @@ def _broken(path: Path, name: str, encoding: str, at: _Position, exc: BaseExcept
     return InputError(message, path=str(path), line=line)
 
 
-def _cell_newlines(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def _cell_newlines(
+    arr: pa.ChunkedArray | pa.Array,
+    apart: bool,  # noqa: FBT001 - "\r\n" in the cell is two escaped breaks, not one
+) -> np.ndarray:
     n = pc.count_substring(arr, "\n")
-    cr = pc.subtract(pc.count_substring(arr, "\r"), pc.count_substring(arr, "\r\n"))
+    cr = pc.count_substring(arr, "\r")
+    if not apart:
+        cr = pc.subtract(cr, pc.count_substring(arr, "\r\n"))
     counted = pc.add(n, cr).fill_null(0)
     return counted.to_numpy(zero_copy_only=False).astype(np.int64)  # type: ignore[no-any-return]
 
@@ -333,7 +301,8 @@ def _frames(
     blank: set[int],
     at: _Position,
     rows: int,
-    header: bool,  # noqa: FBT001 - only for the message's words
+    columns: tuple[str, ...] | None,
+    apart: bool,  # noqa: FBT001 - see _cell_newlines
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled."""
     nvalid = batch.num_rows
@@ -349,7 +318,7 @@ def _frames(
     spans = np.ones(total, dtype=np.int64)
     newlines = np.zeros(nvalid, dtype=np.int64)
     for column in batch.columns:
-        newlines += _cell_newlines(column)
+        newlines += _cell_newlines(column, apart)
     spans[~is_bad] += newlines
     spans[is_bad] += np.array([_newlines(r.text.encode()) for r in inside], dtype=np.int64)
     first_line = at.line + np.concatenate(([0], np.cumsum(spans)[:-1])).astype(np.int64)
@@ -361,7 +330,7 @@ def _frames(
     problems = {
         int(p): (
             f"line {int(first_line[p])} has {r.actual_columns} cells but "
-            f"{'the header has' if header else 'columns= names'} {r.expected_columns}: a "
+            f"{'columns= names' if columns else 'the header has'} {r.expected_columns}: a "
             "missing or extra delimiter, or an unquoted one"
         )
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
