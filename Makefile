@@ -92,4 +92,5 @@ strip-notebooks: $(STAMP)
 	$(BIN)/python tests/test_notebooks.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache
+	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache \
+		docs/tutorials/notebook-output
