@@ -2,9 +2,9 @@
 
 A failure's ``check`` column only ever holds a name registered here (``failure_record``
 refuses any other), so users can filter on names that stay stable across releases. The
-README's table of checks is generated from this registry::
+docs' table of checks (docs/reference/checks.md) is generated from this registry::
 
-    python -m churn_connector._checks --update README.md
+    python -m churn_connector._checks --update docs/reference/checks.md
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _checks() -> list[CheckInfo]:
         CheckInfo(
             "occurred_at_format",
             events,
-            "a timestamp of a real date in an accepted spelling (README: timestamps)",
+            "a timestamp of a real date in an accepted spelling (docs: input tables, timestamps)",
             "write it like 2026-11-20T09:30:00.123+01:00",
         ),
         CheckInfo(
@@ -271,7 +271,7 @@ def require(name: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table of checks."""
+    """The docs' table of checks (docs/reference/checks.md)."""
     lines = ["| check | applies to | rule | fix |", "|---|---|---|---|"]
     for info in CHECKS.values():
         fix = info.fix.replace("|", "\\|")
@@ -289,7 +289,7 @@ def readme_with_table(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="print or update the README's checks table")
+    parser = argparse.ArgumentParser(description="print or update the docs' checks table")
     parser.add_argument("--update", type=Path, help="rewrite the table in this file")
     args = parser.parse_args(argv)
     if args.update is None:

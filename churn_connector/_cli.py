@@ -1,9 +1,9 @@
 """The churn-connector command line.
 
-Exit codes (PRODUCT.md): 0 every row delivered or skipped; 1 some rows invalid or expired
-(not sent), the rest delivered; 2 some valid rows could not be delivered; 3 usage,
-configuration, authentication, input or ledger error, or an unreachable API; 130 / 143
-interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
+Exit codes (docs/reference/exit-codes.md): 0 every row delivered or skipped; 1 some rows
+invalid or expired (not sent), the rest delivered; 2 some valid rows could not be delivered;
+3 usage, configuration, authentication, input or ledger error, or an unreachable API;
+130 / 143 interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
 argument.
 """
 

@@ -1,4 +1,4 @@
-"""The pandera schema of a raw identities table (PRODUCT.md's identities table)."""
+"""The pandera schema of a raw identities table (docs/reference/tables.md)."""
 
 from __future__ import annotations
 
@@ -212,7 +212,7 @@ def identities_schema(
     extra_columns: ExtraColumns = "error",
     phone_region: str | None = None,
 ) -> pa.DataFrameSchema:
-    """The pandera schema of a raw identities table (see PRODUCT.md's identities table).
+    """The pandera schema of a raw identities table (the docs' input tables).
 
     ``phone_region`` (e.g. ``"US"``) also accepts local phone numbers that are valid in that
     region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent).
