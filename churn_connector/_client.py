@@ -30,7 +30,15 @@ from ._identities.stream import IdentityStream
 from ._inputs import DEFAULT_SLICE_ROWS, row_count
 from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
-from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
+from ._types import (
+    BlankConsent,
+    DataSource,
+    Decimals,
+    Duplicates,
+    EpochUnit,
+    ExtraColumns,
+    RowState,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -155,6 +163,8 @@ class Client:
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
         decimals: Decimals = "error",
+        blank_consent: BlankConsent = "error",
+        require_consent: bool = False,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -163,7 +173,8 @@ class Client:
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
-        ``validate_events``.
+        ``validate_events``; ``blank_consent``, ``require_consent``: as for
+        ``validate_identities``.
         """
         options = identity_options(
             naive_timezone=naive_timezone,
@@ -175,6 +186,8 @@ class Client:
             dtypes=dtypes,
             encoding=encoding,
             decimals=decimals,
+            blank_consent=blank_consent,
+            require_consent=require_consent,
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
@@ -227,7 +240,14 @@ class _Run:
             if opened is not None:
                 opened.close()
         elapsed = time.monotonic() - self.started
-        result = SendResult(stream.kind, stream.book, sender.chunks, elapsed, dry_run=self.dry_run)
+        result = SendResult(
+            stream.kind,
+            stream.book,
+            sender.chunks,
+            elapsed,
+            dry_run=self.dry_run,
+            notes=stream.notes(),
+        )
         log.info("%s", result.summary())
         return result
 
@@ -338,6 +358,8 @@ class IdentifyOptions(TypedDict, total=False):
     dtypes: Mapping[str, str] | None
     encoding: str
     decimals: Decimals
+    blank_consent: BlankConsent
+    require_consent: bool
 
 
 def send_events(
