@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
+from churn_connector._cli import main
 from churn_connector._types import BlankConsent, Note
 
 POLICIES: tuple[BlankConsent, ...] = get_args(BlankConsent)
@@ -385,7 +386,7 @@ def test_opted_in_is_the_cell_or_the_callers_choice_never_a_guess(
             assert items[0]["opted_in"] is (True if blank else words[cell])
 
 
-# -- where people read it: the send result and the notebook ------------------------------------
+# -- where people read it: the send result, the notebook, the command line, a task's summary --
 def test_identify_result_carries_the_notes(client: cc.Client, sandbox: cc.Sandbox) -> None:
     df = users(email=["a@b.co", "b@b.co"])
     result = client.identify(df)
@@ -406,6 +407,48 @@ def test_notebook_reprs_show_the_notes(client: cc.Client) -> None:
         assert "Notes" in shown and "opted in by default" in shown
 
 
+def test_cli_summary_shows_the_note_and_takes_the_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    no_column = write(tmp_path / "plain.csv", "external_user_id,email\n1,a@b.co\n2,b@b.co\n")
+    assert main(["validate", "identities", str(no_column)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "note: 2 email channels are opted in by default: the table has no email_opted_in column"
+        in out
+    )
+    assert main(["validate", "identities", str(no_column), "--require-consent"]) == 1
+    assert "email_opted_in_required" in capsys.readouterr().out
+    blanks = write(tmp_path / "blanks.csv", CSV_BLANKS)
+    assert main(["validate", "identities", str(blanks)]) == 1
+    assert main(["validate", "identities", str(blanks), "--blank-consent", "omit_channel"]) == 0
+    assert "left out of the request" in capsys.readouterr().out
+
+
+def test_cli_refuses_consent_options_for_events_and_unknown_policies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path / "e.csv", "external_user_id,event_type,occurred_at\n")
+    assert main(["validate", "events", str(path), "--require-consent"]) == 3
+    assert "apply to identities only" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        main(["validate", "identities", str(path), "--blank-consent", "yes"])
+    assert usage.value.code == 3 and "omit_channel" in capsys.readouterr().err
+
+
+def test_cli_send_prints_the_note(
+    sandbox: cc.Sandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("CHURN_BASE_URL", sandbox.base_url)
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
+    path = write(tmp_path / "u.csv", "external_user_id,phone\n1,+14155550100\n")
+    assert main(["send", "identities", str(path)]) == 0
+    assert "note: 1 sms channel is opted in by default" in capsys.readouterr().out
+
+
 def test_the_key_never_reaches_the_notes_or_where_they_are_shown() -> None:
     canary = "canary-key-7f3a9c"  # a test key, looked for in every output
     with cc.Sandbox(api_keys=[canary]) as sandbox:
@@ -413,6 +456,18 @@ def test_the_key_never_reaches_the_notes_or_where_they_are_shown() -> None:
     assert result.ok and result.notes
     shown = [json.dumps(result.notes), result.summary(), repr(result), result._repr_html_()]
     assert not any(canary in text for text in shown)
+
+
+def test_task_summary_carries_the_notes(sandbox: cc.Sandbox) -> None:
+    summary = cc.identify_task(
+        users(email=["a@b.co"]), base_url=sandbox.base_url, api_key=sandbox.api_key
+    )
+    (note,) = json.loads(json.dumps(summary))["notes"]
+    assert (note["kind"], note["column"], note["count"]) == (
+        "opted_in_by_default",
+        "email_opted_in",
+        1,
+    )
 
 
 # -- two syncs against the sandbox, over HTTP ---------------------------------------------------
