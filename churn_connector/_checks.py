@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._types import CHANNELS
+from ._types import ADDRESS_WORDS, CHANNELS
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,35 @@ def _checks() -> list[CheckInfo]:
             "fix that row (an older one is never sent instead)",
         ),
     ]
+    out.append(
+        CheckInfo(
+            "channels_opted_in_required",
+            ids,
+            "with require_consent=True, each channels item has opted_in",
+            "give each item opted_in true or false, or drop require_consent",
+        )
+    )
     for channel in CHANNELS:
+        out.append(
+            CheckInfo(
+                f"{channel}_opted_in_blank",
+                ids,
+                f"a row with {ADDRESS_WORDS[channel]} has a filled {channel}_opted_in cell "
+                "(a blank is not consent)",
+                "fill it with true or false, or pass blank_consent='omit_channel' (leave the "
+                "channel out) or 'opted_in'",
+            )
+        )
+        out.append(
+            CheckInfo(
+                f"{channel}_opted_in_required",
+                ids,
+                f"with require_consent=True, a row with {ADDRESS_WORDS[channel]} comes with "
+                f"a {channel}_opted_in column",
+                f"add the {channel}_opted_in column, or drop require_consent (the contract's "
+                "default, opted in, then applies)",
+            )
+        )
         for flag in ("opted_in", "verified"):
             name = f"{channel}_{flag}"
             out.append(

@@ -115,6 +115,19 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         default="error",
         help="identities: what to do with several rows for one user",
     )
+    p.add_argument(
+        "--blank-consent",
+        choices=["error", "omit_channel", "opted_in"],
+        help="identities: a blank <channel>_opted_in cell beside an address makes the row "
+        "invalid (error, the default), leaves that channel out (omit_channel), or sends it "
+        "opted in (opted_in)",
+    )
+    p.add_argument(
+        "--require-consent",
+        action="store_true",
+        help="identities: refuse rows with an address but no <channel>_opted_in column, "
+        "and channels items without opted_in (otherwise opted in, the contract's default)",
+    )
 
 
 def _add_network_options(p: argparse.ArgumentParser) -> None:
@@ -230,6 +243,10 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
     else:
         options["phone_region"] = args.phone_region
         options["duplicates"] = args.duplicates
+        options["blank_consent"] = args.blank_consent or "error"
+        options["require_consent"] = args.require_consent
+    if args.kind == "events" and (args.blank_consent is not None or args.require_consent):
+        raise ConfigurationError("--blank-consent and --require-consent apply to identities only")
     return options
 
 

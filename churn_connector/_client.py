@@ -31,7 +31,15 @@ from ._inputs import DEFAULT_SLICE_ROWS, row_count, text_format
 from ._inputs.text import Format, TextOptions
 from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
-from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
+from ._types import (
+    BlankConsent,
+    DataSource,
+    Decimals,
+    Duplicates,
+    EpochUnit,
+    ExtraColumns,
+    RowState,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -173,6 +181,8 @@ class Client:
         null: str | Sequence[str] | None = None,
         quote: str | None = '"',
         format: Format | None = None,
+        blank_consent: BlankConsent = "error",
+        require_consent: bool = False,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -182,6 +192,9 @@ class Client:
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text
         options: as for ``validate_events``.
+        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
+        ``validate_events``; ``blank_consent``, ``require_consent``: as for
+        ``validate_identities``.
         """
         options = identity_options(
             naive_timezone=naive_timezone,
@@ -194,6 +207,8 @@ class Client:
             encoding=encoding,
             decimals=decimals,
             text=text_format(delimiter, header, columns, escape, null, quote, format),
+            blank_consent=blank_consent,
+            require_consent=require_consent,
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
@@ -246,7 +261,14 @@ class _Run:
             if opened is not None:
                 opened.close()
         elapsed = time.monotonic() - self.started
-        result = SendResult(stream.kind, stream.book, sender.chunks, elapsed, dry_run=self.dry_run)
+        result = SendResult(
+            stream.kind,
+            stream.book,
+            sender.chunks,
+            elapsed,
+            dry_run=self.dry_run,
+            notes=stream.notes(),
+        )
         log.info("%s", result.summary())
         return result
 
@@ -357,6 +379,8 @@ class IdentifyOptions(TextOptions, total=False):
     dtypes: Mapping[str, str] | None
     encoding: str
     decimals: Decimals
+    blank_consent: BlankConsent
+    require_consent: bool
 
 
 def send_events(

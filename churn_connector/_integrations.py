@@ -62,7 +62,7 @@ class Recorded:
     elapsed_s: float
 
     def summary(self) -> dict[str, Any]:
-        """Counts, requests, elapsed time and file paths: safe for XCom and logs."""
+        """Counts, requests, elapsed time, file paths and notes: safe for XCom and logs."""
         if self.result is not None:
             result = self.result
             return {
@@ -74,6 +74,7 @@ class Recorded:
                 "exit_code": int(result.exit_code),
                 "dry_run": bool(result.dry_run),
                 "files": dict(self.files),
+                "notes": [dict(note) for note in result.notes],  # counts and column names
             }
         assert self.error is not None
         error = self.error

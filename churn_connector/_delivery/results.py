@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,7 +17,7 @@ from .._display import Group, result_html, undelivered_groups
 from .._exceptions import ConfigurationError, DeliveryError
 from .._plots import states_chart, timeline_chart
 from .._rows import RowBook
-from .._types import ChunkStatus, RowState
+from .._types import ChunkStatus, Note, RowState
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -75,7 +75,8 @@ class SendResult:
 
     ``chunks``: one row per request; ``rows``: one row per input row (state, message id,
     chunk, error); ``counts``: rows per state (they add up to ``n_rows``); ``ok``: every
-    valid row was acknowledged; ``exit_code``: the CLI's; ``plot()``: a chart; ``kind``
+    valid row was acknowledged; ``exit_code``: the CLI's; ``notes``: what validation noted
+    beyond failures (``ValidationReport.notes``); ``plot()``: a chart; ``kind``
     (``"events"``/``"identities"``), ``elapsed_s`` and ``dry_run`` say what ran. In a
     notebook it shows itself as a summary.
     """
@@ -88,8 +89,10 @@ class SendResult:
         elapsed_s: float,
         *,
         dry_run: bool = False,
+        notes: Sequence[Note] = (),
     ) -> None:
         self.kind = kind
+        self.notes: list[Note] = list(notes)
         self._book = book
         self._chunks = chunks
         self.elapsed_s = elapsed_s
@@ -184,10 +187,10 @@ class SendResult:
             f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
             f"in {self.elapsed_s:.2f} s"
         )
-        return text
+        return "\n".join([text, *(f"note: {note['message']}" for note in self.notes)])
 
     def __repr__(self) -> str:
-        return f"<SendResult {self.summary()}>"
+        return f"<SendResult {self.summary().splitlines()[0]}>"
 
     def plot(self, kind: PlotKind = "states", ax: Axes | None = None) -> Axes:
         """A chart drawn with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure:
@@ -212,6 +215,7 @@ class SendResult:
             self.elapsed_s,
             self._groups,
             dry_run=self.dry_run,
+            remarks=self.notes,
         )
 
 

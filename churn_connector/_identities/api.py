@@ -9,7 +9,7 @@ from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
 from .._inputs.text import Format
 from .._options import pairs
 from .._stream import report
-from .._types import DataSource, Decimals, Duplicates, ExtraColumns
+from .._types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
 from .._validation import ValidationReport
 from .options import IdentityOptions
 from .stream import IdentityStream
@@ -27,6 +27,8 @@ def identity_options(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     text: TextFormat | None = None,
+    blank_consent: BlankConsent = "error",
+    require_consent: bool = False,
 ) -> IdentityOptions:
     """The validated options object of the public keyword arguments."""
     return IdentityOptions(
@@ -40,6 +42,8 @@ def identity_options(
         encoding=encoding,
         decimals=decimals,
         text=text or TextFormat(),
+        blank_consent=blank_consent,
+        require_consent=require_consent,
     )
 
 
@@ -62,6 +66,8 @@ def validate_identities(
     null: str | Sequence[str] | None = None,
     quote: str | None = '"',
     format: Format | None = None,
+    blank_consent: BlankConsent = "error",
+    require_consent: bool = False,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
@@ -70,6 +76,13 @@ def validate_identities(
     ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text options (``delimiter``,
     ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``) work as for
     ``validate_events``.
+
+    Consent: a blank ``<channel>_opted_in`` cell beside an address is not consent. By
+    default (``blank_consent="error"``) the row is invalid; ``"omit_channel"`` leaves that
+    channel out of the request (the API keeps what it holds), ``"opted_in"`` sends it opted
+    in. An address without a consent column is opted in (the contract's default) and the
+    report's ``notes`` say how many; ``require_consent=True`` makes such rows, and
+    ``channels`` items without ``opted_in``, invalid.
     """
     options = identity_options(
         naive_timezone=naive_timezone,
@@ -82,6 +95,8 @@ def validate_identities(
         encoding=encoding,
         decimals=decimals,
         text=text_format(delimiter, header, columns, escape, null, quote, format),
+        blank_consent=blank_consent,
+        require_consent=require_consent,
     )
     return report(IdentityStream(data, options))
 
@@ -105,6 +120,8 @@ def identities_to_wire(
     null: str | Sequence[str] | None = None,
     quote: str | None = '"',
     format: Format | None = None,
+    blank_consent: BlankConsent = "error",
+    require_consent: bool = False,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
     options = identity_options(
@@ -118,6 +135,8 @@ def identities_to_wire(
         encoding=encoding,
         decimals=decimals,
         text=text_format(delimiter, header, columns, escape, null, quote, format),
+        blank_consent=blank_consent,
+        require_consent=require_consent,
     )
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

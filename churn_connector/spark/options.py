@@ -59,7 +59,13 @@ SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
         "id_columns": Sequence[str] | None,
         "epoch_unit": str | None,
     },
-    "identities": {**_COMMON, "phone_region": str | None, "duplicates": str},
+    "identities": {
+        **_COMMON,
+        "phone_region": str | None,
+        "duplicates": str,
+        "blank_consent": str,
+        "require_consent": bool,
+    },
 }
 # options of this integration (path: Spark adds it for save("..."), which means nothing here)
 OWN_OPTIONS = {
