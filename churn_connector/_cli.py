@@ -1,9 +1,9 @@
 """The churn-connector command line.
 
-Exit codes (PRODUCT.md): 0 every row delivered or skipped; 1 some rows invalid or expired
-(not sent), the rest delivered; 2 some valid rows could not be delivered; 3 usage,
-configuration, authentication, input or ledger error, or an unreachable API; 130 / 143
-interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
+Exit codes (docs/reference/exit-codes.md): 0 every row delivered or skipped; 1 some rows
+invalid or expired (not sent), the rest delivered; 2 some valid rows could not be delivered;
+3 usage, configuration, authentication, input or ledger error, or an unreachable API;
+130 / 143 interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
 argument.
 """
 
@@ -24,20 +24,19 @@ from typing import Any, NoReturn
 import pyarrow
 
 from .__version__ import __version__
+from ._cli_options import add_data_arguments, data_options
 from ._client import Client
 from ._config import ClientConfig
 from ._delivery.results import check_result_path, write_frame, write_frames
 from ._events.api import validate_events
 from ._exceptions import (
     ChurnConnectorError,
-    ConfigurationError,
     InputError,
     Interrupted,
     LedgerError,
     TransportError,
 )
 from ._identities.api import validate_identities
-from ._names import NAME_STYLES
 from ._words import command_line, text_table
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
@@ -49,86 +48,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _pair(text: str) -> tuple[str, str]:
-    source, sep, target = text.partition("=")
-    if not sep or not source or not target:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return source, target
-
-
 def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
     # on the main parser and on each subcommand, so -v/-q work before or after it
     p.add_argument(
         "-v", "--verbose", action="store_true", default=default, help="log progress to stderr"
     )
     p.add_argument("-q", "--quiet", action="store_true", default=default, help="print errors only")
-
-
-def _add_data_options(p: argparse.ArgumentParser) -> None:
-    _add_verbosity(p, argparse.SUPPRESS)
-    p.add_argument("kind", choices=["events", "identities"])
-    p.add_argument(
-        "file",
-        type=Path,
-        help="a .parquet, .csv, .tsv or .ndjson file (optionally .gz/.zst), "
-        "a folder of part files, or a glob (quote it)",
-    )
-    p.add_argument(
-        "--rename",
-        type=_pair,
-        action="append",
-        metavar="SRC=DEST",
-        help="read source column SRC as DEST (repeatable), e.g. --rename EVENT_TYPE=event_type",
-    )
-    p.add_argument(
-        "--rename-style",
-        choices=NAME_STYLES,
-        help="name the other columns in this style: lower (EVENT_TYPE -> event_type) or snake "
-        "(Event Type, eventType -> event_type); the key after properties./traits. is kept",
-    )
-    p.add_argument(
-        "--event-type-style",
-        choices=NAME_STYLES,
-        help="events: rewrite event types in this style (snake: Order Completed -> "
-        "order_completed); the summary notes each rewrite",
-    )
-    p.add_argument(
-        "--dtype",
-        type=_pair,
-        action="append",
-        metavar="COL=TYPE",
-        help="CSV/TSV: read column COL as TYPE (int64, float64, bool, json, str); "
-        "without it CSV cells stay text (repeatable)",
-    )
-    p.add_argument("--encoding", default="utf-8", help="CSV/TSV text encoding (default utf-8)")
-    p.add_argument("--slice-rows", type=int, metavar="N", help="read and validate N rows at a time")
-    p.add_argument(
-        "--decimals",
-        choices=["error", "float", "str"],
-        default="error",
-        help="DECIMAL/NUMERIC values: refuse them (default), send floats when exact, "
-        "or send their digits as text",
-    )
-    p.add_argument(
-        "--epoch-unit",
-        choices=["s", "ms", "us", "ns"],
-        help="events: occurred_at holds epoch numbers of this unit",
-    )
-    p.add_argument("--naive-timezone", metavar="TZ", help="zone of timestamps without an offset")
-    p.add_argument(
-        "--extra-columns",
-        choices=["error", "ignore"],
-        default="error",
-        help="unknown columns: report them (default) or ignore them",
-    )
-    p.add_argument("--namespace", help="salt for hashed event message ids")
-    p.add_argument("--phone-region", metavar="CC", help="identities: region of national numbers")
-    p.add_argument(
-        "--duplicates",
-        choices=["error", "keep_last", "in_order"],
-        default="error",
-        help="identities: what to do with several rows for one user",
-    )
 
 
 def _add_network_options(p: argparse.ArgumentParser) -> None:
@@ -199,11 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     validate = sub.add_parser("validate", help="check a file; send nothing")
-    _add_data_options(validate)
+    _add_verbosity(validate, argparse.SUPPRESS)
+    add_data_arguments(validate)
     validate.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
 
     send = sub.add_parser("send", help="validate, then send the valid rows")
-    _add_data_options(send)
+    _add_verbosity(send, argparse.SUPPRESS)
+    add_data_arguments(send)
     send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
     send.add_argument("--concurrency", type=int, help="requests in flight at most")
     send.add_argument("--batch-size", type=int, help="events per request (at most 500)")
@@ -230,30 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _data_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "naive_timezone": args.naive_timezone,
-        "extra_columns": args.extra_columns,
-        "rename": dict(args.rename or ()),
-        "dtypes": dict(args.dtype or ()),
-        "encoding": args.encoding,
-        "decimals": args.decimals,
-        "rename_style": args.rename_style,
-    }
-    if args.slice_rows is not None:
-        options["slice_rows"] = args.slice_rows
-    if args.kind == "events":
-        options["namespace"] = args.namespace
-        options["epoch_unit"] = args.epoch_unit
-        options["event_type_style"] = args.event_type_style
-    elif args.epoch_unit is not None or args.event_type_style is not None:
-        raise ConfigurationError("--epoch-unit and --event-type-style apply to events only")
-    else:
-        options["phone_region"] = args.phone_region
-        options["duplicates"] = args.duplicates
-    return options
-
-
 def _say(args: argparse.Namespace, text: str) -> None:
     if not args.quiet:
         print(text)
@@ -261,7 +164,7 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     validate = validate_events if args.kind == "events" else validate_identities
-    report = validate(args.file, **_data_options(args))
+    report = validate(args.file, **data_options(args))
     _say(args, report.summary())
     if report.n_rows == 0:
         _say(args, "the input holds no rows: nothing to validate")
@@ -296,7 +199,7 @@ def _send(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             ledger=args.ledger,
             progress=False if args.quiet else None,
-            **_data_options(args),
+            **data_options(args),
         )
     except (TransportError, LedgerError, InputError, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered

@@ -16,8 +16,9 @@ from typing import Any, get_args
 import pandas as pd
 
 from ._exceptions import ConfigurationError
-from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec
+from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
 from ._inputs.cells import DTYPES
+from ._inputs.text import DEFAULT_TEXT
 from ._names import NAME_STYLES, NameStyle
 from ._types import Decimals, ExtraColumns
 from ._values import ValueRules
@@ -84,6 +85,7 @@ class TableOptions:
     dtypes: Pairs = ()  # CSV/TSV column -> one of _inputs.cells.DTYPES
     encoding: str = "utf-8"  # of CSV/TSV files
     decimals: Decimals = "error"
+    text: TextFormat = DEFAULT_TEXT  # the layout of CSV/TSV files, the format of unnamed ones
     rename_style: NameStyle | None = None  # the other columns' names: "lower" or "snake"
 
     def __post_init__(self) -> None:
@@ -114,7 +116,12 @@ class TableOptions:
     def reading(self) -> ReadSpec:
         """How the input is read."""
         return ReadSpec(
-            self.slice_rows, self.rename, self.dtypes, self.encoding, style=self.rename_style
+            self.slice_rows,
+            self.rename,
+            self.dtypes,
+            self.encoding,
+            self.text,
+            style=self.rename_style,
         )
 
     @property

@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import _columns
 from ._checks import require
+from ._inputs.text import header_hint
 from ._names import NAME_STYLES, near_misses, styler
 from ._pandera import pa
 from ._timestamps import EXAMPLE, NormalizeCache, TimestampProblem
@@ -255,6 +256,9 @@ class UnknownColumn:
 
     def __call__(self, column: str | None, value: Any) -> str:
         name = str(value)
+        hint = header_hint(name)
+        if hint is not None:
+            return f"unknown column {name!r}: {hint}"
         matches = [m for m in near_misses(name, self.known) if m not in self.present]
         if not matches:
             nested = f"{self.prefix}.{name}"

@@ -33,14 +33,25 @@ ChunkStatus = Literal["sent", "rejected", "failed", "split", "dry_run"]
 
 Channel = Literal["email", "sms", "push"]
 CHANNELS: tuple[Channel, ...] = ("email", "sms", "push")
+ADDRESS_WORDS: dict[str, str] = {
+    "email": "an email address",
+    "sms": "a phone number",
+    "push": "a push token",
+}
 
 ExtraColumns = Literal["error", "ignore"]
 Duplicates = Literal["error", "keep_last", "in_order"]
 Decimals = Literal["error", "float", "str"]
 EpochUnit = Literal["s", "ms", "us", "ns"]
 AuthHeader = Literal["bearer", "x-api-key"]
+BlankConsent = Literal["error", "omit_channel", "opted_in"]
+"""What a blank ``<channel>_opted_in`` cell beside an address means (a blank is not consent)."""
 
 NoteKind = Literal[
+    "opted_in_by_default",  # no consent column (or an item without opted_in): the default
+    "blank_consent_omitted",  # blank_consent="omit_channel" left channels out
+    "blank_consent_opted_in",  # blank_consent="opted_in" sent blanks as opted in
+    "opt_out_without_address",  # an opt-out on a row without the address: nothing to send
     "event_types_restyled",  # event_type_style rewrote event types (each mapping counted)
 ]
 

@@ -234,10 +234,12 @@ class ValidationReport:
     ``valid``: the valid rows (original index kept), ready to send; ``invalid``: the invalid
     rows as they were read; ``failures``: one row per problem with ``row`` (the input's
     index label), ``position`` (0-based row number), ``column``, ``check`` (a stable name),
-    ``value`` and ``message`` (what is wrong and how to fix it). ``quarantine()`` joins the
-    last two; ``plot()`` charts the failures. ``notes``: what is worth knowing but is no
-    failure (e.g. channels opted in by default), as dicts with ``kind``, ``column``,
-    ``count`` and ``message``. In a notebook it shows itself as a summary.
+    ``value`` and ``message`` (what is wrong and how to fix it). ``n_rows``, ``n_valid`` and
+    ``n_invalid`` count rows; ``duplicates`` counts exact repeats (same message id, sent
+    once). ``quarantine()`` joins the invalid rows and their failures; ``plot()`` charts the
+    failures. ``notes``: what is worth knowing but is no failure (e.g. channels opted in by
+    default), as dicts with ``kind``, ``column``, ``count`` and ``message``. In a notebook it
+    shows itself as a summary.
     """
 
     def __init__(
@@ -268,9 +270,11 @@ class ValidationReport:
 
     @property
     def ok(self) -> bool:
+        """No row is invalid and nothing failed."""
         return self.n_invalid == 0 and self.failures.empty
 
     def summary(self) -> str:
+        """Rows valid and invalid, failures by check, the first five failures."""
         lines = [
             f"{self.kind}: {self.n_rows} rows, {self.n_valid} valid, {self.n_invalid} invalid"
             + (f", {self.duplicates} exact duplicates (sent once)" if self.duplicates else "")
@@ -309,4 +313,6 @@ class ValidationReport:
         return f"<ValidationReport {self.summary().splitlines()[0]}>"
 
     def _repr_html_(self) -> str:
-        return report_html(self.kind, self.n_rows, self.n_invalid, self.duplicates, self.failures)
+        return report_html(
+            self.kind, self.n_rows, self.n_invalid, self.duplicates, self.failures, self.notes
+        )

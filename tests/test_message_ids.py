@@ -50,7 +50,7 @@ def test_golden_vectors_never_change(
 
 
 def spec_id(event: dict[str, Any], namespace: str | None = None) -> str:
-    """The README's definition, written with the standard library only."""
+    """The definition in docs/concepts/message-ids.md, written with the standard library only."""
     canonical = json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     data = b"churn-connector/message-id/v1\n" + (namespace or "").encode() + b"\n"
     digest = bytearray(hashlib.sha256(data + canonical.encode("utf-8")).digest()[:16])

@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .._inputs import DEFAULT_SLICE_ROWS
+from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._inputs.text import Format
 from .._names import NameStyle
 from .._options import pairs
 from .._stream import batches, report
@@ -31,6 +32,7 @@ def event_options(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    text: TextFormat | None = None,
     rename_style: NameStyle | None = None,
     event_type_style: NameStyle | None = None,
 ) -> EventOptions:
@@ -47,6 +49,7 @@ def event_options(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        text=text or TextFormat(),
         rename_style=rename_style,
         event_type_style=event_type_style,
     )
@@ -66,6 +69,13 @@ def validate_events(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
     rename_style: NameStyle | None = None,
     event_type_style: NameStyle | None = None,
 ) -> ValidationReport:
@@ -81,7 +91,11 @@ def validate_events(
     each mapping); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
     ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
     (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
-    are valid but counted: they would be sent once.
+    are valid but counted: they would be sent once. Text exports as warehouses write them:
+    ``delimiter``, ``quote`` (None: no quoting), ``escape`` (``"\\"``: Spark), ``null``
+    (markers of null cells, e.g. ``"\\N"``: Snowflake, Redshift), ``header=False`` with
+    ``columns=[...]``, and ``format`` for parts whose name says none (``"csv"``: Redshift's
+    ``0000_part_00``); see ``TextFormat``.
     """
     options = event_options(
         now=now,
@@ -95,6 +109,7 @@ def validate_events(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
         rename_style=rename_style,
         event_type_style=event_type_style,
     )
@@ -115,6 +130,13 @@ def events_to_wire(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
     rename_style: NameStyle | None = None,
     event_type_style: NameStyle | None = None,
 ) -> list[dict[str, Any]]:
@@ -131,6 +153,7 @@ def events_to_wire(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
         rename_style=rename_style,
         event_type_style=event_type_style,
     )
