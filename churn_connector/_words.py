@@ -35,7 +35,9 @@ FLAGS: dict[str, str] = {
     "allow_insecure_http": "--allow-insecure-http",
     "base_url": "--base-url",
     "batch_size": "--batch-size",
+    "blank_consent": "--blank-consent",
     "ca_bundle": "--ca-bundle",
+    "columns": "--columns",
     "decimals": "--decimals",
     "dtypes": "--dtype",
     "duplicates": "--duplicates",
@@ -43,6 +45,8 @@ FLAGS: dict[str, str] = {
     "epoch_unit": "--epoch-unit",
     "event_type_style": "--event-type-style",
     "extra_columns": "--extra-columns",
+    "format": "--format",
+    "header": "--no-header",  # the flag sets it to False
     "ledger": "--ledger",
     "max_concurrency": "--concurrency",
     "naive_timezone": "--naive-timezone",
@@ -50,6 +54,7 @@ FLAGS: dict[str, str] = {
     "phone_region": "--phone-region",
     "rename": "--rename",
     "rename_style": "--rename-style",
+    "require_consent": "--require-consent",
     "slice_rows": "--slice-rows",
 }
 _PLAIN_LABEL = re.compile(r"[\w.:/+-]+")
@@ -83,10 +88,10 @@ def named(name: str) -> str:
 def option(name: str, *values: Any) -> str:
     """Option ``name`` set to one of ``values`` (none: switched on), as the caller writes it:
     ``epoch_unit='s' or 'ms'`` or ``--epoch-unit s or ms``; a mapping is written as the
-    command line's ``SRC=DEST`` pairs."""
+    command line's ``SRC=DEST`` pairs; a flag stands alone (``header=False``: ``--no-header``)."""
     cli = on_command_line() and name in FLAGS
-    if not values:
-        return FLAGS[name] if cli else f"{name}=True"
+    if not values or values == (False,):
+        return FLAGS[name] if cli else f"{name}={not values}"
     if len(values) == 1 and isinstance(values[0], Mapping):
         pairs = values[0]
         if not cli:

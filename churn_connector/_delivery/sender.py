@@ -11,6 +11,7 @@ an interrupt ends the process at once even while a request hangs.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -242,7 +243,11 @@ class Sender:
         done: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         workers = [
             threading.Thread(
-                target=self._work, args=(inbox, done), name=f"churn-send-{i}", daemon=True
+                # a copy of the caller's context each: messages speak as the caller does
+                target=contextvars.copy_context().run,
+                args=(self._work, inbox, done),
+                name=f"churn-send-{i}",
+                daemon=True,
             )
             for i in range(self.concurrency)
         ]

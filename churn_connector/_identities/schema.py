@@ -12,7 +12,7 @@ from .. import _columns
 from .._pandera import pa
 from .._schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
 from .._types import ADDRESS_WORDS, CHANNELS, BlankConsent, ExtraColumns
-from .._words import option, shown, type_name
+from .._words import named, option, shown, type_name
 from .channels import (
     FLAG_SPELLINGS,
     blank_cells,
@@ -174,9 +174,9 @@ def _channels_column(checks: SchemaBuilder, *, require_consent: bool) -> pa.Colu
                 "channels_opted_in_required",
                 lambda s: _columns.elementwise(s, lambda v: not items_without_consent(v)),
                 lambda c, v: "; ".join(
-                    f"channels[{i}] ({channel}) has no opted_in and require_consent=True: "
-                    "give it opted_in true or false, or drop require_consent (the API's "
-                    "default, opted in, then applies)"
+                    f"channels[{i}] ({channel}) has no opted_in and "
+                    f"{option('require_consent')}: give it opted_in true or false, or drop "
+                    f"{named('require_consent')} (the API's default, opted in, then applies)"
                     for i, channel in items_without_consent(v)
                 ),
             )
@@ -259,8 +259,8 @@ def _blank_consent_check(checks: SchemaBuilder, channel: str, column: str) -> pa
         return (
             f"{column} is blank on a row with {ADDRESS_WORDS[channel]}: a blank cell is not "
             "consent. Fill it with true or false, or choose what a blank means: "
-            f"blank_consent='omit_channel' (leave the {channel} channel out of the request; "
-            "the API keeps what it holds) or blank_consent='opted_in' (CLI: --blank-consent)"
+            f"{option('blank_consent', 'omit_channel')} (leave the {channel} channel out of the "
+            f"request; the API keeps what it holds) or {option('blank_consent', 'opted_in')}"
         )
 
     return _frame_check(checks, f"{column}_blank", ok, explain)
