@@ -188,7 +188,12 @@ def _checks() -> list[CheckInfo]:
         ),
         CheckInfo("email_type", ids, "email is a string", "cast it to string"),
         CheckInfo("email_pattern", ids, "email is a valid address (name@domain.tld)", "correct it"),
-        CheckInfo("phone_type", ids, "phone is a string", "cast it to string"),
+        CheckInfo(
+            "phone_type",
+            ids,
+            "phone is text (E.164 starts with +, which a number cannot hold)",
+            "cast the column to text and write +<country><number>",
+        ),
         CheckInfo(
             "phone_e164",
             ids,

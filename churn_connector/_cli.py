@@ -13,6 +13,7 @@ import argparse
 import importlib
 import logging
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -23,19 +24,20 @@ from typing import Any, NoReturn
 import pyarrow
 
 from .__version__ import __version__
+from ._cli_options import add_data_arguments, data_options
 from ._client import Client
+from ._config import ClientConfig
 from ._delivery.results import check_result_path, write_frame, write_frames
 from ._events.api import validate_events
 from ._exceptions import (
     ChurnConnectorError,
-    ConfigurationError,
     InputError,
     Interrupted,
     LedgerError,
     TransportError,
 )
 from ._identities.api import validate_identities
-from ._inputs.text import TEXT_FIELDS, add_text_arguments
+from ._words import command_line, text_table
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
 
@@ -46,88 +48,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _pair(text: str) -> tuple[str, str]:
-    source, sep, target = text.partition("=")
-    if not sep or not source or not target:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return source, target
-
-
 def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
     # on the main parser and on each subcommand, so -v/-q work before or after it
     p.add_argument(
         "-v", "--verbose", action="store_true", default=default, help="log progress to stderr"
     )
     p.add_argument("-q", "--quiet", action="store_true", default=default, help="print errors only")
-
-
-def _add_data_options(p: argparse.ArgumentParser) -> None:
-    _add_verbosity(p, argparse.SUPPRESS)
-    p.add_argument("kind", choices=["events", "identities"])
-    p.add_argument(
-        "file",
-        type=Path,
-        help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
-        "a folder of part files (or a Redshift manifest), or a glob (quote it)",
-    )
-    p.add_argument(
-        "--rename",
-        type=_pair,
-        action="append",
-        metavar="SRC=DEST",
-        help="read source column SRC as DEST (repeatable), e.g. --rename EVENT_TYPE=event_type",
-    )
-    p.add_argument(
-        "--dtype",
-        type=_pair,
-        action="append",
-        metavar="COL=TYPE",
-        help="CSV/TSV: read column COL as TYPE (int64, float64, bool, json, str); "
-        "without it CSV cells stay text (repeatable)",
-    )
-    p.add_argument("--encoding", default="utf-8", help="CSV/TSV text encoding (default utf-8)")
-    add_text_arguments(p)
-    p.add_argument("--slice-rows", type=int, metavar="N", help="read and validate N rows at a time")
-    p.add_argument(
-        "--decimals",
-        choices=["error", "float", "str"],
-        default="error",
-        help="DECIMAL/NUMERIC values: refuse them (default), send floats when exact, "
-        "or send their digits as text",
-    )
-    p.add_argument(
-        "--epoch-unit",
-        choices=["s", "ms", "us", "ns"],
-        help="events: occurred_at holds epoch numbers of this unit",
-    )
-    p.add_argument("--naive-timezone", metavar="TZ", help="zone of timestamps without an offset")
-    p.add_argument(
-        "--extra-columns",
-        choices=["error", "ignore"],
-        default="error",
-        help="unknown columns: report them (default) or ignore them",
-    )
-    p.add_argument("--namespace", help="salt for hashed event message ids")
-    p.add_argument("--phone-region", metavar="CC", help="identities: region of national numbers")
-    p.add_argument(
-        "--duplicates",
-        choices=["error", "keep_last", "in_order"],
-        default="error",
-        help="identities: what to do with several rows for one user",
-    )
-    p.add_argument(
-        "--blank-consent",
-        choices=["error", "omit_channel", "opted_in"],
-        help="identities: a blank <channel>_opted_in cell beside an address makes the row "
-        "invalid (error, the default), leaves that channel out (omit_channel), or sends it "
-        "opted in (opted_in)",
-    )
-    p.add_argument(
-        "--require-consent",
-        action="store_true",
-        help="identities: refuse rows with an address but no <channel>_opted_in column, "
-        "and channels items without opted_in (otherwise opted in, the contract's default)",
-    )
 
 
 def _add_network_options(p: argparse.ArgumentParser) -> None:
@@ -149,6 +75,12 @@ def _add_network_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--trust-env", action="store_true", help="use HTTPS_PROXY / NO_PROXY from the environment"
+    )
+    p.add_argument(
+        "--allow-insecure-http",
+        action="store_true",
+        help="allow a plain http:// base URL for a host other than this machine (the key "
+        "travels in clear text)",
     )
 
 
@@ -192,11 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     validate = sub.add_parser("validate", help="check a file; send nothing")
-    _add_data_options(validate)
+    _add_verbosity(validate, argparse.SUPPRESS)
+    add_data_arguments(validate)
     validate.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
 
     send = sub.add_parser("send", help="validate, then send the valid rows")
-    _add_data_options(send)
+    _add_verbosity(send, argparse.SUPPRESS)
+    add_data_arguments(send)
     send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
     send.add_argument("--concurrency", type=int, help="requests in flight at most")
     send.add_argument("--batch-size", type=int, help="events per request (at most 500)")
@@ -223,33 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _data_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "naive_timezone": args.naive_timezone,
-        "extra_columns": args.extra_columns,
-        "rename": dict(args.rename or ()),
-        "dtypes": dict(args.dtype or ()),
-        "encoding": args.encoding,
-        "decimals": args.decimals,
-        **{name: getattr(args, name) for name in TEXT_FIELDS},
-    }
-    if args.slice_rows is not None:
-        options["slice_rows"] = args.slice_rows
-    if args.kind == "events":
-        options["namespace"] = args.namespace
-        options["epoch_unit"] = args.epoch_unit
-    elif args.epoch_unit is not None:
-        raise ConfigurationError("--epoch-unit applies to events (occurred_at) only")
-    else:
-        options["phone_region"] = args.phone_region
-        options["duplicates"] = args.duplicates
-        options["blank_consent"] = args.blank_consent or "error"
-        options["require_consent"] = args.require_consent
-    if args.kind == "events" and (args.blank_consent is not None or args.require_consent):
-        raise ConfigurationError("--blank-consent and --require-consent apply to identities only")
-    return options
-
-
 def _say(args: argparse.Namespace, text: str) -> None:
     if not args.quiet:
         print(text)
@@ -257,7 +164,7 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     validate = validate_events if args.kind == "events" else validate_identities
-    report = validate(args.file, **_data_options(args))
+    report = validate(args.file, **data_options(args))
     _say(args, report.summary())
     if report.n_rows == 0:
         _say(args, "the input holds no rows: nothing to validate")
@@ -274,14 +181,17 @@ def _send(args: argparse.Namespace) -> int:
     client_options.update(
         {name: getattr(args, name) for name in _NETWORK_FIELDS if getattr(args, name) is not None}
     )
-    if args.trust_env:
-        client_options["trust_env"] = True
+    for flag in ("trust_env", "allow_insecure_http"):
+        if getattr(args, flag):
+            client_options[flag] = True
     if args.concurrency is not None:
         key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
         client_options[key] = args.concurrency
     if args.batch_size is not None:
         client_options["batch_size"] = args.batch_size
-    client = Client(args.base_url, None, **client_options)
+    # a dry run contacts nothing: it needs no base URL and no key
+    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client_options)
+    client = Client(config=config)
     send = client.send_events if args.kind == "events" else client.identify
     try:
         result = send(
@@ -289,7 +199,7 @@ def _send(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             ledger=args.ledger,
             progress=False if args.quiet else None,
-            **_data_options(args),
+            **data_options(args),
         )
     except (TransportError, LedgerError, InputError, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
@@ -302,7 +212,8 @@ def _send(args: argparse.Namespace) -> int:
         _say(args, "the input holds no rows: nothing to send")
     first = result.first_failures(10)
     if not first.empty:
-        _say(args, first.to_string(index=False))
+        width = shutil.get_terminal_size().columns - 1
+        _say(args, text_table(first[["row", "status", "error"]], width, wrap="error"))
     if args.results is not None:
         write_frame(result.chunks, args.results)
     if args.rows is not None:
@@ -325,13 +236,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.quiet:
         logging.basicConfig(level=logging.ERROR)
     try:
-        if args.command == "validate":
-            return _validate(args)
-        if args.command == "send":
-            return _send(args)
-        # the demo starts a sandbox: loaded only when asked for
-        demo = importlib.import_module("._demo", __package__)
-        return int(demo.run_demo(args.out))
+        with command_line():  # messages name options by their flags
+            if args.command == "validate":
+                return _validate(args)
+            if args.command == "send":
+                return _send(args)
+            # the demo starts a sandbox: loaded only when asked for
+            demo = importlib.import_module("._demo", __package__)
+            return int(demo.run_demo(args.out))
     except Interrupted as exc:
         print(exc.message, file=sys.stderr)
         return 128 + (exc.signal or signal.SIGINT)

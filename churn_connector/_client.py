@@ -7,47 +7,26 @@ the SendResult that accounts for every row.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-import numpy as np
-
 from ._config import ClientConfig, ClientOptions, Secret, as_secret
-from ._delivery.ledger import LedgerArg, LedgerStage, open_ledger, scope_of
-from ._delivery.progress import Progress
-from ._delivery.requests import Request, SizeLimit, chunk_events, identify_requests
+from ._delivery.ledger import LedgerArg
+from ._delivery.requests import Request, chunk_events, identify_requests
 from ._delivery.results import SendResult
-from ._delivery.sender import Sender
-from ._delivery.signals import signal_of, sigterm_raises
-from ._delivery.transport import DryRunPoster, HttpPoster, Poster
+from ._delivery.run import Run
 from ._events.api import event_options
 from ._events.stream import EventStream
-from ._exceptions import Interrupted, _RunStopped
 from ._identities.api import identity_options
 from ._identities.stream import IdentityStream
-from ._inputs import DEFAULT_SLICE_ROWS, row_count, text_format
+from ._inputs import DEFAULT_SLICE_ROWS, text_format
 from ._inputs.text import Format, TextOptions
-from ._rows import RowBook
-from ._stream import Stream, WireBatch, batches
-from ._types import (
-    BlankConsent,
-    DataSource,
-    Decimals,
-    Duplicates,
-    EpochUnit,
-    ExtraColumns,
-    RowState,
-)
+from ._names import NameStyle
+from ._stream import WireBatch
+from ._types import BlankConsent, DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns
 
 if TYPE_CHECKING:
     import requests
-
-log = logging.getLogger("churn_connector")
-
-# turns wire batches into requests: chunks of events, or one identify per user
-RequestsOf = Callable[[Iterable[WireBatch]], Iterator[Request]]
 
 
 class Client:
@@ -115,6 +94,8 @@ class Client:
         null: str | Sequence[str] | None = None,
         quote: str | None = '"',
         format: Format | None = None,
+        rename_style: NameStyle | None = None,
+        event_type_style: NameStyle | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -124,9 +105,9 @@ class Client:
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
         ``encoding``, ``decimals``, ``epoch_unit`` and the text options (``delimiter``,
-        ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``): as for
-        ``validate_events``. Input
-        that breaks part way raises InputError carrying what was delivered.
+        ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``),
+        ``rename_style`` and ``event_type_style``: as for ``validate_events``. Input that
+        breaks part way raises InputError carrying what was delivered.
         """
         config = self.config
         if batch_size is not None:
@@ -144,11 +125,13 @@ class Client:
             decimals=decimals,
             epoch_unit=epoch_unit,
             text=text_format(delimiter, header, columns, escape, null, quote, format),
+            rename_style=rename_style,
+            event_type_style=event_type_style,
         )
         stream = EventStream(data, options)
 
         concurrency = max_concurrency or config.max_concurrency
-        run = _Run(
+        run = Run(
             config, stream, concurrency, dry_run=dry_run, progress=progress, session=self.session
         )
 
@@ -183,6 +166,7 @@ class Client:
         format: Format | None = None,
         blank_consent: BlankConsent = "error",
         require_consent: bool = False,
+        rename_style: NameStyle | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -190,11 +174,9 @@ class Client:
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
-        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text
-        options: as for ``validate_events``.
-        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
-        ``validate_events``; ``blank_consent``, ``require_consent``: as for
-        ``validate_identities``.
+        are ``skipped``. ``rename``, ``rename_style``, ``dtypes``, ``encoding``,
+        ``decimals`` and the text options: as for ``validate_events``; ``blank_consent``,
+        ``require_consent``: as for ``validate_identities``.
         """
         options = identity_options(
             naive_timezone=naive_timezone,
@@ -209,10 +191,11 @@ class Client:
             text=text_format(delimiter, header, columns, escape, null, quote, format),
             blank_consent=blank_consent,
             require_consent=require_consent,
+            rename_style=rename_style,
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
-        run = _Run(
+        run = Run(
             self.config,
             stream,
             concurrency,
@@ -221,125 +204,6 @@ class Client:
             session=self.session,
         )
         return run.deliver(identify_requests, ledger)
-
-
-class _Run:
-    """One send: the stream, the optional ledger stage, the sender, and the accounting."""
-
-    def __init__(
-        self,
-        config: ClientConfig,
-        stream: Stream,
-        concurrency: int,
-        *,
-        dry_run: bool,
-        progress: bool | None,
-        session: requests.Session | None = None,
-    ) -> None:
-        self.config = config
-        self.session = session
-        self.stream = stream
-        self.concurrency = concurrency
-        self.dry_run = dry_run
-        self.progress = progress
-        self.started = time.monotonic()
-        self.size_limit = SizeLimit(config.max_request_bytes)  # learned from 413 answers
-
-    def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
-        """Deliver (with the ledger open if asked) and account for every row."""
-        stream, config = self.stream, self.config
-        scope = scope_of(config.base_url, config.api_key)
-        scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
-        try:
-            wire = batches(stream)
-            stage = None
-            if scoped is not None:
-                stage = LedgerStage(scoped, stream.kind, stream.failures)
-                wire = stage.apply(wire)
-            sender = self._send(requests(wire), stage)
-        finally:
-            if opened is not None:
-                opened.close()
-        elapsed = time.monotonic() - self.started
-        result = SendResult(
-            stream.kind,
-            stream.book,
-            sender.chunks,
-            elapsed,
-            dry_run=self.dry_run,
-            notes=stream.notes(),
-        )
-        log.info("%s", result.summary())
-        return result
-
-    def _send(self, requests: Iterable[Request], stage: LedgerStage | None) -> Sender:
-        book = self.stream.book
-        enabled = False if self.dry_run else self.progress
-        # the input's length, when it is known without reading it
-        total = row_count(self.stream.data)
-        if total is not None:
-            book.reserve(total)
-        bar = Progress(
-            self.stream.kind,
-            total=None if enabled is False else total,  # a total, and so an ETA
-            enabled=enabled,
-            done=lambda: _finished(book),
-        )
-        poster: Poster = (
-            DryRunPoster()
-            if self.dry_run
-            else HttpPoster(self.config, self.concurrency, session=self.session)
-        )
-        sender = Sender(
-            poster,
-            book,
-            bar,
-            # a dry run has nothing to wait for: one worker keeps its chunk numbers in order
-            concurrency=1 if self.dry_run else self.concurrency,
-            bisect=self.config.bisect_rejected,
-            split_budget=self.config.max_split_requests,
-            size_limit=self.size_limit,
-            on_sent=stage.acknowledged if stage is not None else None,
-        )
-        try:
-            with sigterm_raises():
-                sender.run(requests)
-        except BaseException as exc:
-            if isinstance(exc, Exception) and not isinstance(exc, _RunStopped):
-                raise  # a bug of ours: shown as it is
-            raise self._stopped(exc, sender) from exc
-        finally:
-            poster.close()
-            bar.close()
-        return sender
-
-    def _stopped(self, exc: BaseException, sender: Sender) -> _RunStopped:
-        """The error a stopped run raises: every row accounted for, the frames attached."""
-        book = self.stream.book
-        reason = (
-            f"the run stopped ({exc.message})" if isinstance(exc, _RunStopped) else "interrupted"
-        )
-        pending = np.flatnonzero(book.status == RowState.PENDING)
-        book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
-        elapsed = time.monotonic() - self.started
-        partial = SendResult(self.stream.kind, book, sender.chunks, elapsed)
-        counts = dict(partial.counts)
-        if isinstance(exc, _RunStopped):
-            return exc.with_results(counts, partial.rows, partial.chunks)
-        # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
-        summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
-        # the exception carries the summary and whoever catches it shows it (the CLI prints
-        # it); logged as a warning too, it printed twice, in a notebook as red stderr
-        log.info("%s", summary)
-        return Interrupted(
-            summary, signal=signal_of(exc), counts=counts, rows=partial.rows, chunks=partial.chunks
-        )
-
-
-def _finished(book: RowBook) -> int:
-    """Rows with their final state: progress counts rows (invalid and skipped ones too)."""
-    status = book.status
-    return len(status) - int(np.count_nonzero(status == RowState.PENDING))
 
 
 class SendEventsOptions(TextOptions, total=False):
@@ -361,6 +225,8 @@ class SendEventsOptions(TextOptions, total=False):
     encoding: str
     decimals: Decimals
     epoch_unit: EpochUnit | None
+    rename_style: NameStyle | None
+    event_type_style: NameStyle | None
 
 
 class IdentifyOptions(TextOptions, total=False):
@@ -381,6 +247,7 @@ class IdentifyOptions(TextOptions, total=False):
     decimals: Decimals
     blank_consent: BlankConsent
     require_consent: bool
+    rename_style: NameStyle | None
 
 
 def send_events(
@@ -393,10 +260,11 @@ def send_events(
     **options: Unpack[SendEventsOptions],
 ) -> SendResult:
     """One-call form: ``Client(base_url, api_key, config=config, session=session)
-    .send_events(data, ...)``."""
+    .send_events(data, ...)``; a dry run needs no base URL or key."""
     api_key = as_secret(api_key)
-    client = Client(base_url, api_key, config=config, session=session)
-    return client.send_events(data, **options)
+    if config is None and options.get("dry_run"):
+        config = ClientConfig.create(base_url, api_key, dry_run=True)
+    return Client(base_url, api_key, config=config, session=session).send_events(data, **options)
 
 
 def identify(
@@ -409,6 +277,8 @@ def identify(
     **options: Unpack[IdentifyOptions],
 ) -> SendResult:
     """One-call form: ``Client(base_url, api_key, config=config, session=session)
-    .identify(data, ...)``."""
+    .identify(data, ...)``; a dry run needs no base URL or key."""
     api_key = as_secret(api_key)
+    if config is None and options.get("dry_run"):
+        config = ClientConfig.create(base_url, api_key, dry_run=True)
     return Client(base_url, api_key, config=config, session=session).identify(data, **options)

@@ -15,8 +15,11 @@ from urllib.parse import urlsplit
 
 from ._exceptions import ConfigurationError
 from ._types import AuthHeader
+from ._words import Placeholder, named, on_command_line, option
 
 MAX_BATCH_SIZE = 500
+# a dry run without a base URL or key: stand-ins, never contacted (.invalid never resolves)
+DRY_RUN_URL = "https://dry-run.invalid"
 
 # the request header the API key travels in, by ``auth_header``
 KEY_HEADERS: dict[AuthHeader, str] = {"bearer": "Authorization", "x-api-key": "X-API-Key"}
@@ -75,6 +78,19 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+DRY_RUN_KEY = Secret("dry-run-without-a-key")
+
+
+def _no_url() -> str:
+    return f"no {named('base_url')} given and CHURN_BASE_URL is not set"
+
+
+def _no_key() -> str:
+    if on_command_line():
+        return "CHURN_API_KEY is not set (the command line reads the key from there only)"
+    return "no api_key given and CHURN_API_KEY is not set"
 
 
 def as_secret(value: str | Secret | None) -> Secret | None:
@@ -207,7 +223,7 @@ class ClientConfig:
         ):
             raise ConfigurationError(
                 "plain http:// is refused for a non-loopback host (the key would travel in "
-                "clear text); use https:// or pass allow_insecure_http=True"
+                f"clear text); use https:// or pass {option('allow_insecure_http')}"
             )
         problem = self.api_key.problem()
         if problem is not None:
@@ -234,10 +250,11 @@ class ClientConfig:
         if not self.verify and not _is_loopback(parts.hostname):
             raise ConfigurationError(
                 "verify=False is refused for a non-loopback host: it would send the key to "
-                "anyone in between; pass ca_bundle='<your CA>.pem' for a private CA"
+                "anyone in between; pass "
+                f"{option('ca_bundle', Placeholder('<your CA>.pem'))} for a private CA"
             )
         if self.ca_bundle is not None and not os.path.isfile(self.ca_bundle):
-            raise ConfigurationError(f"ca_bundle {self.ca_bundle!r} is not a file")
+            raise ConfigurationError(f"{named('ca_bundle')} {self.ca_bundle!r} is not a file")
         if self.proxy is not None:
             check_proxy(self.proxy, self.base_url)
         if self.auth_header not in ("bearer", "x-api-key"):
@@ -248,21 +265,48 @@ class ClientConfig:
         cls,
         base_url: str | None = None,
         api_key: str | Secret | None = None,
+        *,
+        dry_run: bool = False,
         **options: Unpack[ClientOptions],
     ) -> ClientConfig:
-        """Fill ``base_url``/``api_key`` from CHURN_BASE_URL/CHURN_API_KEY when not given."""
-        url = base_url or os.environ.get("CHURN_BASE_URL")
+        """Fill ``base_url``/``api_key`` from CHURN_BASE_URL/CHURN_API_KEY when not given.
+
+        ``dry_run``: a dry run contacts nothing, so it needs neither; where none is set, a
+        placeholder stands in, which ``check_run`` refuses for anything but a dry run.
+        """
+        url = base_url or os.environ.get("CHURN_BASE_URL") or (DRY_RUN_URL if dry_run else "")
         if not url:
-            raise ConfigurationError("no base_url given and CHURN_BASE_URL is not set")
+            raise ConfigurationError(_no_url())
         api_key = as_secret(api_key)  # no frame below holds the raw key in a local variable
         if api_key is None:
             api_key = Secret(os.environ.get("CHURN_API_KEY", ""))
             if api_key.problem() == "the API key is empty":
-                raise ConfigurationError("no api_key given and CHURN_API_KEY is not set")
+                if not dry_run:
+                    raise ConfigurationError(_no_key())
+                api_key = DRY_RUN_KEY
         try:
             return cls(base_url=url.rstrip("/"), api_key=api_key, **options)
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
+
+    def check_run(self, *, dry_run: bool, ledger: bool) -> None:
+        """Refuse a run that a dry run's placeholders cannot serve (see ``create``): a real
+        send, or a dry run with a ledger, whose records are scoped to the real URL and key."""
+        missing = [
+            say()
+            for say, stands_in in (
+                (_no_url, self.base_url == DRY_RUN_URL),
+                (_no_key, self.api_key == DRY_RUN_KEY),
+            )
+            if stands_in
+        ]
+        if missing and not dry_run:
+            raise ConfigurationError(missing[0])
+        if missing and ledger:
+            raise ConfigurationError(
+                f"{missing[0]}: a dry run with a ledger needs the base URL and key of the real "
+                "run (the ledger's records are scoped to them)"
+            )
 
     def with_options(self, **options: Unpack[ClientOptions]) -> ClientConfig:
         """A copy with these fields changed, checked again."""

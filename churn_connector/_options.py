@@ -19,8 +19,10 @@ from ._exceptions import ConfigurationError
 from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
 from ._inputs.cells import DTYPES
 from ._inputs.text import DEFAULT_TEXT
+from ._names import NAME_STYLES, NameStyle
 from ._types import Decimals, ExtraColumns
 from ._values import ValueRules
+from ._words import named
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -44,7 +46,7 @@ def one_of(name: str, value: Any, allowed: Iterable[Any]) -> None:
     choices = tuple(allowed)
     if value not in choices:
         raise ConfigurationError(
-            f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}"
+            f"{named(name)} must be one of {', '.join(map(repr, choices))}, not {value!r}"
         )
 
 
@@ -56,7 +58,8 @@ def check_timezone(naive_timezone: str | None) -> None:
         zoneinfo.ZoneInfo(naive_timezone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
         raise ConfigurationError(
-            f"naive_timezone {naive_timezone!r} is not a known IANA zone (e.g. 'Europe/Paris')"
+            f"{named('naive_timezone')} {naive_timezone!r} is not a known IANA zone "
+            "(e.g. 'Europe/Paris')"
         ) from None
 
 
@@ -83,9 +86,12 @@ class TableOptions:
     encoding: str = "utf-8"  # of CSV/TSV files
     decimals: Decimals = "error"
     text: TextFormat = DEFAULT_TEXT  # the layout of CSV/TSV files, the format of unnamed ones
+    rename_style: NameStyle | None = None  # the other columns' names: "lower" or "snake"
 
     def __post_init__(self) -> None:
         check_timezone(self.naive_timezone)
+        if self.rename_style is not None:
+            one_of("rename_style", self.rename_style, NAME_STYLES)
         one_of("extra_columns", self.extra_columns, get_args(ExtraColumns))
         one_of("decimals", self.decimals, get_args(Decimals))
         targets = [dest for _, dest in self.rename]
@@ -109,7 +115,14 @@ class TableOptions:
     @property
     def reading(self) -> ReadSpec:
         """How the input is read."""
-        return ReadSpec(self.slice_rows, self.rename, self.dtypes, self.encoding, self.text)
+        return ReadSpec(
+            self.slice_rows,
+            self.rename,
+            self.dtypes,
+            self.encoding,
+            self.text,
+            style=self.rename_style,
+        )
 
     @property
     def rules(self) -> ValueRules:

@@ -8,8 +8,6 @@ bad cell is a row-level failure case.
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
@@ -20,10 +18,12 @@ import pandas as pd
 from . import _columns
 from ._checks import require
 from ._inputs.text import header_hint
+from ._names import NAME_STYLES, near_misses, styler
 from ._pandera import pa
 from ._timestamps import EXAMPLE, NormalizeCache, TimestampProblem
 from ._types import EpochUnit
 from ._values import ValueRules, object_value, problem_of
+from ._words import AsShown, Placeholder, alternatives, option, shown, type_name
 
 PAST_WINDOW = timedelta(days=30)
 FUTURE_WINDOW = timedelta(minutes=5)
@@ -35,7 +35,7 @@ OWNERS_KEY = "churn_connector.frame_check_columns"
 
 def message(text: str) -> Explain:
     """An explanation from a template with ``{column}`` and ``{value}``."""
-    return lambda column, value: text.format(column=column, value=value)
+    return lambda column, value: text.format(column=column, value=AsShown(value))
 
 
 class SchemaBuilder:
@@ -72,8 +72,8 @@ class SchemaBuilder:
                     "external_user_id_type",
                     _columns.id_type_ok,
                     lambda c, v: (
-                        f"external_user_id must be a string or an integer, got {v!r} "
-                        f"({type(v).__name__}); a float id like 12345.0 is a warehouse bug: "
+                        f"external_user_id must be a string or an integer, got {shown(v)} "
+                        f"({type_name(v)}); a float id like 12345.0 is a warehouse bug: "
                         "cast the column to Int64 or to string"
                     ),
                 ),
@@ -117,14 +117,17 @@ class SchemaBuilder:
             if unit is None:
                 return (
                     f"{c} {shown(v)} is a number: epoch numbers are ambiguous, so pass "
-                    "epoch_unit='s', 'ms', 'us' or 'ns' to say what it counts"
+                    f"{option('epoch_unit', 's', 'ms', 'us', 'ns')} to say what it counts"
                 )
             return (
                 f"{c} {shown(v)} is a float of nanoseconds, which is not exact at today's "
                 "dates: give whole numbers"
             )
 
-        naive_fix = "pass naive_timezone='<IANA zone>' if the column is local time"
+        def naive_fix() -> str:
+            zone = Placeholder("<IANA zone>")
+            return f"pass {option('naive_timezone', zone)} if the column is local time"
+
         return [
             self.add(f"{prefix}_type", code_is_not(TimestampProblem.BAD_TYPE), bad_type),
             self.add(
@@ -147,7 +150,7 @@ class SchemaBuilder:
             self.add(
                 f"{prefix}_naive",
                 code_is_not(TimestampProblem.NAIVE),
-                lambda c, v: f"{c} {shown(v)} has no time zone and none is guessed: {naive_fix}",
+                lambda c, v: f"{c} {shown(v)} has no time zone and none is guessed: {naive_fix()}",
             ),
             self.add(
                 f"{prefix}_local_time",
@@ -226,52 +229,57 @@ class SchemaBuilder:
         def explain(column: str | None, value: Any) -> str:
             probe = pd.Series([value], name=column)
             problems = _columns.scalar_column(probe, str(column), tz)[1]
-            return problems.get(0, f"{column}: {value!r} cannot be sent exactly")
+            return problems.get(0, f"{column}: {shown(value)} cannot be sent exactly")
 
         return pa.Column(
             nullable=True, required=False, regex=True, checks=[self.add(name, ok, explain)]
         )
 
 
-def shown(value: Any) -> str:
-    """A failing value as the user wrote it: text as is, datetimes in ISO form, not reprs."""
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, np.generic):
-        return repr(value.item())
-    return repr(value)
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | np.integer | np.floating | str)
 
 
-def _squashed(name: str) -> str:
-    return re.sub(r"[\s_-]", "", name).lower()
+class UnknownColumn:
+    """The message for an unknown column; a near miss of a known name gets "did you mean"
+    (case, spaces and punctuation aside, or a name other tools use for it), unless the
+    table has that column already (``among``)."""
+
+    def __init__(self, prefix: str, known: Iterable[str], present: Iterable[str] = ()) -> None:
+        self.prefix = prefix
+        self.known = [k for k in known if not k.startswith("^")]
+        self.present = set(present)
+
+    def among(self, present: Iterable[Any]) -> UnknownColumn:
+        """The same, for a table with the columns ``present``."""
+        return UnknownColumn(self.prefix, self.known, map(str, present))
+
+    def __call__(self, column: str | None, value: Any) -> str:
+        name = str(value)
+        hint = header_hint(name)
+        if hint is not None:
+            return f"unknown column {name!r}: {hint}"
+        matches = [m for m in near_misses(name, self.known) if m not in self.present]
+        if not matches:
+            nested = f"{self.prefix}.{name}"
+            return (
+                f"unknown column {name!r}: drop it, or send it as {nested!r} "
+                f"({option('rename', {name: nested})}), or pass {option('extra_columns', 'ignore')}"
+            )
+        text = (
+            f"unknown column {name!r}: did you mean "
+            f"{alternatives([repr(m) for m in matches])}? Rename it: "
+            f"{option('rename', {name: matches[0]})}"
+        )
+        for style in NAME_STYLES:
+            if styler(style)(name) == matches[0]:
+                return text + f" (or {option('rename_style', style)} for every column)"
+        return text
 
 
 def unknown_column(prefix: str, known: Iterable[str]) -> Explain:
-    """The message for an unknown column; a near miss of a known name gets "did you mean"."""
-    by_shape = {_squashed(k): k for k in known if not k.startswith("^")}
-
-    def explain(column: str | None, value: Any) -> str:
-        hint = header_hint(str(value))
-        if hint is not None:
-            return f"unknown column {value!r}: {hint}"
-        match = by_shape.get(_squashed(str(value)))
-        if match is not None:
-            return (
-                f"unknown column {value!r}: did you mean {match!r}? (use "
-                f"rename={{{str(value)!r}: {match!r}}}, or --rename {value}={match})"
-            )
-        return (
-            f"unknown column {value!r}: drop it, or rename it to '{prefix}.{value}' to send it "
-            f"(or pass extra_columns='ignore')"
-        )
-
-    return explain
+    """The explanation of ``column_in_schema`` (see ``UnknownColumn``)."""
+    return UnknownColumn(prefix, known)
 
 
 def frame_owners(schema: pa.DataFrameSchema) -> dict[str, str]:

@@ -10,7 +10,7 @@ the same results as one whole frame. The ledger and the sender take batches from
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -143,10 +143,11 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def batches(stream: Stream) -> Iterator[WireBatch]:
-    """Every slice of the stream's input, processed; the first slice's head alone first, so
-    the first requests leave before the whole first slice is built."""
-    for k, df in enumerate(stream.slices()):
+def batches(stream: Stream, slices: Iterable[pd.DataFrame] | None = None) -> Iterator[WireBatch]:
+    """Every slice of the stream's input (or ``slices``: its slices, read elsewhere),
+    processed; the first slice's head alone first, so the first requests leave before the
+    whole first slice is built."""
+    for k, df in enumerate(stream.slices() if slices is None else slices):
         head_rows = FIRST_ROWS
         while k == 0 and len(df) > 2 * head_rows:
             # heads of doubling size: requests leave while the rest of the slice is built

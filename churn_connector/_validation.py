@@ -17,9 +17,10 @@ from ._pandera import full_validation, pa, schema_errors
 from ._plots import failures_chart
 from ._quarantine import quarantine_frame, write_rows
 from ._rows import RowBook
-from ._schema import explanations, frame_owners
+from ._schema import UnknownColumn, explanations, frame_owners
 from ._types import Note, RowState
 from ._values import has_surrogate, mask_unreportable
+from ._words import row_label, shown
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -92,7 +93,13 @@ def run_schema(
         if check in ("column_in_schema", "column_in_dataframe"):
             column = str(value)
         maker = explain.get(check)
-        message = maker(column, value) if maker else f"{column}: failed check {check} ({value!r})"
+        if isinstance(maker, UnknownColumn):
+            maker = maker.among(df.columns)  # "did you mean" never names a column it has
+        message = (
+            maker(column, value)
+            if maker
+            else f"{column or 'the table'} failed check {check} ({shown(value)})"
+        )
         if _missing(case.index):
             invalid[:] = True
             records.append(failure_record(None, None, column, check, value, message))
@@ -206,6 +213,14 @@ def failure_record(
     }
 
 
+def failure_line(position: Any, row: Any, column: Any, message: str) -> str:
+    """One failure for a person: ``row 6, phone: ...``; a table-level one is its message."""
+    if position is None or position is pd.NA:
+        return message  # it names its column, and concerns every row
+    where = f"row {row_label(row)}"
+    return f"{where}, {column}: {message}" if isinstance(column, str) else f"{where}: {message}"
+
+
 def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     data = {c: pd.Series([r[c] for r in records], dtype=object) for c in FAILURE_COLUMNS}
     frame = pd.DataFrame(data)
@@ -269,8 +284,8 @@ class ValidationReport:
             counts = self.failures["check"].value_counts()
             lines.append("failures by check: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
             for rec in self.failures.head(5).itertuples(index=False):
-                where = "table" if rec.position is pd.NA else f"row {rec.row!r}"
-                lines.append(f"  {where}, {rec.column}: {rec.message}")
+                line = failure_line(rec.position, rec.row, rec.column, str(rec.message))
+                lines.append(f"  {line}")
             if len(self.failures) > 5:
                 lines.append(f"  ... {len(self.failures) - 5} more in .failures")
         return "\n".join(lines)

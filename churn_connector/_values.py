@@ -22,6 +22,7 @@ import pandas as pd
 
 from ._timestamps import datetime_to_wire
 from ._types import Decimals
+from ._words import named, not_json, option
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 # objects and arrays nested deeper than this, counted from the event (or identify body) as
@@ -51,13 +52,14 @@ def decimal_value(value: Decimal, path: str, decimals: Decimals) -> Any:
         if Decimal(repr(number)) != value:
             raise InexactValue(
                 path,
-                f"Decimal {value} has no exact float; pass decimals='str' to send its digits",
+                f"Decimal {value} has no exact float; pass {option('decimals', 'str')} to send "
+                "its digits",
             )
         return number
     raise InexactValue(
         path,
-        f"Decimal {value} has no exact JSON form: pass decimals='float' (a JSON number, "
-        "when exact) or decimals='str' (its digits as text)",
+        f"Decimal {value} has no exact JSON form: pass {option('decimals', 'float')} (a JSON "
+        f"number, when exact) or {option('decimals', 'str')} (its digits as text)",
     )
 
 
@@ -126,7 +128,9 @@ def to_json(value: Any, path: str, rules: ValueRules, depth: int = OBJECT_LEVEL)
     if isinstance(value, TooDeep):
         raise _too_deep(path)
     if isinstance(value, BadCell):
-        raise InexactValue(path, f"{value.text!r} is not a {value.dtype} (as dtypes= says)")
+        raise InexactValue(
+            path, f"{value.text!r} is not a {value.dtype} (as {named('dtypes')} says)"
+        )
     if isinstance(value, Unencodable):
         raise InexactValue(path, f"text {value!r} holds a lone surrogate, which UTF-8 cannot carry")
     if isinstance(value, int):
@@ -161,7 +165,7 @@ def to_json(value: Any, path: str, rules: ValueRules, depth: int = OBJECT_LEVEL)
         if text is None:
             raise InexactValue(
                 path,
-                f"naive datetime {value}: give it a time zone, or pass naive_timezone "
+                f"naive datetime {value}: give it a time zone, or pass {named('naive_timezone')} "
                 "(a local time that is ambiguous or skipped by DST needs an explicit offset)",
             )
         return text
@@ -207,7 +211,7 @@ def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]
         # orjson >= 3.12 says "depth limit exceeded", older 3.x "recursion depth exceeded"
         if "depth limit" in str(exc) or "recursion depth" in str(exc):
             raise InexactValue(path, f"nested deeper than {MAX_DEPTH} levels") from None
-        raise InexactValue(path, f"not valid JSON ({exc})") from None
+        raise InexactValue(path, not_json(text, exc, path)) from None
     if not isinstance(parsed, dict):
         raise InexactValue(path, f"must be a JSON object, got {type(parsed).__name__}")
     if exact and all(type(v) in _FLAT for v in parsed.values()):

@@ -211,9 +211,9 @@ def test_rename_maps_columns_and_near_misses_suggest_it(now: pd.Timestamp) -> No
     )
     report = cc.validate_events(df, now=now, rename={"user_id": "external_user_id"})
     messages = report.failures.set_index("column")["message"].to_dict()
-    assert (
-        "did you mean 'event_type'? (use rename={'EVENT_TYPE': 'event_type'}"
-        in messages["EVENT_TYPE"]
+    assert messages["EVENT_TYPE"] == (
+        "unknown column 'EVENT_TYPE': did you mean 'event_type'? Rename it: "
+        "rename={'EVENT_TYPE': 'event_type'} (or rename_style='lower' for every column)"
     )
     assert "did you mean 'occurred_at'" in messages["Occurred At"]
     fixed = cc.validate_events(
@@ -246,7 +246,7 @@ def test_dtypes_type_csv_cells_and_report_cells_that_do_not_parse(
     assert "'abc' is not a float64" in report.failures.iloc[0]["message"]
     wire = cc.events_to_wire(path, now=now, dtypes=dtypes)
     assert wire[0]["properties"] == {"amount": 19.9, "n": 3, "tags": ["a"]}
-    with pytest.raises(cc.InputError, match="dtypes= types the text cells of CSV"):
+    with pytest.raises(cc.InputError, match="dtypes is for the text cells of CSV"):
         cc.validate_events(pd.DataFrame({"a": [1]}), dtypes={"a": "int64"})
     with pytest.raises(cc.ConfigurationError, match="unknown type"):
         cc.validate_events(path, dtypes={"a": "decimal"})

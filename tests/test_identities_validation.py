@@ -429,7 +429,7 @@ def test_duplicates_error_invalidates_every_row_naming_the_others() -> None:
     dups = report.failures[report.failures["check"] == "external_user_id_duplicate"]
     assert list(dups["row"]) == ["r0", "r1", "r3", "r4", "r6"]
     first = dups.iloc[0]["message"]
-    assert "'r4', 'r6'" in first and "keep_last" in first and "in_order" in first
+    assert "rows r4 and r6" in first and "keep_last" in first and "in_order" in first
     assert report.n_invalid == 6  # the five duplicates and r2 (bad email)
 
 
@@ -447,8 +447,8 @@ def test_duplicates_keep_last_skips_earlier_rows_with_a_note() -> None:
         "pending",
         "pending",
     ]
-    assert rows["error"][0] == "superseded by row 'r6'"
-    assert rows["error"][1] == "superseded by row 'r3'"
+    assert rows["error"][0] == "superseded by row r6"
+    assert rows["error"][1] == "superseded by row r3"
 
 
 def test_keep_last_sends_nothing_for_a_user_whose_last_row_is_invalid() -> None:

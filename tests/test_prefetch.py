@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from churn_connector._delivery.prefetch import Prefetch
+from churn_connector._delivery.prefetch import Handoff, Prefetch
 
 
 def test_items_arrive_in_source_order_then_none() -> None:
@@ -52,3 +53,52 @@ def test_close_stops_a_producer_that_is_ahead_and_runs_the_sources_clean_up() ->
     assert count < 10  # it stopped while the queue was full, not at the end of the source
     assert cleaned.is_set()
     assert len(produced) == count  # nothing is built after close() returns
+
+
+def test_a_handoff_source_is_read_only_by_the_thread_that_takes() -> None:
+    readers: set[int] = set()
+
+    def source() -> Iterator[int]:
+        for i in range(200):
+            readers.add(threading.get_ident())
+            yield i
+
+    feed = Handoff(source(), ahead=2)
+    ahead = Prefetch((i * 10 for i in feed.items()), ahead=3, feed=feed)
+    got = []
+    while (item := ahead.take()) is not None:
+        got.append(item)
+    ahead.close()
+    assert got == [i * 10 for i in range(200)]
+    assert readers == {threading.get_ident()}
+
+
+def test_a_handoff_sources_error_is_raised_after_the_items_before_it() -> None:
+    def source() -> Iterator[int]:
+        yield 1
+        raise ValueError("the cursor broke")
+
+    feed = Handoff(source())
+    ahead = Prefetch(feed.items(), ahead=3, feed=feed)
+    assert ahead.take() == 1
+    with pytest.raises(ValueError, match="the cursor broke"):
+        ahead.take()
+    ahead.close()
+
+
+def test_close_stops_a_producer_waiting_for_the_callers_source_and_closes_it() -> None:
+    cleaned = threading.Event()
+
+    def source() -> Iterator[int]:
+        try:
+            yield from range(10_000)
+        finally:
+            cleaned.set()
+
+    feed = Handoff(source(), ahead=1)
+    ahead = Prefetch(feed.items(), ahead=1, feed=feed)
+    assert ahead.take() == 0
+    started = time.monotonic()
+    ahead.close()
+    assert time.monotonic() - started < 5  # the producer did not wait out its join timeout
+    assert cleaned.is_set()

@@ -149,7 +149,7 @@ def test_parts_without_a_suffix_need_format_and_the_message_says_so(
 ) -> None:
     folder = redshift_unload(tmp_path / "unload", now)
     options = {k: v for k, v in REDSHIFT.items() if k != "format"}
-    with pytest.raises(cc.InputError, match=r"format='csv' \(--format csv\)"):
+    with pytest.raises(cc.InputError, match=r"say its format: format='csv'$"):
         cc.validate_events(folder, now=now, **options)
     single = folder / "venue_0001_part_00"
     with pytest.raises(cc.InputError, match=r"unsupported file type .*format='csv'"):
@@ -304,7 +304,7 @@ def test_a_file_whose_first_line_is_data_says_it_seems_to_have_no_header(
     hinted = [m for m in unknown["message"] if "the file seems to have no header" in m]
     assert len(unknown) == 4 and len(hinted) == 3  # 'signup' could be a name
     for message in hinted:
-        assert "header=False, columns=[...] (--no-header --columns a,b,c)" in message
+        assert message.endswith("pass header=False, columns=[...]")
 
 
 # --- Spark df.write.csv: no header, backslash escapes, part files and _SUCCESS -----------
@@ -448,8 +448,8 @@ def test_the_cli_refuses_columns_without_no_header(
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
-        ({"header": False}, r"header=False needs columns=\[...\]"),
-        ({"columns": ["a"]}, "columns= names the columns of a file without a header"),
+        ({"header": False}, r"header=False needs columns=\[...\]: the names"),
+        ({"columns": ["a"]}, r"columns=\[...\] names the columns of a file without a header"),
         ({"delimiter": ";;"}, "delimiter must be one character"),
         ({"delimiter": "\n"}, "delimiter cannot be a line break"),
         ({"quote": "|", "delimiter": "|"}, "delimiter, quote and escape must differ"),

@@ -43,6 +43,24 @@ def test_an_unknown_ca_is_refused_naming_the_host(
         send(https_url, events, now)
 
 
+def test_the_cli_names_its_own_flag_for_a_private_ca(
+    https_url: str,
+    events: pd.DataFrame,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the message is made on a sending thread: it speaks as the command line does
+    monkeypatch.setenv("CHURN_API_KEY", KEY)
+    events.to_parquet(tmp_path / "events.parquet")
+    assert main(["send", "events", str(tmp_path / "events.parquet"), "--base-url", https_url]) == 3
+    err = capsys.readouterr().err
+    assert "not trusted" in err
+    assert err.strip().endswith(
+        "pass --ca-bundle <your CA>.pem for a private CA. The run was stopped."
+    )
+
+
 @pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"])
 def test_the_ca_bundle_environment_variables_are_honoured(
     variable: str,

@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from .._config import ClientConfig, SecretHeaders
 from .._exceptions import ConfigurationError
+from .._words import Placeholder, option
 from .results import trim
 
 BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body is cut off
@@ -128,11 +129,13 @@ def _failure(
     exc: BaseException,
     where: str,
     *,
-    trust_fix: str = "pass ca_bundle= for a private CA",
+    trust_fix: str | None = None,
     tls_fix: str | None = None,
 ) -> NetworkFailure:
     """Name what went wrong, and whether retrying can help; ``trust_fix`` and ``tls_fix``
     say what to change for an untrusted certificate and for other TLS errors."""
+    ca = option("ca_bundle", Placeholder("<your CA>.pem"))
+    trust_fix = trust_fix or f"pass {ca} for a private CA"
     if isinstance(exc, ConnectionRefusedError):
         return NetworkFailure(f"connection refused by {where}", unreachable=True)
     if isinstance(exc, socket.gaierror):

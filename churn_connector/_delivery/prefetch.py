@@ -4,19 +4,29 @@ Reading, validating and wiring a slice takes a while (~0.1 s for 50k events); do
 thread that hands requests to the workers, the workers would idle through it once per
 slice. Here a producer thread keeps up to ``ahead`` requests ready instead, so sending
 and building overlap; most of the building runs in Arrow and numpy, outside the GIL.
+
+The caller's own objects stay on the caller's thread: a generator, a database cursor
+(``pd.read_sql(..., chunksize=)`` over a sqlite3 connection), a DuckDB relation or an ADBC
+reader may only work there. Such a source comes through a ``Handoff``: the caller's thread
+reads it, a slice or two ahead, whenever it would otherwise wait (``get_feeding``), and
+the producer thread builds requests from what was read. Inputs the package reads itself
+(files, in-memory frames and tables) need no handoff.
 """
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+Q = TypeVar("Q", covariant=True)
 
-_PUT_EVERY = 0.05  # seconds: how often a blocked producer looks whether it should stop
+_PUT_EVERY = 0.05  # seconds: how often a blocked thread looks whether it should stop
 _JOIN_SECONDS = 10.0  # after a stop: at most this long for the item being built
+HANDOFF_AHEAD = 2  # slices of a caller's source read ahead of the one being built
 
 
 class _End:
@@ -26,17 +36,102 @@ class _End:
         self.error = error
 
 
+class Handoff(Generic[T]):
+    """A source only the thread that made the handoff may read: that thread reads it with
+    ``pull``, another thread takes the items with ``items()``, in order."""
+
+    def __init__(self, source: Iterator[T], ahead: int = HANDOFF_AHEAD) -> None:
+        self._source = source
+        self._queue: queue.Queue[T | _End] = queue.Queue(maxsize=max(1, ahead))
+        self._read_all = False
+        self._stop = threading.Event()
+
+    @property
+    def wants(self) -> bool:
+        """Whether ``pull`` would read: the source goes on and there is room ahead."""
+        return not self._read_all and not self._queue.full()
+
+    def pull(self) -> None:
+        """Read the next item of the source (on the thread that made the handoff).
+
+        The end of the source, or its error, is queued behind the items read before, so
+        everything read is built before the error is raised. An interrupt (a
+        ``BaseException``) is not the source's error: it propagates here, at once.
+        """
+        try:
+            item: T | _End = next(self._source)
+        except StopIteration:
+            item = _End()
+        except Exception as exc:  # raised on the other side, after the items before it
+            item = _End(exc)
+        if isinstance(item, _End):
+            self._read_all = True
+        self._queue.put(item)
+
+    def items(self) -> Iterator[T]:
+        """The source's items (on the building thread) until it ends or ``close()``."""
+        while not self._stop.is_set():
+            try:
+                item = self._queue.get(timeout=_PUT_EVERY)
+            except queue.Empty:
+                continue
+            if isinstance(item, _End):
+                if item.error is not None:
+                    raise item.error
+                return
+            yield item
+
+    def close(self) -> None:
+        """Stop handing over; close the source here (a generator's clean-up runs now)."""
+        self._stop.set()
+        self._read_all = True
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+
+class _Gets(Protocol[Q]):
+    def get(self, *, timeout: float | None = None) -> Q: ...
+
+
+def get_feeding(source: _Gets[T], feed: Handoff[Any] | None) -> T:
+    """``source.get()``; while it would wait, the caller's thread reads ``feed`` ahead."""
+    if feed is None:
+        return source.get()
+    while True:
+        if feed.wants:
+            try:
+                return source.get(timeout=0)
+            except queue.Empty:
+                feed.pull()
+                continue
+        try:
+            return source.get(timeout=_PUT_EVERY)
+        except queue.Empty:
+            continue
+
+
 class Prefetch(Generic[T]):
     """Iterate ``source`` on a daemon thread; ``take()`` returns its items in order, then
-    None; an exception of the source is raised by ``take()`` where it occurred."""
+    None; an exception of the source is raised by ``take()`` where it occurred.
 
-    def __init__(self, source: Iterable[T], ahead: int) -> None:
+    ``feed``: the handoff ``source`` is built from, read by the thread that calls ``take``.
+    The producer runs in a copy of the caller's context (``contextvars``), so what the
+    caller set there (how messages name options) holds while it builds.
+    """
+
+    def __init__(self, source: Iterable[T], ahead: int, feed: Handoff[Any] | None = None) -> None:
         self._queue: queue.Queue[T | _End] = queue.Queue(maxsize=max(1, ahead))
         self._stop = threading.Event()
         self._ended = False
+        self._feed = feed
         self._items = iter(source)
+        context = contextvars.copy_context()
         self._thread = threading.Thread(
-            target=self._produce, args=(self._items,), name="churn-build", daemon=True
+            target=context.run,
+            args=(self._produce, self._items),
+            name="churn-build",
+            daemon=True,
         )
         self._thread.start()
 
@@ -63,7 +158,7 @@ class Prefetch(Generic[T]):
         """The next item, None at the end; raises what the source raised."""
         if self._ended:
             return None
-        item = self._queue.get()
+        item = get_feeding(self._queue, self._feed)
         if isinstance(item, _End):
             self._ended = True
             if item.error is not None:
@@ -74,6 +169,8 @@ class Prefetch(Generic[T]):
     def close(self) -> None:
         """Stop building and wait for the item being built, so nothing changes after."""
         self._stop.set()
+        if self._feed is not None:
+            self._feed.close()  # the producer stops waiting for the caller's source
         self._thread.join(timeout=_JOIN_SECONDS)
         close = getattr(self._items, "close", None)
         if close is not None and not self._thread.is_alive():

@@ -11,11 +11,13 @@ an interrupt ends the process at once even while a request hangs.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from .._exceptions import TransportError
 from .._rows import RowBook
 from .._schema import PAST_WINDOW
 from .._types import ChunkStatus, RowState
-from .prefetch import Prefetch
+from .prefetch import Handoff, Prefetch, get_feeding
 from .progress import Progress
 from .requests import Request, SizeLimit
 from .results import ChunkRecord
@@ -226,7 +228,7 @@ class Sender:
                     item.error = exc
             done.put(item)
 
-    def run(self, requests: Iterable[Request]) -> None:
+    def run(self, requests: Iterable[Request], feed: Handoff[Any] | None = None) -> None:
         """Deliver all requests with at most ``concurrency`` in flight.
 
         Requests that share a ``key`` (one user's identifies) are never in flight together
@@ -234,20 +236,25 @@ class Sender:
         When the source of requests fails (a file breaking part way), the requests in flight
         finish first, so what was delivered is known; on any other exception (an interrupt
         included) the poster is stopped, requests in flight are abandoned, and the exception
-        propagates.
+        propagates. ``feed``: the caller's source the requests are built from, read here,
+        on this (the caller's) thread, while it waits (``prefetch``).
         """
         inbox: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
         done: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         workers = [
             threading.Thread(
-                target=self._work, args=(inbox, done), name=f"churn-send-{i}", daemon=True
+                # a copy of the caller's context each: messages speak as the caller does
+                target=contextvars.copy_context().run,
+                args=(self._work, inbox, done),
+                name=f"churn-send-{i}",
+                daemon=True,
             )
             for i in range(self.concurrency)
         ]
         for worker in workers:
             worker.start()
         # two rounds of requests queue for the workers; a slice's worth is built ahead
-        ahead = Prefetch(requests, _AHEAD_ROUNDS * self.concurrency)
+        ahead = Prefetch(requests, _AHEAD_ROUNDS * self.concurrency, feed)
         feeder = _Feeder(ahead, 4 * self.concurrency)
         in_flight = 0
         source_failed: Exception | None = None
@@ -266,7 +273,7 @@ class Sender:
                     in_flight += 1
                 if not in_flight:
                     break
-                item = done.get()
+                item = get_feeding(done, feed)
                 in_flight -= 1
                 feeder.release(item.request)
                 if item.error is not None:

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
 from .._inputs.text import Format
+from .._names import NameStyle
 from .._options import pairs
 from .._stream import batches, report
 from .._types import DataSource, Decimals, EpochUnit, ExtraColumns
@@ -32,6 +33,8 @@ def event_options(
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
     text: TextFormat | None = None,
+    rename_style: NameStyle | None = None,
+    event_type_style: NameStyle | None = None,
 ) -> EventOptions:
     """The validated options object of the public keyword arguments."""
     return EventOptions(
@@ -47,6 +50,8 @@ def event_options(
         decimals=decimals,
         epoch_unit=epoch_unit,
         text=text or TextFormat(),
+        rename_style=rename_style,
+        event_type_style=event_type_style,
     )
 
 
@@ -71,13 +76,19 @@ def validate_events(
     null: str | Sequence[str] | None = None,
     quote: str | None = '"',
     format: Format | None = None,
+    rename_style: NameStyle | None = None,
+    event_type_style: NameStyle | None = None,
 ) -> ValidationReport:
     """Check every row of an events table against the contract; nothing is sent.
 
     ``now`` anchors the time window (default: the current UTC time); naive timestamps are
     invalid unless ``naive_timezone`` names their zone, epoch numbers unless ``epoch_unit``
     says what they count. ``rename`` maps source columns to ours (``{"EVENT_TYPE":
-    "event_type"}``); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
+    "event_type"}``), ``rename_style`` the other columns (``"lower"``: ``EVENT_TYPE`` ->
+    ``event_type``; ``"snake"``: ``Event Type``, ``eventType`` -> ``event_type``; the key
+    after ``properties.`` stays as written); ``event_type_style`` does the same to the
+    event types themselves (``Order Completed`` -> ``order_completed``: the report notes
+    each mapping); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
     ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
     (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
     are valid but counted: they would be sent once. Text exports as warehouses write them:
@@ -99,6 +110,8 @@ def validate_events(
         decimals=decimals,
         epoch_unit=epoch_unit,
         text=text_format(delimiter, header, columns, escape, null, quote, format),
+        rename_style=rename_style,
+        event_type_style=event_type_style,
     )
     return report(EventStream(data, options))
 
@@ -124,6 +137,8 @@ def events_to_wire(
     null: str | Sequence[str] | None = None,
     quote: str | None = '"',
     format: Format | None = None,
+    rename_style: NameStyle | None = None,
+    event_type_style: NameStyle | None = None,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
     options = event_options(
@@ -139,6 +154,8 @@ def events_to_wire(
         decimals=decimals,
         epoch_unit=epoch_unit,
         text=text_format(delimiter, header, columns, escape, null, quote, format),
+        rename_style=rename_style,
+        event_type_style=event_type_style,
     )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from .._exceptions import ConfigurationError
+from .._names import NAME_STYLES, NameStyle
 from .._options import TableOptions, one_of, utc_now
 from .._types import EpochUnit
 
@@ -19,16 +20,20 @@ class EventOptions(TableOptions):
 
     ``now`` anchors the accepted time window (default: when the options are made);
     ``namespace`` salts hashed message ids; ``id_columns`` restricts what they hash;
-    ``epoch_unit`` lets ``occurred_at`` hold epoch numbers of that unit.
+    ``epoch_unit`` lets ``occurred_at`` hold epoch numbers of that unit;
+    ``event_type_style`` rewrites event types in that style before they are checked.
     """
 
     now: Any = None  # becomes a UTC pd.Timestamp
     namespace: str | None = None
     id_columns: tuple[str, ...] | None = None
     epoch_unit: EpochUnit | None = None  # what an epoch number in occurred_at counts
+    event_type_style: NameStyle | None = None  # event types rewritten so (``_names``)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.event_type_style is not None:
+            one_of("event_type_style", self.event_type_style, NAME_STYLES)
         if self.epoch_unit is not None:
             one_of("epoch_unit", self.epoch_unit, get_args(EpochUnit))
         object.__setattr__(self, "now", utc_now(self.now))

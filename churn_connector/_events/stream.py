@@ -9,6 +9,7 @@ frame. An exact repeat of an earlier row is ``skipped``; a reused id with other 
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import cast
 
@@ -17,10 +18,12 @@ import pandas as pd
 import pyarrow as pa
 
 from .._inputs import iter_frames
+from .._names import word_styler
 from .._rows import IdColumn, RowBook
 from .._schema import timestamp_cache
 from .._stream import Kind, SliceStream, WireBatch, paused_gc
-from .._types import DataSource, RowState
+from .._types import DataSource, Note, RowState
+from .._words import option, rows_text
 from .ids import GivenIds, HashedIds, IdTexts
 from .options import EventOptions
 from .schema import build_schema
@@ -75,6 +78,7 @@ class SeenIds:
 
 
 _MIN_RUN_CAP = 1 << 20
+_SHOWN = 10  # rewritten event types a note names; the rest are counted
 
 
 def _merge(
@@ -106,9 +110,50 @@ class EventStream(SliceStream):
         self._seen = SeenIds()
         self._content: list[tuple[int, HashedIds]] = []  # content digests, when ids are not
         self._collided: dict[bytes, int] = {}  # ids whose 64-bit key an earlier id has
+        self._restyled_types: Counter[tuple[str, str]] = Counter()  # (original, new): rows
 
     def slices(self) -> Iterator[pd.DataFrame]:
-        return iter_frames(self.data, self.options.reading)
+        frames = iter_frames(self.data, self.options.reading)
+        if self.options.event_type_style is None:
+            return frames
+        return (self._restyled(df) for df in frames)
+
+    def _restyled(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The slice with its event types in ``event_type_style``; each rewrite is counted.
+
+        Applied as the slice is read, so the report's valid rows hold what is sent. Event
+        types repeat a lot: each distinct one is rewritten once.
+        """
+        column = df.get("event_type")
+        style = self.options.event_type_style
+        if not isinstance(column, pd.Series) or style is None:
+            return df
+        codes, uniques = pd.factorize(column)
+        word = word_styler(style)
+        changed = {u: word(u) for u in uniques if isinstance(u, str) and word(u) != u}
+        if not changed:
+            return df
+        counts = np.bincount(codes[codes >= 0], minlength=len(uniques))
+        for i, original in enumerate(uniques):
+            if original in changed:
+                self._restyled_types[original, changed[original]] += int(counts[i])
+        restyled = df.assign(event_type=column.replace(changed))
+        restyled.attrs = df.attrs  # the reader's notes on its rows
+        return restyled
+
+    def notes(self) -> list[Note]:
+        """With ``event_type_style``: which event types it rewrote, on how many rows."""
+        if not self._restyled_types:
+            return []
+        total = sum(self._restyled_types.values())
+        ranked = self._restyled_types.most_common()
+        mappings = ", ".join(f"{a!r} -> {b!r} ({n:,})" for (a, b), n in ranked[:_SHOWN])
+        more = f" and {len(ranked) - _SHOWN:,} more" if len(ranked) > _SHOWN else ""
+        style = option("event_type_style", self.options.event_type_style)
+        message = f"{style} rewrote the event types of {total:,} rows: {mappings}{more}"
+        return [
+            Note(kind="event_types_restyled", column="event_type", count=total, message=message)
+        ]
 
     def process(self, df: pd.DataFrame) -> WireBatch:
         """Validate and convert one slice; return the events to send (first of each id)."""
@@ -187,10 +232,10 @@ class EventStream(SliceStream):
         if same_content:
             self.duplicates += 1
             self.book.set([pos], RowState.SKIPPED)
-            self.book.add_error(pos, f"duplicate of row {labels[first]!r} (same message id)")
+            self.book.add_error(pos, f"duplicate of {rows_text([labels[first]])} (same message id)")
             return
         message = (
-            f"message id {mid!r} is also used by row {labels[first]!r} with different "
+            f"message id {mid!r} is also used by {rows_text([labels[first]])} with different "
             "content; the API would keep only the first: give each event its own id"
         )
         self.failures.fail(pos, "message_id", "message_id_conflict", mid, message)

@@ -7,6 +7,7 @@ from typing import Any
 
 from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
 from .._inputs.text import Format
+from .._names import NameStyle
 from .._options import pairs
 from .._stream import report
 from .._types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
@@ -29,6 +30,7 @@ def identity_options(
     text: TextFormat | None = None,
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
+    rename_style: NameStyle | None = None,
 ) -> IdentityOptions:
     """The validated options object of the public keyword arguments."""
     return IdentityOptions(
@@ -44,6 +46,7 @@ def identity_options(
         text=text or TextFormat(),
         blank_consent=blank_consent,
         require_consent=require_consent,
+        rename_style=rename_style,
     )
 
 
@@ -68,14 +71,15 @@ def validate_identities(
     format: Format | None = None,
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
+    rename_style: NameStyle | None = None,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
-    ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text options (``delimiter``,
-    ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``) work as for
-    ``validate_events``.
+    ``rename``, ``rename_style``, ``dtypes``, ``encoding``, ``decimals`` and the text
+    options (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
+    ``format``) work as for ``validate_events``.
 
     Consent: a blank ``<channel>_opted_in`` cell beside an address is not consent. By
     default (``blank_consent="error"``) the row is invalid; ``"omit_channel"`` leaves that
@@ -97,6 +101,7 @@ def validate_identities(
         text=text_format(delimiter, header, columns, escape, null, quote, format),
         blank_consent=blank_consent,
         require_consent=require_consent,
+        rename_style=rename_style,
     )
     return report(IdentityStream(data, options))
 
@@ -122,6 +127,7 @@ def identities_to_wire(
     format: Format | None = None,
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
+    rename_style: NameStyle | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
     options = identity_options(
@@ -137,6 +143,7 @@ def identities_to_wire(
         text=text_format(delimiter, header, columns, escape, null, quote, format),
         blank_consent=blank_consent,
         require_consent=require_consent,
+        rename_style=rename_style,
     )
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

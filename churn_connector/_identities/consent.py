@@ -28,6 +28,7 @@ from typing import get_args
 import numpy as np
 
 from .._types import CHANNELS, BlankConsent, Note, NoteKind
+from .._words import option
 from .options import ADDRESS_COLUMNS, CONSENT_COLUMNS
 
 NoteKey = tuple[NoteKind, str]  # (kind, column)
@@ -118,15 +119,18 @@ def message(kind: NoteKind, column: str, n: int) -> str:
         return (
             f"{items} opted in by default: the table has no {column} column (the contract's "
             f"default for an address, 2.4); add {column}, or refuse such rows with "
-            "require_consent=True (--require-consent)"
+            f"{option('require_consent')}"
         )
     if kind == "blank_consent_omitted":
         return (
-            f"{items} left out of the request: {column} is blank (blank_consent="
-            "'omit_channel'), so the API keeps what it holds for them"
+            f"{items} left out of the request: {column} is blank "
+            f"({option('blank_consent', 'omit_channel')}), so the API keeps what it holds for them"
         )
     if kind == "blank_consent_opted_in":
-        return f"{items} sent opted in although {column} is blank (blank_consent='opted_in')"
+        return (
+            f"{items} sent opted in although {column} is blank "
+            f"({option('blank_consent', 'opted_in')})"
+        )
     address = ADDRESS_COLUMNS[channel][0]
     rows = f"{n:,} row{'' if one else 's'} {'has' if one else 'have'}"
     return (

@@ -12,6 +12,7 @@ from .. import _columns
 from .._pandera import pa
 from .._schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
 from .._types import ADDRESS_WORDS, CHANNELS, BlankConsent, ExtraColumns
+from .._words import named, option, shown, type_name
 from .channels import (
     FLAG_SPELLINGS,
     blank_cells,
@@ -53,6 +54,19 @@ def _flags_ok(s: pd.Series) -> pd.Series:
     return pd.Series(flag_values(s)[1], index=s.index)
 
 
+def _texts_only(test: Callable[[pd.Series], pd.Series]) -> Callable[[pd.Series], pd.Series]:
+    """A check of the text cells: a column of numbers (or other non-text) passes, so it is
+    reported once, by its ``_type`` check, not as a check that could not run."""
+
+    def check(s: pd.Series) -> pd.Series:
+        if _columns.is_text_dtype(s) or pd.api.types.is_object_dtype(s.dtype):
+            return test(s)
+        return pd.Series(True, index=s.index)
+
+    return check
+
+
+@_texts_only
 def _emails_ok(s: pd.Series) -> pd.Series:
     """Valid addresses once surrounding white space is trimmed (non-strings pass here)."""
     trimmed = pd.Series(email_addresses(s), index=s.index, dtype=object)
@@ -66,15 +80,26 @@ def _channel_in(s: pd.Series) -> pd.Series:
     return s.isin(CHANNELS) | ~is_str.astype(bool)
 
 
-def _strings(checks: SchemaBuilder, prefix: str) -> pa.Check:
+def _strings(checks: SchemaBuilder, prefix: str, explain: Explain | None = None) -> pa.Check:
     return checks.add(
         f"{prefix}_type",
         _columns.strings_ok,
-        lambda c, v: f"{c} must be a string, got {v!r} ({type(v).__name__})",
+        explain or (lambda c, v: f"{c} must be text, got {shown(v)} ({type_name(v)})"),
     )
 
 
+def _phone_not_text(column: str | None, value: Any) -> str:
+    example = "phone must be text in E.164 form, e.g. '+14155550123'"
+    if isinstance(value, int | float | np.number) and not isinstance(value, bool | np.bool_):
+        return (
+            f"{example}, got the number {shown(value)}: a number cannot hold the leading + "
+            "(or a leading zero), so a number column loses them; cast the column to text"
+        )
+    return f"{example}, got {shown(value)} ({type_name(value)}): cast the column to text"
+
+
 def _phone_column(checks: SchemaBuilder, region: str | None) -> pa.Column:
+    @_texts_only
     def ok(s: pd.Series) -> pd.Series:
         found = np.array([a is not None for a in phone_addresses(s, region)], dtype=bool)
         is_str = s.map(lambda v: isinstance(v, str)).to_numpy(dtype=bool)
@@ -91,8 +116,8 @@ def _phone_column(checks: SchemaBuilder, region: str | None) -> pa.Column:
         if region is None:
             return (
                 f"phone {value!r} has no +country code: write it in E.164 (e.g. "
-                "+14155550100), or pass phone_region='US' (the ISO code of its country) to "
-                "read national numbers"
+                f"+14155550100), or pass {option('phone_region', 'US')} (the ISO code of its "
+                "country) to read national numbers"
             )
         return (
             f"phone {value!r} is neither E.164 (e.g. +14155550100) nor a valid phone number "
@@ -103,7 +128,7 @@ def _phone_column(checks: SchemaBuilder, region: str | None) -> pa.Column:
         nullable=True,
         required=False,
         checks=[
-            _strings(checks, "phone"),
+            _strings(checks, "phone", _phone_not_text),
             checks.add("phone_e164", ok, explain),
         ],
     )
@@ -133,7 +158,7 @@ def _flag_column(checks: SchemaBuilder, flag: str) -> pa.Column:
                 f"{flag}_type",
                 _flags_ok,
                 lambda c, v: (
-                    f"{c} must be a flag or empty, got {v!r} ({type(v).__name__}); accepted: "
+                    f"{c} must be a flag or empty, got {shown(v)} ({type_name(v)}); accepted: "
                     f"{FLAG_SPELLINGS}"
                 ),
             )
@@ -149,9 +174,9 @@ def _channels_column(checks: SchemaBuilder, *, require_consent: bool) -> pa.Colu
                 "channels_opted_in_required",
                 lambda s: _columns.elementwise(s, lambda v: not items_without_consent(v)),
                 lambda c, v: "; ".join(
-                    f"channels[{i}] ({channel}) has no opted_in and require_consent=True: "
-                    "give it opted_in true or false, or drop require_consent (the API's "
-                    "default, opted in, then applies)"
+                    f"channels[{i}] ({channel}) has no opted_in and "
+                    f"{option('require_consent')}: give it opted_in true or false, or drop "
+                    f"{named('require_consent')} (the API's default, opted in, then applies)"
                     for i, channel in items_without_consent(v)
                 ),
             )
@@ -234,8 +259,8 @@ def _blank_consent_check(checks: SchemaBuilder, channel: str, column: str) -> pa
         return (
             f"{column} is blank on a row with {ADDRESS_WORDS[channel]}: a blank cell is not "
             "consent. Fill it with true or false, or choose what a blank means: "
-            f"blank_consent='omit_channel' (leave the {channel} channel out of the request; "
-            "the API keeps what it holds) or blank_consent='opted_in' (CLI: --blank-consent)"
+            f"{option('blank_consent', 'omit_channel')} (leave the {channel} channel out of the "
+            f"request; the API keeps what it holds) or {option('blank_consent', 'opted_in')}"
         )
 
     return _frame_check(checks, f"{column}_blank", ok, explain)
@@ -320,7 +345,7 @@ def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:
         checks.add(
             "preferred_channel_value",
             _channel_in,
-            lambda c, v: f"preferred_channel {v!r} must be email, sms or push (or empty)",
+            lambda c, v: f"preferred_channel {shown(v)} must be email, sms or push (or empty)",
         ),
     ]
     columns: dict[str, pa.Column] = {

@@ -17,6 +17,7 @@ import pandas as pd
 from .._inputs import iter_frames, replayable
 from .._stream import Kind, SliceStream, WireBatch
 from .._types import DataSource, Note, RowState
+from .._words import option, rows_text
 from .consent import ConsentTally
 from .duplicates import duplicate_users
 from .options import USER_ID, IdentityOptions
@@ -96,21 +97,22 @@ class IdentityStream(SliceStream):
                 if self.book.status[pos] != RowState.SKIPPED:
                     continue
                 if not last_invalid:
-                    self.book.add_error(pos, f"superseded by row {labels[last]!r}")
+                    self.book.add_error(pos, f"superseded by {rows_text([labels[last]])}")
                     continue
                 # sending an older row instead would present stale data as current
                 message = (
-                    f"the last row for external_user_id {user!r} (row {labels[last]!r}) is "
-                    "invalid, so nothing is sent for this user: fix that row"
+                    f"the last row for external_user_id {user!r} ({rows_text([labels[last]])}) "
+                    "is invalid, so nothing is sent for this user: fix that row"
                 )
                 self.failures.fail(pos, USER_ID, "external_user_id_last_row_invalid", user, message)
         elif self.options.duplicates == "error":
             for pos in positions:
-                others = ", ".join(repr(labels[p]) for p in positions if p != pos)
+                others = rows_text([labels[p] for p in positions if p != pos])
                 message = (
-                    f"external_user_id {user!r} is also on row(s) {others}: one row per user, "
-                    "or pass duplicates='keep_last' (the last row wins) or duplicates='in_order' "
-                    "(each row is sent, one after another in row order)"
+                    f"external_user_id {user!r} is also on {others}: one row per user, or pass "
+                    f"{option('duplicates', 'keep_last')} (the last row wins) or "
+                    f"{option('duplicates', 'in_order')} (each row is sent, one after another "
+                    "in row order)"
                 )
                 self.failures.fail(
                     pos, USER_ID, "external_user_id_duplicate", user, message, state=None

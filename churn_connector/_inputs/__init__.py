@@ -18,8 +18,9 @@ NDJSON values keep their JSON types, and CSV cells, which carry no types, stay t
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._exceptions import InputError
+from .._exceptions import ChurnConnectorError, InputError
+from .._names import NameStyle, styler
+from .._words import named
 from .arrow import arrow_batches, arrow_to_pandas, is_arrow
 from .cells import typed
 from .files import expand, format_of, read_paths
@@ -46,6 +49,7 @@ __all__ = [
 ]
 
 DEFAULT_SLICE_ROWS = 50_000
+_END: Any = object()  # after the last item of the caller's iterable
 _ACCEPTED_INPUTS = (
     "pass a DataFrame, a pyarrow Table/RecordBatch/RecordBatchReader, a polars or DuckDB "
     "frame (anything with __arrow_c_stream__), a path to a .parquet/.csv/.tsv/.ndjson/.avro file "
@@ -63,11 +67,23 @@ class ReadSpec:
     dtypes: tuple[tuple[str, str], ...] = ()
     encoding: str = "utf-8"
     text: TextFormat = DEFAULT_TEXT
+    style: NameStyle | None = None  # the other columns' names (``_names``), when asked
 
-    def sources(self, columns: Sequence[str]) -> list[str]:
-        """The source names that may hold ``columns`` (for reading only those)."""
+    def sources(self, columns: Sequence[str]) -> list[str] | None:
+        """The source names that may hold ``columns`` (for reading only those); None when
+        any might (a style renames names not known up front)."""
+        if self.style is not None:
+            return None
         wanted = set(columns)
         return [*columns, *(src for src, dest in self.rename if dest in wanted)]
+
+    def renamer(self) -> Callable[[Any], Any] | None:
+        """Source column name -> ours (None: names stay): ``rename`` first, then the style."""
+        pairs = dict(self.rename)
+        if self.style is None:
+            return (lambda c: pairs.get(c, c)) if pairs else None
+        restyle = styler(self.style)
+        return lambda c: pairs[c] if c in pairs else restyle(c) if isinstance(c, str) else c
 
 
 def iter_frames(
@@ -80,9 +96,9 @@ def iter_frames(
     """
     spec = spec or ReadSpec()
     wanted = spec.sources(columns) if columns is not None else None
-    rename = dict(spec.rename)
+    rename = spec.renamer()
     for frame in _frames(data, spec, wanted):
-        yield frame.rename(columns=rename) if rename else frame
+        yield frame if rename is None else frame.rename(columns=rename)
 
 
 def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterator[pd.DataFrame]:
@@ -94,7 +110,11 @@ def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterato
         yield from _one(data, spec, columns, 0)
         return
     offset = 0
-    for number, item in enumerate(data):
+    items = iter(data)
+    for number in itertools.count():
+        item = _next_of_caller(items, offset)
+        if item is _END:
+            return
         if isinstance(item, str | os.PathLike):
             yield from _paths(item, spec, columns, several=True)
             continue
@@ -107,6 +127,24 @@ def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterato
         for frame in _one(item, spec, columns, offset):
             offset += len(frame)
             yield frame
+
+
+def _next_of_caller(items: Iterator[Any], rows_read: int) -> Any:
+    """The next item of the caller's iterable (``_END`` after the last); whatever its code
+    raises is an InputError that says how far reading got (a send stopped by it carries
+    what was delivered)."""
+    try:
+        return next(items, _END)
+    except Exception as exc:
+        raise _read_failed("the input's iterable", rows_read, exc) from exc
+
+
+def _read_failed(what: str, seen: int, exc: Exception) -> Exception:
+    if isinstance(exc, ChurnConnectorError):
+        return exc
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+    said = str(exc) if isinstance(exc, pa.ArrowException | OSError) else f"it raised {name}: {exc}"
+    return InputError(f"reading {what} failed after {seen:,} rows: {said}")
 
 
 def _kind(data: Any) -> str:
@@ -134,8 +172,8 @@ def _refuse_unsupported(data: Any, what: str) -> None:
 def _refuse_dtypes(spec: ReadSpec, source: str) -> None:
     if spec.dtypes:
         raise InputError(
-            f"dtypes= types the text cells of CSV/TSV files; {source} carries its own types "
-            "(cast the columns there)"
+            f"{named('dtypes')} is for the text cells of CSV/TSV files; {source} carries its "
+            "own types (cast the columns there)"
         )
 
 
@@ -163,7 +201,8 @@ def _paths(
         if several:
             frame = frame.set_axis(pd.Index([f"{name}:{x}" for x in frame.index], dtype=object))
         if dtypes:
-            renamed = frame.rename(columns=dict(spec.rename))
+            rename = spec.renamer()
+            renamed = frame if rename is None else frame.rename(columns=rename)
             frame = typed(renamed, dtypes, str(data)).set_axis(frame.columns, axis=1)
         yield frame
 
@@ -183,19 +222,22 @@ def _one(
         return
     _refuse_dtypes(spec, f"a {_kind(data)}")
     _refuse_text(spec, f"a {_kind(data)}")
-    if isinstance(data, SpooledArrow):
-        schema, batches = data.batches(spec.rows)
-    else:
-        schema, batches = arrow_batches(data, spec.rows)
     seen = 0
+    try:
+        if isinstance(data, SpooledArrow):
+            schema, batches = data.batches(spec.rows)
+        else:
+            schema, batches = arrow_batches(data, spec.rows)  # a DuckDB relation runs here
+    except Exception as exc:
+        raise _read_failed(f"the {_kind(data)}", seen, exc) from exc
     batch: pa.RecordBatch | None = None
     while True:
         try:
             batch = next(batches)
         except StopIteration:
             break
-        except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"reading the {_kind(data)} failed after {seen} rows: {exc}") from None
+        except Exception as exc:  # the caller's reader, cursor or query: whatever it raises
+            raise _read_failed(f"the {_kind(data)}", seen, exc) from exc
         if columns is not None:
             keep = [c for c in columns if c in batch.schema.names]
             batch = batch.select(keep)

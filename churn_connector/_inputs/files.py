@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._exceptions import InputError
+from .._words import option
 from .arrow import arrow_to_pandas
 from .avro import read_avro
 from .csv import is_empty, read_csv
@@ -149,7 +150,7 @@ def _one_format(parts: Sequence[Path], where: Path, text: TextFormat) -> None:
         raise InputError(
             f"{where}: {unknown[0]} is not a data file this package reads by its name "
             f"({_ACCEPTED}); if it is a part without a suffix, such as Redshift UNLOAD's "
-            "0000_part_00, say its format: format='csv' (--format csv)",
+            f"0000_part_00, say its format: {option('format', 'csv')}",
             path=str(where),
         )
     if len(set(kinds.values())) > 1:
@@ -198,8 +199,8 @@ def read_file(
     if kind is None:
         raise InputError(
             f"unsupported file type {path.name!r}: use {_ACCEPTED}, or say the format of a "
-            "file whose name says none (Redshift UNLOAD's 0000_part_00): format='csv' "
-            "(--format csv)",
+            "file whose name says none (Redshift UNLOAD's 0000_part_00): "
+            f"{option('format', 'csv')}",
             path=str(path),
         )
     if kind not in TEXT_FORMATS and (given := text.given()):

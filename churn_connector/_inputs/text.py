@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict, get_args
 
 from .._exceptions import ConfigurationError
+from .._words import on_command_line, option
 
 Format = Literal["csv", "tsv", "parquet", "ndjson", "avro"]
 TEXT_FORMATS = ("csv", "tsv")
@@ -49,17 +50,25 @@ _VALUE_LIKE = re.compile(
 _PANDAS_INDEX = ("", "Unnamed: 0")
 
 
+def _columns() -> str:
+    return "--columns a,b,c" if on_command_line() else "columns=[...]"
+
+
+def _no_header() -> str:
+    return f"{option('header', False)}, {_columns()}".replace(", --", " --")
+
+
 def header_hint(name: str) -> str | None:
     """Why an unknown column ``name`` is there, when its name says so (else None)."""
     if name in _PANDAS_INDEX:
         return (
             "the first column has no name: it looks like a pandas index; pass index=False "
-            "when writing, or extra_columns='ignore'"
+            f"when writing, or {option('extra_columns', 'ignore')}"
         )
     if _VALUE_LIKE.fullmatch(name.strip()):
         return (
             "it looks like a value, not a name: the file seems to have no header (its first "
-            "line is data); pass header=False, columns=[...] (--no-header --columns a,b,c)"
+            f"line is data); pass {_no_header()}"
         )
     return None
 
@@ -128,14 +137,14 @@ class TextFormat:
             object.__setattr__(self, "columns", names)
         if not self.header and self.columns is None:
             raise ConfigurationError(
-                "header=False needs columns=[...]: the names of the file's columns, in order "
-                "(--no-header --columns a,b,c)"
+                f"{option('header', False)} needs {_columns()}: the names of the file's "
+                "columns, in order"
             )
         if self.header and self.columns is not None:
             raise ConfigurationError(
-                "columns= names the columns of a file without a header (pass header=False "
-                "too; --no-header); to rename the columns of a file with one, use "
-                "rename={'SRC': 'dest'}"
+                f"{_columns()} names the columns of a file without a header (pass "
+                f"{option('header', False)} too); to rename the columns of a file with one, "
+                f"use {option('rename', {'SRC': 'dest'})}"
             )
 
     def given(self, names: Sequence[str] = TEXT_ONLY) -> list[str]:

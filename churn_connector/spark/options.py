@@ -49,6 +49,7 @@ _COMMON: dict[str, Any] = {
     "slice_rows": int,
     "rename": Mapping[str, str] | None,
     "decimals": str,
+    "rename_style": str | None,
     "ledger": str | None,
     "dry_run": bool,
 }
@@ -58,6 +59,7 @@ SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
         "namespace": str | None,
         "id_columns": Sequence[str] | None,
         "epoch_unit": str | None,
+        "event_type_style": str | None,
     },
     "identities": {
         **_COMMON,
