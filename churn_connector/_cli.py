@@ -106,6 +106,12 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         help="unknown columns: report them (default) or ignore them",
     )
     p.add_argument("--namespace", help="salt for hashed event message ids")
+    p.add_argument(
+        "--id-format",
+        choices=["v1", "v2"],
+        help="events: the message-id format (default v2); v1 makes the ids and events of "
+        "0.1, to finish a backfill begun with it",
+    )
     p.add_argument("--phone-region", metavar="CC", help="identities: region of national numbers")
     p.add_argument(
         "--duplicates",
@@ -222,8 +228,12 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.kind == "events":
         options["namespace"] = args.namespace
         options["epoch_unit"] = args.epoch_unit
+        if args.id_format is not None:
+            options["id_format"] = args.id_format
     elif args.epoch_unit is not None:
         raise ConfigurationError("--epoch-unit applies to events (occurred_at) only")
+    elif args.id_format is not None:
+        raise ConfigurationError("--id-format applies to events (message ids) only")
     else:
         options["phone_region"] = args.phone_region
         options["duplicates"] = args.duplicates

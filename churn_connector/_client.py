@@ -30,7 +30,15 @@ from ._identities.stream import IdentityStream
 from ._inputs import DEFAULT_SLICE_ROWS, row_count
 from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
-from ._types import DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns, RowState
+from ._types import (
+    DataSource,
+    Decimals,
+    Duplicates,
+    EpochUnit,
+    ExtraColumns,
+    IdFormat,
+    RowState,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -99,6 +107,7 @@ class Client:
         encoding: str = "utf-8",
         decimals: Decimals = "error",
         epoch_unit: EpochUnit | None = None,
+        id_format: IdFormat = "v2",
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -107,8 +116,9 @@ class Client:
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
-        ``encoding``, ``decimals`` and ``epoch_unit``: as for ``validate_events``. Input
-        that breaks part way raises InputError carrying what was delivered.
+        ``encoding``, ``decimals``, ``epoch_unit`` and ``id_format``: as for
+        ``validate_events``. Input that breaks part way raises InputError carrying what
+        was delivered.
         """
         config = self.config
         if batch_size is not None:
@@ -125,6 +135,7 @@ class Client:
             encoding=encoding,
             decimals=decimals,
             epoch_unit=epoch_unit,
+            id_format=id_format,
         )
         stream = EventStream(data, options)
 
@@ -320,6 +331,7 @@ class SendEventsOptions(TypedDict, total=False):
     encoding: str
     decimals: Decimals
     epoch_unit: EpochUnit | None
+    id_format: IdFormat
 
 
 class IdentifyOptions(TypedDict, total=False):

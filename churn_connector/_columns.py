@@ -20,6 +20,7 @@ from ._values import (
     ValueRules,
     has_surrogate,
     is_missing,
+    json_floats,
     object_value,
     to_json,
 )
@@ -145,7 +146,9 @@ def scalar_column(s: pd.Series, path: str, rules: ValueRules) -> tuple[list[Any]
         arr = s.to_numpy(dtype="float64", na_value=np.nan)
         for i in np.flatnonzero(np.isinf(arr)).tolist():
             problems[i] = f"{path}: {arr[i]} is not a JSON number (infinity)"
-        values = [MISSING if (null[i] or i in problems) else v for i, v in enumerate(arr.tolist())]
+        # v2: 3.0 is sent as 3, whichever reader made an int column with nulls float64
+        numbers = json_floats(arr) if rules.v2 else arr.tolist()
+        values = [MISSING if (null[i] or i in problems) else v for i, v in enumerate(numbers)]
         return values, problems
     raw = s.tolist()
     if not _is_object(dtype):

@@ -11,7 +11,7 @@ import pyarrow as pa
 from .._inputs import DEFAULT_SLICE_ROWS
 from .._options import pairs
 from .._stream import batches, report
-from .._types import DataSource, Decimals, EpochUnit, ExtraColumns
+from .._types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
 from .._validation import ValidationReport
 from .options import EventOptions
 from .stream import EventStream
@@ -30,6 +30,7 @@ def event_options(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    id_format: IdFormat = "v2",
 ) -> EventOptions:
     """The validated options object of the public keyword arguments."""
     return EventOptions(
@@ -44,6 +45,7 @@ def event_options(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        id_format=id_format,
     )
 
 
@@ -61,6 +63,7 @@ def validate_events(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    id_format: IdFormat = "v2",
 ) -> ValidationReport:
     """Check every row of an events table against the contract; nothing is sent.
 
@@ -70,7 +73,8 @@ def validate_events(
     "event_type"}``); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
     ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
     (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
-    are valid but counted: they would be sent once.
+    are valid but counted: they would be sent once. ``id_format="v1"`` makes the ids and
+    events of 0.1 (README, "Message ids"), for a backfill begun with it.
     """
     options = event_options(
         now=now,
@@ -84,6 +88,7 @@ def validate_events(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        id_format=id_format,
     )
     return report(EventStream(data, options))
 
@@ -102,6 +107,7 @@ def events_to_wire(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    id_format: IdFormat = "v2",
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
     options = event_options(
@@ -116,6 +122,7 @@ def events_to_wire(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        id_format=id_format,
     )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)

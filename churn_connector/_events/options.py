@@ -7,7 +7,8 @@ from typing import Any, get_args
 
 from .._exceptions import ConfigurationError
 from .._options import TableOptions, one_of, utc_now
-from .._types import EpochUnit
+from .._types import EpochUnit, IdFormat
+from .._values import ValueRules
 
 WIRE_FIELDS = ("context", "event_type", "external_user_id", "occurred_at", "properties")
 _NESTED = ("properties.", "context.")
@@ -19,18 +20,21 @@ class EventOptions(TableOptions):
 
     ``now`` anchors the accepted time window (default: when the options are made);
     ``namespace`` salts hashed message ids; ``id_columns`` restricts what they hash;
-    ``epoch_unit`` lets ``occurred_at`` hold epoch numbers of that unit.
+    ``epoch_unit`` lets ``occurred_at`` hold epoch numbers of that unit; ``id_format``
+    names the canonical form of ids and wire (``"v1"`` keeps 0.1's, for its backfills).
     """
 
     now: Any = None  # becomes a UTC pd.Timestamp
     namespace: str | None = None
     id_columns: tuple[str, ...] | None = None
     epoch_unit: EpochUnit | None = None  # what an epoch number in occurred_at counts
+    id_format: IdFormat = "v2"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.epoch_unit is not None:
             one_of("epoch_unit", self.epoch_unit, get_args(EpochUnit))
+        one_of("id_format", self.id_format, get_args(IdFormat))
         object.__setattr__(self, "now", utc_now(self.now))
         if self.namespace is not None and not isinstance(self.namespace, str):
             raise ConfigurationError(f"namespace must be a string, not {self.namespace!r}")
@@ -46,3 +50,8 @@ class EventOptions(TableOptions):
                         f"{', '.join(WIRE_FIELDS)} or a properties.<key> / context.<key> name"
                     )
             object.__setattr__(self, "id_columns", columns or None)
+
+    @property
+    def rules(self) -> ValueRules:
+        """How free-form values become JSON, in the canonical form of ``id_format``."""
+        return ValueRules(self.naive_timezone, self.decimals, self.id_format)

@@ -55,6 +55,7 @@ SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
         "namespace": str | None,
         "id_columns": Sequence[str] | None,
         "epoch_unit": str | None,
+        "id_format": str,
     },
     "identities": {**_COMMON, "phone_region": str | None, "duplicates": str},
 }
