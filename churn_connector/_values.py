@@ -199,6 +199,7 @@ def to_json(
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InexactValue(path, f"{value} is not a JSON number (NaN/infinity)")
+        value = float(value)  # numpy's float64 is a float that orjson does not serialise
         return json_number(value) if rules.v2 else value
     if isinstance(value, dict | list | tuple | np.ndarray) and depth > MAX_DEPTH:
         raise _too_deep(path)

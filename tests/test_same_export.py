@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import orjson
 import pandas as pd
 import polars as pl
@@ -296,6 +297,21 @@ def test_a_nan_inside_an_arrow_list_column_is_refused_not_sent_as_null(
         "properties.scores[1]: nan is not a JSON number (NaN/infinity)"
     ]
     assert [e["properties"] for e in cc.events_to_wire(frame, now=now)] == [{"scores": [2]}]
+
+
+def test_numpy_floats_in_a_dict_are_sent_as_the_floats_they_are(now: pd.Timestamp) -> None:
+    # np.float64 is a float subclass orjson refuses: it made a traceback, not an event
+    row = {"x": np.float64(0.5), "n": np.float64(3.0), "l": [np.float32(1.5)]}
+    frame = pd.DataFrame(
+        {
+            "external_user_id": ["u1"],
+            "event_type": ["login"],
+            "occurred_at": [now - pd.Timedelta(hours=1)],
+            "properties": pd.Series([row]),
+        }
+    )
+    (event,) = cc.events_to_wire(frame, now=now)
+    assert exact(event["properties"]) == exact({"l": [1.5], "n": 3, "x": 0.5})
 
 
 def test_an_explicit_null_in_json_text_is_data_and_is_stored(
