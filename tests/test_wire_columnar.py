@@ -441,6 +441,7 @@ def json_texts(draw: st.DrawFn) -> str | None:
     id_format="v2",
 )
 @example(texts=['{"a": 3.0, "b": null, "c": {"d": 1e2, "e": null}}'], id_format="v2")
+@example(texts=['{"a": 2.9999999999999999, "b": [30E-1, "x3.0,"], "c": -0.0}'], id_format="v2")
 def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
     texts: list[str | None], id_format: IdFormat
 ) -> None:

@@ -148,19 +148,24 @@ def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
     nulls are written data and stay, in v2 its integral floats become integers."""
     # validation refused integers beyond 64 bits, so orjson reads every integer exactly
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    arr = contiguous(s)
-    texts = arr.to_pylist()
-    # a float is spelled with a digit then '.', 'e' or 'E': only texts with one are walked
-    floaty = (
-        pc.match_substring_regex(arr, "[0-9][.eE]").fill_null(False).to_numpy(zero_copy_only=False)
-        if v2
-        else np.zeros(len(texts), dtype=bool)
+    texts = contiguous(s).to_pylist()
+    members = pa.array(
+        [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in texts], BIN
     )
-    members = [
-        None if t is None else dumps(json_numbers(loads(t)) if f else loads(t), option=sort)[1:-1]
-        for t, f in zip(texts, floaty.tolist(), strict=True)
-    ]
-    return pa.array(members, BIN)
+    if not v2:
+        return members
+    # orjson spells a float that holds an integer below 2**53 as digits and ".0" before a
+    # delimiter: only the objects with that spelling (in a string too) are walked
+    whole = pc.match_substring_regex(members, _WHOLE_FLOAT).fill_null(False)
+    rows = np.flatnonzero(whole.to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return members
+    # parsed again, not kept from above: holding every parsed object costs more than this
+    fixed = [dumps(json_numbers(loads(texts[i])), option=sort)[1:-1] for i in rows.tolist()]
+    return pc.replace_with_mask(members, whole, pa.array(fixed, BIN))
+
+
+_WHOLE_FLOAT = r"[0-9]\.0(?:[,}\]]|$)"
 
 
 def _struct_of(s: pd.Series) -> pa.StructArray:
