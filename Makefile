@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: demo test lint typecheck pytest test-min bench readme strip-notebooks clean
+.PHONY: demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -17,21 +17,23 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	@touch $(BASE_STAMP)
 
-# the dev tools, Airflow, a notebook kernel and PySpark in one environment: mypy checks the
-# provider and the Spark module against Airflow's and PySpark's types, their tests run in real
-# Airflow (~40 s and ~240 MB more to install) and real Spark (~1 min and ~510 MB: PySpark
-# bundles Spark's jars; Java 17 must be on the machine), and the notebooks run in a kernel
-# of this environment
+# the dev tools, Airflow, a notebook kernel, PySpark and the docs' builder in one environment:
+# mypy checks the provider and the Spark module against Airflow's and PySpark's types, their
+# tests run in real Airflow (~40 s and ~240 MB more to install) and real Spark (~1 min and
+# ~510 MB: PySpark bundles Spark's jars; Java 17 must be on the machine), the notebooks run in
+# a kernel of this environment, and make docs builds the site with MkDocs
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,docs]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)
 	$(BIN)/churn-connector demo
 
+LINTED := churn_connector tests benchmarks examples notebooks pyspark_churn.py docs/_tools
+
 lint: $(STAMP)
-	$(BIN)/ruff check churn_connector tests benchmarks examples notebooks pyspark_churn.py
-	$(BIN)/ruff format --check churn_connector tests benchmarks examples notebooks pyspark_churn.py
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -67,7 +69,17 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_notebooks.py
 
-test: lint typecheck pytest test-min
+test: lint typecheck docs pytest test-min
+
+# the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, anchor or API
+# reference fails. Its Python examples run as tests in the suite (tests/test_docs.py)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# regenerate the reference pages' generated parts: the command line from its parsers, the
+# checks table from churn_connector/_checks.py (tests/test_docs_reference.py checks both)
+docs-reference: $(STAMP)
+	$(BIN)/python tests/test_docs_reference.py
 
 # not part of make test: ~4 min here (BENCH_ARGS="--quick": smaller sizes; see benchmarks/README.md)
 bench: $(STAMP)
@@ -75,13 +87,10 @@ bench: $(STAMP)
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
-# regenerate the README's table of validation checks from the registry
-readme: $(STAMP)
-	$(BIN)/python -m churn_connector._checks --update README.md
-
 # notebooks are committed without outputs (tests/test_notebooks.py checks)
 strip-notebooks: $(STAMP)
 	$(BIN)/python tests/test_notebooks.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache \
+		docs/tutorials/notebook-output

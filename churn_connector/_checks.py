@@ -2,9 +2,9 @@
 
 A failure's ``check`` column only ever holds a name registered here (``failure_record``
 refuses any other), so users can filter on names that stay stable across releases. The
-README's table of checks is generated from this registry::
+docs' table of checks (docs/reference/checks.md) is generated from this registry::
 
-    python -m churn_connector._checks --update README.md
+    python -m churn_connector._checks --update docs/reference/checks.md
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._types import CHANNELS
+from ._types import ADDRESS_WORDS, CHANNELS
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _checks() -> list[CheckInfo]:
         CheckInfo(
             "occurred_at_format",
             events,
-            "a timestamp of a real date in an accepted spelling (README: timestamps)",
+            "a timestamp of a real date in an accepted spelling (docs: input tables, timestamps)",
             "write it like 2026-11-20T09:30:00.123+01:00",
         ),
         CheckInfo(
@@ -234,7 +234,35 @@ def _checks() -> list[CheckInfo]:
             "fix that row (an older one is never sent instead)",
         ),
     ]
+    out.append(
+        CheckInfo(
+            "channels_opted_in_required",
+            ids,
+            "with require_consent=True, each channels item has opted_in",
+            "give each item opted_in true or false, or drop require_consent",
+        )
+    )
     for channel in CHANNELS:
+        out.append(
+            CheckInfo(
+                f"{channel}_opted_in_blank",
+                ids,
+                f"a row with {ADDRESS_WORDS[channel]} has a filled {channel}_opted_in cell "
+                "(a blank is not consent)",
+                "fill it with true or false, or pass blank_consent='omit_channel' (leave the "
+                "channel out) or 'opted_in'",
+            )
+        )
+        out.append(
+            CheckInfo(
+                f"{channel}_opted_in_required",
+                ids,
+                f"with require_consent=True, a row with {ADDRESS_WORDS[channel]} comes with "
+                f"a {channel}_opted_in column",
+                f"add the {channel}_opted_in column, or drop require_consent (the contract's "
+                "default, opted in, then applies)",
+            )
+        )
         for flag in ("opted_in", "verified"):
             name = f"{channel}_{flag}"
             out.append(
@@ -271,7 +299,7 @@ def require(name: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table of checks."""
+    """The docs' table of checks (docs/reference/checks.md)."""
     lines = ["| check | applies to | rule | fix |", "|---|---|---|---|"]
     for info in CHECKS.values():
         fix = info.fix.replace("|", "\\|")
@@ -289,7 +317,7 @@ def readme_with_table(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="print or update the README's checks table")
+    parser = argparse.ArgumentParser(description="print or update the docs' checks table")
     parser.add_argument("--update", type=Path, help="rewrite the table in this file")
     args = parser.parse_args(argv)
     if args.update is None:

@@ -1,9 +1,9 @@
 """The churn-connector command line.
 
-Exit codes (PRODUCT.md): 0 every row delivered or skipped; 1 some rows invalid or expired
-(not sent), the rest delivered; 2 some valid rows could not be delivered; 3 usage,
-configuration, authentication, input or ledger error, or an unreachable API; 130 / 143
-interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
+Exit codes (docs/reference/exit-codes.md): 0 every row delivered or skipped; 1 some rows
+invalid or expired (not sent), the rest delivered; 2 some valid rows could not be delivered;
+3 usage, configuration, authentication, input or ledger error, or an unreachable API;
+130 / 143 interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
 argument.
 """
 
@@ -35,6 +35,7 @@ from ._exceptions import (
     TransportError,
 )
 from ._identities.api import validate_identities
+from ._inputs.text import TEXT_FIELDS, add_text_arguments
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 3  # 2 (undelivered) comes from SendResult
 
@@ -66,8 +67,8 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "file",
         type=Path,
-        help="a .parquet, .csv, .tsv or .ndjson file (optionally .gz/.zst), "
-        "a folder of part files, or a glob (quote it)",
+        help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
+        "a folder of part files (or a Redshift manifest), or a glob (quote it)",
     )
     p.add_argument(
         "--rename",
@@ -85,6 +86,7 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         "without it CSV cells stay text (repeatable)",
     )
     p.add_argument("--encoding", default="utf-8", help="CSV/TSV text encoding (default utf-8)")
+    add_text_arguments(p)
     p.add_argument("--slice-rows", type=int, metavar="N", help="read and validate N rows at a time")
     p.add_argument(
         "--decimals",
@@ -118,6 +120,19 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         choices=["error", "keep_last", "in_order"],
         default="error",
         help="identities: what to do with several rows for one user",
+    )
+    p.add_argument(
+        "--blank-consent",
+        choices=["error", "omit_channel", "opted_in"],
+        help="identities: a blank <channel>_opted_in cell beside an address makes the row "
+        "invalid (error, the default), leaves that channel out (omit_channel), or sends it "
+        "opted in (opted_in)",
+    )
+    p.add_argument(
+        "--require-consent",
+        action="store_true",
+        help="identities: refuse rows with an address but no <channel>_opted_in column, "
+        "and channels items without opted_in (otherwise opted in, the contract's default)",
     )
 
 
@@ -222,6 +237,7 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
         "dtypes": dict(args.dtype or ()),
         "encoding": args.encoding,
         "decimals": args.decimals,
+        **{name: getattr(args, name) for name in TEXT_FIELDS},
     }
     if args.slice_rows is not None:
         options["slice_rows"] = args.slice_rows
@@ -237,6 +253,10 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
     else:
         options["phone_region"] = args.phone_region
         options["duplicates"] = args.duplicates
+        options["blank_consent"] = args.blank_consent or "error"
+        options["require_consent"] = args.require_consent
+    if args.kind == "events" and (args.blank_consent is not None or args.require_consent):
+        raise ConfigurationError("--blank-consent and --require-consent apply to identities only")
     return options
 
 

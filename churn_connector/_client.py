@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
@@ -27,10 +27,12 @@ from ._events.stream import EventStream
 from ._exceptions import Interrupted, _RunStopped
 from ._identities.api import identity_options
 from ._identities.stream import IdentityStream
-from ._inputs import DEFAULT_SLICE_ROWS, row_count
+from ._inputs import DEFAULT_SLICE_ROWS, row_count, text_format
+from ._inputs.text import Format, TextOptions
 from ._rows import RowBook
 from ._stream import Stream, WireBatch, batches
 from ._types import (
+    BlankConsent,
     DataSource,
     Decimals,
     Duplicates,
@@ -108,6 +110,13 @@ class Client:
         decimals: Decimals = "error",
         epoch_unit: EpochUnit | None = None,
         id_format: IdFormat = "v2",
+        delimiter: str | None = None,
+        header: bool = True,
+        columns: Sequence[str] | None = None,
+        escape: str | None = None,
+        null: str | Sequence[str] | None = None,
+        quote: str | None = '"',
+        format: Format | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -116,9 +125,10 @@ class Client:
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
-        ``encoding``, ``decimals``, ``epoch_unit`` and ``id_format``: as for
-        ``validate_events``. Input that breaks part way raises InputError carrying what
-        was delivered.
+        ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
+        (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
+        ``format``): as for ``validate_events``. Input that breaks part way raises
+        InputError carrying what was delivered.
         """
         config = self.config
         if batch_size is not None:
@@ -136,6 +146,7 @@ class Client:
             decimals=decimals,
             epoch_unit=epoch_unit,
             id_format=id_format,
+            text=text_format(delimiter, header, columns, escape, null, quote, format),
         )
         stream = EventStream(data, options)
 
@@ -166,6 +177,15 @@ class Client:
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
         decimals: Decimals = "error",
+        delimiter: str | None = None,
+        header: bool = True,
+        columns: Sequence[str] | None = None,
+        escape: str | None = None,
+        null: str | Sequence[str] | None = None,
+        quote: str | None = '"',
+        format: Format | None = None,
+        blank_consent: BlankConsent = "error",
+        require_consent: bool = False,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -173,8 +193,11 @@ class Client:
         never two at once for one user, and one user's rows go out in row order.
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
+        are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text
+        options: as for ``validate_events``.
         are ``skipped``. ``rename``, ``dtypes``, ``encoding``, ``decimals``: as for
-        ``validate_events``.
+        ``validate_events``; ``blank_consent``, ``require_consent``: as for
+        ``validate_identities``.
         """
         options = identity_options(
             naive_timezone=naive_timezone,
@@ -186,6 +209,9 @@ class Client:
             dtypes=dtypes,
             encoding=encoding,
             decimals=decimals,
+            text=text_format(delimiter, header, columns, escape, null, quote, format),
+            blank_consent=blank_consent,
+            require_consent=require_consent,
         )
         stream = IdentityStream(data, options)
         concurrency = max_concurrency or self.config.identify_concurrency
@@ -238,7 +264,14 @@ class _Run:
             if opened is not None:
                 opened.close()
         elapsed = time.monotonic() - self.started
-        result = SendResult(stream.kind, stream.book, sender.chunks, elapsed, dry_run=self.dry_run)
+        result = SendResult(
+            stream.kind,
+            stream.book,
+            sender.chunks,
+            elapsed,
+            dry_run=self.dry_run,
+            notes=stream.notes(),
+        )
         log.info("%s", result.summary())
         return result
 
@@ -312,7 +345,7 @@ def _finished(book: RowBook) -> int:
     return len(status) - int(np.count_nonzero(status == RowState.PENDING))
 
 
-class SendEventsOptions(TypedDict, total=False):
+class SendEventsOptions(TextOptions, total=False):
     """The keywords of :meth:`Client.send_events` (for the one-call form and tasks)."""
 
     dry_run: bool
@@ -334,7 +367,7 @@ class SendEventsOptions(TypedDict, total=False):
     id_format: IdFormat
 
 
-class IdentifyOptions(TypedDict, total=False):
+class IdentifyOptions(TextOptions, total=False):
     """The keywords of :meth:`Client.identify` (for the one-call form and tasks)."""
 
     dry_run: bool
@@ -350,6 +383,8 @@ class IdentifyOptions(TypedDict, total=False):
     dtypes: Mapping[str, str] | None
     encoding: str
     decimals: Decimals
+    blank_consent: BlankConsent
+    require_consent: bool
 
 
 def send_events(

@@ -35,6 +35,7 @@ class Secret:
         self._value = value
 
     def reveal(self) -> str:
+        """The key itself, for the one place that must send it."""
         return self._value
 
     def problem(self) -> str | None:
@@ -102,7 +103,12 @@ class SecretHeaders:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long to retry a request (immutable)."""
+    """How often and how long to retry a request (immutable).
+
+    ``max_attempts`` counts the first attempt too; the wait after attempt *n* is drawn
+    uniformly from 0 to ``min(max_delay, initial_delay * multiplier ** (n - 1))`` seconds
+    (full jitter), or is the server's ``Retry-After`` up to ``max_retry_after``.
+    """
 
     max_attempts: int = 8
     initial_delay: float = 0.5
@@ -157,7 +163,12 @@ class ClientOptions(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """Everything a Client needs; build it with :meth:`create` to read the environment."""
+    """Everything a Client needs; build it with :meth:`create` to read the environment.
+
+    Frozen and checked when made: a bad value raises ``ConfigurationError`` at once. Every
+    field is a keyword of ``Client`` (the docs' options page tables them with their defaults
+    and command-line spellings); ``repr`` never shows the key.
+    """
 
     base_url: str
     api_key: Secret = field(repr=False)
@@ -254,6 +265,7 @@ class ClientConfig:
             raise ConfigurationError(str(exc)) from None
 
     def with_options(self, **options: Unpack[ClientOptions]) -> ClientConfig:
+        """A copy with these fields changed, checked again."""
         try:
             return replace(self, **options)
         except TypeError as exc:

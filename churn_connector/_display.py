@@ -161,6 +161,20 @@ def code(text: str) -> str:
     return f"<code>{html.escape(text)}</code>"
 
 
+def notes_section(notes: Sequence[Mapping[str, Any]]) -> str:
+    """The notes (what is worth knowing but is no failure), one sentence each: there are
+    few (one per channel and kind at most), so all are shown."""
+    if not notes:
+        return ""
+    items = "".join(
+        f'<li style="margin:1px 0">{esc(n["message"], TEXT_LIMIT * 2)}</li>' for n in notes
+    )
+    return (
+        f'<div style="font-weight:600;margin-top:6px">Notes</div>'
+        f'<ul style="margin:2px 0 6px 0;padding-left:18px">{items}</ul>'
+    )
+
+
 # -- the validation report -------------------------------------------------------------------
 
 
@@ -188,7 +202,12 @@ _QUARANTINE = 'report.quarantine("bad_rows.csv")'
 
 
 def report_html(
-    kind: str, n_rows: int, n_invalid: int, duplicates: int, failures: pd.DataFrame
+    kind: str,
+    n_rows: int,
+    n_invalid: int,
+    duplicates: int,
+    failures: pd.DataFrame,
+    remarks: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     n_valid = n_rows - n_invalid
     states = [("valid", n_valid), ("invalid", n_invalid)]
@@ -201,7 +220,7 @@ def report_html(
         ),
         "invalid": "never sent: see the reasons below",
     }
-    sections = [counts_table(states, n_rows, notes)]
+    sections = [counts_table(states, n_rows, notes), notes_section(remarks)]
     sections.append(
         groups_table(
             "Failures by check", check_groups(failures), "failures", "column", "report.failures"
@@ -299,6 +318,7 @@ def result_html(
     groups: Sequence[Group],
     *,
     dry_run: bool,
+    remarks: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     order = ["would_send", "sent", "skipped", *UNDELIVERED]
     states = [(s, counts.get(s, 0)) for s in order if counts.get(s, 0) or s == "sent"]
@@ -313,6 +333,7 @@ def result_html(
     sections = [
         counts_table(states, n_rows, STATE_NOTES),
         timing,
+        notes_section(remarks),
         groups_table("Rows not delivered, by reason", groups, "rows", "state", "res.failures"),
     ]
     undelivered = counts.get("rejected", 0) + counts.get("failed", 0)

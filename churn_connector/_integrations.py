@@ -62,7 +62,7 @@ class Recorded:
     elapsed_s: float
 
     def summary(self) -> dict[str, Any]:
-        """Counts, requests, elapsed time and file paths: safe for XCom and logs."""
+        """Counts, requests, elapsed time, file paths and notes: safe for XCom and logs."""
         if self.result is not None:
             result = self.result
             return {
@@ -74,6 +74,7 @@ class Recorded:
                 "exit_code": int(result.exit_code),
                 "dry_run": bool(result.dry_run),
                 "files": dict(self.files),
+                "notes": [dict(note) for note in result.notes],  # counts and column names
             }
         assert self.error is not None
         error = self.error
@@ -209,6 +210,7 @@ PARTITION_RESULT_META = {
     "chunk": "Int64",
     "error": "string",
 }
+"""The columns and dtypes of ``send_partition``'s result (Dask's ``meta=``)."""
 _SEND_TOO = {"batch_size", "max_concurrency"}  # keywords of the sends as well
 
 
@@ -226,7 +228,7 @@ def send_partition(
 
     A module-level function, so it pickles by reference: ``ddf.map_partitions(send_partition,
     base_url=url, meta=PARTITION_RESULT_META)`` or ``ds.map_batches(send_partition,
-    batch_format="pandas", fn_kwargs={"base_url": url})`` (README, "Dask and Ray").
+    batch_format="pandas", fn_kwargs={"base_url": url})`` (docs/guides/dask-ray.md).
     ``kind`` is ``"events"`` or ``"identities"`` (then every row of a user must be in the
     same partition). ``options`` are those of :meth:`Client.send_events` /
     :meth:`Client.identify` and :class:`ClientConfig`'s (``max_requests_per_second``: this

@@ -16,8 +16,9 @@ from typing import Any, get_args
 import pandas as pd
 
 from ._exceptions import ConfigurationError
-from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec
+from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
 from ._inputs.cells import DTYPES
+from ._inputs.text import DEFAULT_TEXT
 from ._types import Decimals, ExtraColumns
 from ._values import ValueRules
 
@@ -81,6 +82,7 @@ class TableOptions:
     dtypes: Pairs = ()  # CSV/TSV column -> one of _inputs.cells.DTYPES
     encoding: str = "utf-8"  # of CSV/TSV files
     decimals: Decimals = "error"
+    text: TextFormat = DEFAULT_TEXT  # the layout of CSV/TSV files, the format of unnamed ones
 
     def __post_init__(self) -> None:
         check_timezone(self.naive_timezone)
@@ -107,7 +109,7 @@ class TableOptions:
     @property
     def reading(self) -> ReadSpec:
         """How the input is read."""
-        return ReadSpec(self.slice_rows, self.rename, self.dtypes, self.encoding)
+        return ReadSpec(self.slice_rows, self.rename, self.dtypes, self.encoding, self.text)
 
     @property
     def rules(self) -> ValueRules:

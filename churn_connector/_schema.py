@@ -19,6 +19,7 @@ import pandas as pd
 
 from . import _columns
 from ._checks import require
+from ._inputs.text import header_hint
 from ._pandera import pa
 from ._timestamps import EXAMPLE, NormalizeCache, TimestampProblem
 from ._types import EpochUnit
@@ -256,6 +257,9 @@ def unknown_column(prefix: str, known: Iterable[str]) -> Explain:
     by_shape = {_squashed(k): k for k in known if not k.startswith("^")}
 
     def explain(column: str | None, value: Any) -> str:
+        hint = header_hint(str(value))
+        if hint is not None:
+            return f"unknown column {value!r}: {hint}"
         match = by_shape.get(_squashed(str(value)))
         if match is not None:
             return (

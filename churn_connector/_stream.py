@@ -22,7 +22,7 @@ import pyarrow
 from ._inputs.csv import ROW_PROBLEMS
 from ._pandera import pa
 from ._rows import RowBook
-from ._types import RowState
+from ._types import Note, RowState
 from ._validation import FailureLog, ValidationReport, failures_frame, run_schema
 
 Kind = Literal["events", "identities"]
@@ -76,6 +76,10 @@ class Stream(Protocol):
         """Validate and convert one slice; return what is to be sent."""
         ...
 
+    def notes(self) -> list[Note]:
+        """What the report says beyond failures, over the slices processed so far."""
+        ...
+
 
 @dataclass
 class SliceStart:
@@ -95,6 +99,10 @@ class SliceStream:
         self.schema = schema
         self.book = RowBook()
         self.failures = FailureLog(self.book)
+
+    def notes(self) -> list[Note]:
+        """None by default; a resource with something to say overrides this."""
+        return []
 
     def begin(self, df: pd.DataFrame) -> SliceStart:
         """Add the slice to the book, validate it, record its failures, mark invalid rows."""
@@ -191,6 +199,7 @@ def report(stream: Stream) -> ValidationReport:
         invalid_positions=(
             np.concatenate(invalid_positions) if invalid_positions else np.empty(0, np.int64)
         ),
+        notes=stream.notes(),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict
 
 
 class RowState(IntEnum):
@@ -33,6 +33,11 @@ ChunkStatus = Literal["sent", "rejected", "failed", "split", "dry_run"]
 
 Channel = Literal["email", "sms", "push"]
 CHANNELS: tuple[Channel, ...] = ("email", "sms", "push")
+ADDRESS_WORDS: dict[str, str] = {
+    "email": "an email address",
+    "sms": "a phone number",
+    "push": "a push token",
+}
 
 ExtraColumns = Literal["error", "ignore"]
 Duplicates = Literal["error", "keep_last", "in_order"]
@@ -40,10 +45,29 @@ Decimals = Literal["error", "float", "str"]
 EpochUnit = Literal["s", "ms", "us", "ns"]
 AuthHeader = Literal["bearer", "x-api-key"]
 IdFormat = Literal["v1", "v2"]
-"""The canonical form behind hashed message ids (README, "Message ids"): ``v2`` (default)
-writes a float that holds an integer as that integer and omits null members of structs,
-maps and dicts; ``v1`` makes the events and ids of 0.1 byte for byte (for backfills begun
-with it)."""
+"""The canonical form behind hashed message ids (docs/concepts/message-ids.md): ``v2``
+(default) writes a float that holds an integer as that integer and omits null members of
+structs, maps and dicts; ``v1`` makes the events and ids of 0.1 byte for byte (for
+backfills begun with it)."""
+BlankConsent = Literal["error", "omit_channel", "opted_in"]
+"""What a blank ``<channel>_opted_in`` cell beside an address means (a blank is not consent)."""
+
+NoteKind = Literal[
+    "opted_in_by_default",  # no consent column (or an item without opted_in): the default
+    "blank_consent_omitted",  # blank_consent="omit_channel" left channels out
+    "blank_consent_opted_in",  # blank_consent="opted_in" sent blanks as opted in
+    "opt_out_without_address",  # an opt-out on a row without the address: nothing to send
+]
+
+
+class Note(TypedDict):
+    """Something a report says that is not a failure: plain JSON values, for machines too."""
+
+    kind: NoteKind
+    column: str  # the column it concerns (``email_opted_in``, ``channels``, ...)
+    count: int  # channel items (or rows) it concerns
+    message: str  # one sentence with the count, for people
+
 
 DataSource: TypeAlias = Any
 """A DataFrame, anything Arrow-native, a file, folder or glob, or an iterable of them (_inputs)."""

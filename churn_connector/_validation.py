@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from ._plots import failures_chart
 from ._quarantine import quarantine_frame, write_rows
 from ._rows import RowBook
 from ._schema import explanations, frame_owners
-from ._types import RowState
+from ._types import Note, RowState
 from ._values import has_surrogate, mask_unreportable
 
 if TYPE_CHECKING:
@@ -218,8 +219,12 @@ class ValidationReport:
     ``valid``: the valid rows (original index kept), ready to send; ``invalid``: the invalid
     rows as they were read; ``failures``: one row per problem with ``row`` (the input's
     index label), ``position`` (0-based row number), ``column``, ``check`` (a stable name),
-    ``value`` and ``message`` (what is wrong and how to fix it). ``quarantine()`` joins the
-    last two; ``plot()`` charts the failures. In a notebook it shows itself as a summary.
+    ``value`` and ``message`` (what is wrong and how to fix it). ``n_rows``, ``n_valid`` and
+    ``n_invalid`` count rows; ``duplicates`` counts exact repeats (same message id, sent
+    once). ``quarantine()`` joins the invalid rows and their failures; ``plot()`` charts the
+    failures. ``notes``: what is worth knowing but is no failure (e.g. channels opted in by
+    default), as dicts with ``kind``, ``column``, ``count`` and ``message``. In a notebook it
+    shows itself as a summary.
     """
 
     def __init__(
@@ -233,6 +238,7 @@ class ValidationReport:
         *,
         invalid: pd.DataFrame | None = None,
         invalid_positions: np.ndarray | None = None,
+        notes: Sequence[Note] = (),
     ) -> None:
         self.kind = kind
         self.valid = valid
@@ -241,6 +247,7 @@ class ValidationReport:
         self.n_invalid = n_invalid
         self.n_valid = n_rows - n_invalid
         self.duplicates = duplicates
+        self.notes: list[Note] = list(notes)
         self.invalid = invalid if invalid is not None else valid.iloc[:0]
         self._invalid_positions = (
             invalid_positions if invalid_positions is not None else np.empty(0, dtype=np.int64)
@@ -248,13 +255,16 @@ class ValidationReport:
 
     @property
     def ok(self) -> bool:
+        """No row is invalid and nothing failed."""
         return self.n_invalid == 0 and self.failures.empty
 
     def summary(self) -> str:
+        """Rows valid and invalid, failures by check, the first five failures."""
         lines = [
             f"{self.kind}: {self.n_rows} rows, {self.n_valid} valid, {self.n_invalid} invalid"
             + (f", {self.duplicates} exact duplicates (sent once)" if self.duplicates else "")
         ]
+        lines.extend(f"note: {note['message']}" for note in self.notes)
         if not self.failures.empty:
             counts = self.failures["check"].value_counts()
             lines.append("failures by check: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -288,4 +298,6 @@ class ValidationReport:
         return f"<ValidationReport {self.summary().splitlines()[0]}>"
 
     def _repr_html_(self) -> str:
-        return report_html(self.kind, self.n_rows, self.n_invalid, self.duplicates, self.failures)
+        return report_html(
+            self.kind, self.n_rows, self.n_invalid, self.duplicates, self.failures, self.notes
+        )

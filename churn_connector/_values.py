@@ -6,7 +6,7 @@ cannot be sent exactly, so it makes the row invalid; the problem names the path 
 Datetimes become the wire's RFC 3339 millisecond strings; numpy scalars their Python values.
 
 Two rules make a value's wire form independent of the reader that carried it (id format v2,
-README "Message ids"): a float that holds an integer in the interoperable range
+docs/concepts/message-ids.md): a float that holds an integer in the interoperable range
 (|x| < 2**53, RFC 7493) is that integer (a pandas reader turns an int column with nulls
 into float64), and a null member of an object (a struct field, a map value, a dict's None,
 NA or NaT) is omitted, as an empty flat column cell is (a struct written from dicts with

@@ -96,6 +96,7 @@ def sample_users(n_users: int = 300, seed: int = 11) -> pd.DataFrame:
     )
     df.loc[[3, 8], "preferred_channel"] = ["email", "sms"]
     df.loc[8, "phone"] = "+14155550199"
+    df.loc[8, "sms_opted_in"] = True  # a phone needs its consent: a blank is not consent
     bad = {
         21: ("email", "not-an-email"),
         42: ("phone", "(415) 555-0100"),  # a national number: not E.164 without phone_region

@@ -1,19 +1,15 @@
 """The closed vocabulary of check names: schemas declare only registered names, validation
-emits only registered names, and the README's table is the registry's."""
+emits only registered names (the docs' table is the registry's: tests/test_docs_reference.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import churn_connector as cc
-from churn_connector._checks import CHECKS, markdown_table, readme_with_table, require
+from churn_connector._checks import CHECKS, require
 from churn_connector._pandera import pa
 from churn_connector._validation import failure_record
-
-README = Path(__file__).parents[1] / "README.md"
 
 
 def declared(schema: pa.DataFrameSchema) -> set[str]:
@@ -60,12 +56,3 @@ def test_validation_of_messy_tables_emits_registered_names_only(now: pd.Timestam
     emitted |= set(cc.validate_identities(users).failures["check"])
     assert len(emitted) > 10
     assert emitted <= set(CHECKS)
-
-
-def test_the_readme_lists_every_registered_check() -> None:
-    text = README.read_text()
-    assert markdown_table() in text, (
-        "the README's checks table is stale: run "
-        "`python -m churn_connector._checks --update README.md`"
-    )
-    assert readme_with_table(text) == text

@@ -125,7 +125,12 @@ def test_verified_is_sent_only_when_true(verified: object, expected: object) -> 
     assert ("verified" in item) is (expected is True)
 
 
-def test_nullable_boolean_flags_follow_the_same_rules() -> None:
+@pytest.mark.parametrize(
+    ("blank_consent", "blank_row"), [("omit_channel", None), ("opted_in", (True, True))]
+)
+def test_nullable_boolean_flags_follow_the_same_rules(
+    blank_consent: str, blank_row: tuple[bool, bool] | None
+) -> None:
     df = pd.DataFrame(
         {
             "external_user_id": ["a", "b", "c"],
@@ -134,10 +139,11 @@ def test_nullable_boolean_flags_follow_the_same_rules() -> None:
             "email_verified": pd.array([None, True, False], dtype="boolean"),
         }
     )
-    items = [b["channels"][0] for b in identities_to_wire(df)]
-    assert [(i["opted_in"], i.get("verified")) for i in items] == [
+    bodies = identities_to_wire(df, blank_consent=blank_consent)  # type: ignore[arg-type]
+    items = [b["channels"][0] if "channels" in b else None for b in bodies]
+    assert [None if i is None else (i["opted_in"], i.get("verified")) for i in items] == [
         (False, None),
-        (True, True),
+        blank_row,  # the blank consent cell: the caller's policy, never a guess
         (True, None),
     ]
 
@@ -303,8 +309,9 @@ def test_wire_bodies_hold_only_contract_fields_and_valid_items(
     generated: list[dict[str, Any]],
 ) -> None:
     df = pd.DataFrame({k: pd.Series([r[k] for r in generated], dtype=object) for k in generated[0]})
-    assert validate_identities(df).ok
-    bodies = identities_to_wire(df)
+    # blank consent cells are generated too: sent opted in on request (tests/test_consent.py)
+    assert validate_identities(df, blank_consent="opted_in").ok
+    bodies = identities_to_wire(df, blank_consent="opted_in")
     assert len(bodies) == len(generated)
     for body, row in zip(bodies, generated, strict=True):
         assert set(body) <= BODY_KEYS

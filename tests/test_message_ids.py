@@ -89,7 +89,7 @@ def as_json_numbers(value: Any) -> Any:
 
 
 def spec_id(event: dict[str, Any], namespace: str | None = None, id_format: str = "v2") -> str:
-    """The README's definition, written with the standard library only."""
+    """The definition in docs/concepts/message-ids.md, written with the standard library only."""
     form = as_json_numbers(event) if id_format == "v2" else event
     canonical = json.dumps(form, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     data = f"churn-connector/message-id/{id_format}\n".encode() + (namespace or "").encode()

@@ -81,6 +81,7 @@ class Ledger:
         return f"Ledger({str(self.path)!r})"
 
     def close(self) -> None:
+        """Close the SQLite file (a ledger given by path is closed after each run)."""
         with self._lock:
             self._db.close()
 
@@ -132,6 +133,7 @@ class Ledger:
                 raise
 
     def count(self, kind: str) -> int:
+        """How many keys of ``kind`` (``"events"``/``"identities"``) are recorded, all scopes."""
         with self._lock:
             (n,) = self._db.execute(
                 "SELECT COUNT(*) FROM acknowledged WHERE kind = ?", [kind]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,7 +17,7 @@ from .._display import Group, result_html, undelivered_groups
 from .._exceptions import ConfigurationError, DeliveryError
 from .._plots import states_chart, timeline_chart
 from .._rows import RowBook
-from .._types import ChunkStatus, RowState
+from .._types import ChunkStatus, Note, RowState
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -74,8 +74,11 @@ class SendResult:
     """What happened to every row and every request of one send.
 
     ``chunks``: one row per request; ``rows``: one row per input row (state, message id,
-    chunk, error); ``counts``: rows per state; ``ok``: every valid row was acknowledged;
-    ``plot()``: a chart. In a notebook it shows itself as a summary.
+    chunk, error); ``counts``: rows per state (they add up to ``n_rows``); ``ok``: every
+    valid row was acknowledged; ``exit_code``: the CLI's; ``notes``: what validation noted
+    beyond failures (``ValidationReport.notes``); ``plot()``: a chart; ``kind``
+    (``"events"``/``"identities"``), ``elapsed_s`` and ``dry_run`` say what ran. In a
+    notebook it shows itself as a summary.
     """
 
     def __init__(
@@ -86,8 +89,10 @@ class SendResult:
         elapsed_s: float,
         *,
         dry_run: bool = False,
+        notes: Sequence[Note] = (),
     ) -> None:
         self.kind = kind
+        self.notes: list[Note] = list(notes)
         self._book = book
         self._chunks = chunks
         self.elapsed_s = elapsed_s
@@ -108,12 +113,16 @@ class SendResult:
 
     @property
     def rows(self) -> pd.DataFrame:
+        """One row per input row: ``row`` (its label), ``message_id``, ``chunk`` (the request
+        that carried it), ``status`` and ``error``; built when first read."""
         if self._rows is None:
             self._rows = self._book.frame()
         return self._rows
 
     @property
     def chunks(self) -> pd.DataFrame:
+        """One row per request: events, first and last row, status, HTTP status, attempts,
+        timings, bytes, error and the API's answer (trimmed, the key masked)."""
         if self._chunk_frame is None:
             self._chunk_frame = pd.DataFrame(
                 [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
@@ -146,8 +155,9 @@ class SendResult:
 
     @property
     def exit_code(self) -> int:
-        """PRODUCT.md's exit codes: 2 undelivered valid rows, 1 invalid (or expired) rows,
-        else 0: an expired row is a data problem, like an invalid one, not a delivery one."""
+        """The exit codes (docs/reference/exit-codes.md): 2 undelivered valid rows, 1 invalid
+        (or expired) rows, else 0: an expired row is a data problem, like an invalid one, not a
+        delivery one."""
         if self.counts["rejected"] or self.counts["failed"]:
             return 2
         return 1 if self.counts["invalid"] or self.counts["expired"] else 0
@@ -164,6 +174,7 @@ class SendResult:
             )
 
     def summary(self) -> str:
+        """One line: rows by state, requests by status, seconds."""
         c = self.counts
         requests = Counter(ch.status for ch in self._chunks)
         head = "dry run: " if self.dry_run else ""
@@ -176,10 +187,10 @@ class SendResult:
             f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
             f"in {self.elapsed_s:.2f} s"
         )
-        return text
+        return "\n".join([text, *(f"note: {note['message']}" for note in self.notes)])
 
     def __repr__(self) -> str:
-        return f"<SendResult {self.summary()}>"
+        return f"<SendResult {self.summary().splitlines()[0]}>"
 
     def plot(self, kind: PlotKind = "states", ax: Axes | None = None) -> Axes:
         """A chart drawn with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure:
@@ -204,6 +215,7 @@ class SendResult:
             self.elapsed_s,
             self._groups,
             dry_run=self.dry_run,
+            remarks=self.notes,
         )
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .._inputs import DEFAULT_SLICE_ROWS
+from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._inputs.text import Format
 from .._options import pairs
 from .._stream import batches, report
 from .._types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
@@ -31,6 +32,7 @@ def event_options(
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
     id_format: IdFormat = "v2",
+    text: TextFormat | None = None,
 ) -> EventOptions:
     """The validated options object of the public keyword arguments."""
     return EventOptions(
@@ -46,6 +48,7 @@ def event_options(
         decimals=decimals,
         epoch_unit=epoch_unit,
         id_format=id_format,
+        text=text or TextFormat(),
     )
 
 
@@ -64,6 +67,13 @@ def validate_events(
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
     id_format: IdFormat = "v2",
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
 ) -> ValidationReport:
     """Check every row of an events table against the contract; nothing is sent.
 
@@ -74,7 +84,12 @@ def validate_events(
     ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
     (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
     are valid but counted: they would be sent once. ``id_format="v1"`` makes the ids and
-    events of 0.1 (README, "Message ids"), for a backfill begun with it.
+    events of 0.1 (see "Message ids"), for a backfill begun with it. Text exports as
+    warehouses write them:
+    ``delimiter``, ``quote`` (None: no quoting), ``escape`` (``"\\"``: Spark), ``null``
+    (markers of null cells, e.g. ``"\\N"``: Snowflake, Redshift), ``header=False`` with
+    ``columns=[...]``, and ``format`` for parts whose name says none (``"csv"``: Redshift's
+    ``0000_part_00``); see ``TextFormat``.
     """
     options = event_options(
         now=now,
@@ -89,6 +104,7 @@ def validate_events(
         decimals=decimals,
         epoch_unit=epoch_unit,
         id_format=id_format,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
     )
     return report(EventStream(data, options))
 
@@ -108,6 +124,13 @@ def events_to_wire(
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
     id_format: IdFormat = "v2",
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
     options = event_options(
@@ -123,6 +146,7 @@ def events_to_wire(
         decimals=decimals,
         epoch_unit=epoch_unit,
         id_format=id_format,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
     )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)

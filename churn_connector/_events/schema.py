@@ -1,4 +1,4 @@
-"""The pandera schema of a raw events table (PRODUCT.md's events table), usable on its own.
+"""The pandera schema of a raw events table (docs/reference/tables.md), usable on its own.
 
     schema = cc.events_schema(now=pd.Timestamp.now(tz="UTC"))
     schema.validate(df, lazy=True)   # raises pandera's SchemaErrors listing every bad cell
@@ -28,6 +28,7 @@ from .._values import InexactValue, ValueRules, object_value
 from .options import EventOptions
 
 EVENT_TYPE_PATTERN = r"[a-z0-9]+(?:_[a-z0-9]+)*"
+"""What an ``event_type`` must match as a whole (``re.fullmatch``): lower-case snake_case."""
 _FLAT_PROPERTIES = r"^properties\..+$"
 _FLAT_CONTEXT = r"^context\..+$"
 _RESERVED_COLUMN = r"^context\.\$message_id$"
@@ -41,7 +42,7 @@ def events_schema(
     epoch_unit: EpochUnit | None = None,
     decimals: Decimals = "error",
 ) -> pa.DataFrameSchema:
-    """The pandera schema of a raw events table (see PRODUCT.md's events table).
+    """The pandera schema of a raw events table (the docs' input tables).
 
     ``now`` anchors the accepted time window (default: the current UTC time).
     ``extra_columns="ignore"`` lets unknown columns through (they are never sent);

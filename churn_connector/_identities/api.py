@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._inputs import DEFAULT_SLICE_ROWS
+from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._inputs.text import Format
 from .._options import pairs
 from .._stream import report
-from .._types import DataSource, Decimals, Duplicates, ExtraColumns
+from .._types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
 from .._validation import ValidationReport
 from .options import IdentityOptions
 from .stream import IdentityStream
@@ -25,6 +26,9 @@ def identity_options(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    text: TextFormat | None = None,
+    blank_consent: BlankConsent = "error",
+    require_consent: bool = False,
 ) -> IdentityOptions:
     """The validated options object of the public keyword arguments."""
     return IdentityOptions(
@@ -37,6 +41,9 @@ def identity_options(
         dtypes=pairs("dtypes", dtypes),
         encoding=encoding,
         decimals=decimals,
+        text=text or TextFormat(),
+        blank_consent=blank_consent,
+        require_consent=require_consent,
     )
 
 
@@ -52,12 +59,30 @@ def validate_identities(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
+    blank_consent: BlankConsent = "error",
+    require_consent: bool = False,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
-    ``rename``, ``dtypes``, ``encoding`` and ``decimals`` work as for ``validate_events``.
+    ``rename``, ``dtypes``, ``encoding``, ``decimals`` and the text options (``delimiter``,
+    ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``) work as for
+    ``validate_events``.
+
+    Consent: a blank ``<channel>_opted_in`` cell beside an address is not consent. By
+    default (``blank_consent="error"``) the row is invalid; ``"omit_channel"`` leaves that
+    channel out of the request (the API keeps what it holds), ``"opted_in"`` sends it opted
+    in. An address without a consent column is opted in (the contract's default) and the
+    report's ``notes`` say how many; ``require_consent=True`` makes such rows, and
+    ``channels`` items without ``opted_in``, invalid.
     """
     options = identity_options(
         naive_timezone=naive_timezone,
@@ -69,6 +94,9 @@ def validate_identities(
         dtypes=dtypes,
         encoding=encoding,
         decimals=decimals,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
+        blank_consent=blank_consent,
+        require_consent=require_consent,
     )
     return report(IdentityStream(data, options))
 
@@ -85,6 +113,15 @@ def identities_to_wire(
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
     decimals: Decimals = "error",
+    delimiter: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
+    blank_consent: BlankConsent = "error",
+    require_consent: bool = False,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
     options = identity_options(
@@ -97,6 +134,9 @@ def identities_to_wire(
         dtypes=dtypes,
         encoding=encoding,
         decimals=decimals,
+        text=text_format(delimiter, header, columns, escape, null, quote, format),
+        blank_consent=blank_consent,
+        require_consent=require_consent,
     )
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

@@ -19,9 +19,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._types import CHANNELS
+from .._types import CHANNELS, BlankConsent
 from .._values import is_missing
-from .options import ADDRESS_COLUMNS, E164_PATTERN, EMAIL_PATTERN, ITEM_FIELDS, PUSH_COLUMNS
+from .consent import Consent, Marks, consent_marks, decide
+from .options import (
+    ADDRESS_COLUMNS,
+    CONSENT_COLUMNS,
+    E164_PATTERN,
+    EMAIL_PATTERN,
+    ITEM_FIELDS,
+    PUSH_COLUMNS,
+)
 
 _EMAIL = re.compile(EMAIL_PATTERN)
 _E164 = re.compile(E164_PATTERN)
@@ -62,9 +70,21 @@ def _bools(arr: pa.Array) -> np.ndarray:
     return arr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)  # type: ignore[no-any-return]
 
 
-def flag_values(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(value, ok) per cell of a flag column; null cells are ok (and False)."""
+def blank_cells(s: pd.Series) -> np.ndarray:
+    """True where a cell is blank: None, NaN, NaT, pd.NA, or text of white space only (an
+    empty CSV cell is null already; ``"  "`` is not, and means nothing either)."""
     null = s.isna().to_numpy(dtype=bool)
+    dtype = s.dtype
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+        return null
+    text = pc.utf8_trim_whitespace(_strings(s))
+    blank: np.ndarray = null | _bools(pc.equal(text, ""))
+    return blank
+
+
+def flag_values(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(value, ok) per cell of a flag column; blank cells are ok (and False)."""
+    null = blank_cells(s)
     dtype = s.dtype
     if pd.api.types.is_bool_dtype(dtype):
         return s.fillna(False).to_numpy(dtype=bool), np.ones(len(s), dtype=bool)
@@ -264,43 +284,87 @@ def _addresses(s: pd.Series, channel: str, region: str | None) -> list[str | Non
     return [v if isinstance(v, str) else None for v in s.tolist()]
 
 
-def _flags(df: pd.DataFrame, column: str) -> list[bool | None]:
+def consent_of(df: pd.DataFrame, channel: str) -> Consent:
+    """The ``<channel>_opted_in`` cells of each row, as the consent rules read them."""
+    column = CONSENT_COLUMNS[channel]
     if column not in df.columns:
-        return [None] * len(df)
-    values, _ = flag_values(df[column])
-    null = df[column].isna().to_numpy(dtype=bool)
-    return [None if n else bool(v) for v, n in zip(values.tolist(), null, strict=True)]
+        none = np.zeros(len(df), dtype=bool)
+        return Consent(column, present=False, blank=none, value=none)
+    blank = blank_cells(df[column])
+    value, _ = flag_values(df[column])
+    return Consent(column, present=True, blank=blank, value=value & ~blank)
 
 
-def convenience_items(df: pd.DataFrame, region: str | None) -> list[list[dict[str, Any]]]:
-    """Items from the email/phone/push_token columns, in that order (contract 2.4)."""
-    out: list[list[dict[str, Any]]] = [[] for _ in range(len(df))]
-    for channel, columns in ADDRESS_COLUMNS.items():
-        opted_in = _flags(df, f"{channel}_opted_in")
-        verified = _flags(df, f"{channel}_verified")
-        for column in columns:
-            if column not in df.columns:
-                continue
-            for i, address in enumerate(_addresses(df[column], channel, region)):
-                if address is None:
-                    continue
-                item: dict[str, Any] = {
-                    "channel": channel,
-                    "address": address,
-                    "opted_in": opted_in[i] is not False,
-                }
-                if verified[i] is True:
-                    item["verified"] = True
-                out[i].append(item)
+def has_address(df: pd.DataFrame, channel: str) -> np.ndarray:
+    """True where a row holds a non-blank cell in one of the channel's address columns (a
+    bad address too: its own check reports it, and it needs its consent all the same)."""
+    out = np.zeros(len(df), dtype=bool)
+    for column in ADDRESS_COLUMNS[channel]:
+        if column in df.columns:
+            out |= ~blank_cells(df[column])
     return out
 
 
-def no_duplicate_items(df: pd.DataFrame, region: str | None) -> pd.Series:
+def items_without_consent(value: Any) -> list[tuple[int, Any]]:
+    """(index, channel) of each item of a ``channels`` cell that has no ``opted_in``."""
+    value = channels_cell(value)
+    if not is_list(value):
+        return []
+    return [
+        (i, item.get("channel"))
+        for i, item in enumerate(value)
+        if isinstance(item, dict) and is_missing(item.get("opted_in"))
+    ]
+
+
+def true_flags(df: pd.DataFrame, column: str) -> np.ndarray:
+    """True where the flag column holds true (False where it is false, blank or absent)."""
+    if column not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return flag_values(df[column])[0]
+
+
+def convenience_items(
+    df: pd.DataFrame, region: str | None, blank_consent: BlankConsent = "error"
+) -> tuple[list[list[dict[str, Any]]], Marks]:
+    """Items from the email/phone/push_token columns, in that order (contract 2.4), and per
+    row what the consent notes count (``consent.consent_marks``). A blank consent cell never becomes
+    ``opted_in: true`` unless ``blank_consent="opted_in"`` says so."""
+    out: list[list[dict[str, Any]]] = [[] for _ in range(len(df))]
+    marks: Marks = {}
+    for channel, columns in ADDRESS_COLUMNS.items():
+        consent = consent_of(df, channel)
+        verified = true_flags(df, f"{channel}_verified")
+        addressed = np.zeros(len(df), dtype=bool)
+        for column in columns:
+            if column not in df.columns:
+                continue
+            addresses = _addresses(df[column], channel, region)
+            found = np.array([a is not None for a in addresses], dtype=bool)
+            addressed |= found
+            send, opted_in = decide(found, consent, blank_consent)
+            for i in np.flatnonzero(send).tolist():
+                item: dict[str, Any] = {
+                    "channel": channel,
+                    "address": addresses[i],
+                    "opted_in": bool(opted_in[i]),
+                }
+                if verified[i]:
+                    item["verified"] = True
+                out[i].append(item)
+        marks.update(consent_marks(addressed, consent, blank_consent))
+    return out, marks
+
+
+def no_duplicate_items(
+    df: pd.DataFrame, region: str | None, blank_consent: BlankConsent = "error"
+) -> pd.Series:
     """False where one (channel, address) would appear twice in a row's ``channels``."""
     ok = np.ones(len(df), dtype=bool)
     if "channels" not in df.columns and not has_both_push_columns(df):
         return pd.Series(ok, index=df.index)  # one item per channel at most
-    rows = zip(explicit_items(df), convenience_items(df, region), strict=True)
+    built, _ = convenience_items(df, region, blank_consent)
+    rows = zip(explicit_items(df), built, strict=True)
     for i, (explicit, convenience) in enumerate(rows):
         pairs = [
             (item.get("channel"), item.get("address"))

@@ -7,7 +7,7 @@ from typing import get_args
 
 from .._exceptions import ConfigurationError
 from .._options import TableOptions, one_of
-from .._types import CHANNELS, Duplicates
+from .._types import CHANNELS, BlankConsent, Duplicates
 
 USER_ID = "external_user_id"
 ITEM_FIELDS = ("channel", "address", "opted_in", "verified")
@@ -15,6 +15,8 @@ PUSH_COLUMNS = ("push_token", "pushToken")
 # convenience columns in wire order: channel -> the columns that carry its address
 ADDRESS_COLUMNS = {"email": ("email",), "sms": ("phone",), "push": PUSH_COLUMNS}
 FLAGS = tuple(f"{c}_{f}" for c in CHANNELS for f in ("opted_in", "verified"))
+# channel -> the column of its consent flag
+CONSENT_COLUMNS: dict[str, str] = {channel: f"{channel}_opted_in" for channel in CHANNELS}
 E164_PATTERN = r"\+[1-9][0-9]{1,14}"
 EMAIL_PATTERN = r"[^@\s]+@[^@\s]+\.[^@\s]+"
 
@@ -25,14 +27,24 @@ class IdentityOptions(TableOptions):
 
     ``phone_region`` (an ISO 3166 code, stored upper-case) also accepts national numbers
     valid in that region; ``duplicates`` says what several rows for one user mean.
+    ``blank_consent`` says what a blank ``<channel>_opted_in`` cell beside an address means
+    (``"error"``: the row is invalid); ``require_consent`` refuses rows whose address has no
+    consent column, and ``channels`` items without ``opted_in``.
     """
 
     phone_region: str | None = None
     duplicates: Duplicates = "error"
+    blank_consent: BlankConsent = "error"
+    require_consent: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         one_of("duplicates", self.duplicates, get_args(Duplicates))
+        one_of("blank_consent", self.blank_consent, get_args(BlankConsent))
+        if not isinstance(self.require_consent, bool):
+            raise ConfigurationError(
+                f"require_consent must be True or False, not {self.require_consent!r}"
+            )
         if self.phone_region is not None:
             import phonenumbers  # noqa: PLC0415 - ~15 ms to import; only a region needs it
 

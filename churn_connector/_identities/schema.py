@@ -1,4 +1,4 @@
-"""The pandera schema of a raw identities table (PRODUCT.md's identities table)."""
+"""The pandera schema of a raw identities table (docs/reference/tables.md)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,23 @@ import pandas as pd
 from .. import _columns
 from .._pandera import pa
 from .._schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
-from .._types import CHANNELS, ExtraColumns
+from .._types import ADDRESS_WORDS, CHANNELS, BlankConsent, ExtraColumns
 from .channels import (
     FLAG_SPELLINGS,
+    blank_cells,
     channels_problems,
     channels_shape,
     email_addresses,
     flag_values,
+    has_address,
     has_both_push_columns,
+    items_without_consent,
     no_duplicate_items,
     phone_addresses,
 )
 from .options import (
     ADDRESS_COLUMNS,
+    CONSENT_COLUMNS,
     EMAIL_PATTERN,
     FLAGS,
     PUSH_COLUMNS,
@@ -39,6 +43,8 @@ _CHECK_COLUMN = {
     "channels_duplicate_item": "channels",
     "push_token_alias_conflict": "pushToken",
     **{f"{flag}_without_address": flag for flag in FLAGS},
+    **{f"{column}_blank": column for column in CONSENT_COLUMNS.values()},
+    **{f"{column}_required": column for column in CONSENT_COLUMNS.values()},
 }
 
 
@@ -135,11 +141,26 @@ def _flag_column(checks: SchemaBuilder, flag: str) -> pa.Column:
     )
 
 
-def _channels_column(checks: SchemaBuilder) -> pa.Column:
+def _channels_column(checks: SchemaBuilder, *, require_consent: bool) -> pa.Column:
+    required = []
+    if require_consent:
+        required.append(
+            checks.add(
+                "channels_opted_in_required",
+                lambda s: _columns.elementwise(s, lambda v: not items_without_consent(v)),
+                lambda c, v: "; ".join(
+                    f"channels[{i}] ({channel}) has no opted_in and require_consent=True: "
+                    "give it opted_in true or false, or drop require_consent (the API's "
+                    "default, opted in, then applies)"
+                    for i, channel in items_without_consent(v)
+                ),
+            )
+        )
     return pa.Column(
         nullable=True,
         required=False,
         checks=[
+            *required,
             checks.add(
                 "channels_type",
                 lambda s: _columns.elementwise(s, lambda v: channels_shape(v) is None),
@@ -164,7 +185,8 @@ def _frame_check(
     return checks.add(name, cast("Callable[[pd.Series], pd.Series]", fn), explain)
 
 
-def _table_checks(checks: SchemaBuilder, region: str | None) -> list[pa.Check]:
+def _table_checks(checks: SchemaBuilder, options: IdentityOptions) -> list[pa.Check]:
+    region, blank_consent = options.phone_region, options.blank_consent
     alias = _frame_check(
         checks,
         "push_token_alias_conflict",
@@ -174,14 +196,65 @@ def _table_checks(checks: SchemaBuilder, region: str | None) -> list[pa.Check]:
     duplicate_items = _frame_check(
         checks,
         "channels_duplicate_item",
-        lambda df: no_duplicate_items(df, region),
+        lambda df: no_duplicate_items(df, region, blank_consent),
         lambda c, v: (
             "the same (channel, address) would be sent twice in this row's channels (an item "
             "of the channels column repeats another, or one built from email/phone/push_token): "
             "keep one of them"
         ),
     )
-    return [*checks.conflicts("traits"), alias, duplicate_items, *_orphan_flags(checks)]
+    return [
+        *checks.conflicts("traits"),
+        alias,
+        duplicate_items,
+        *_orphan_flags(checks),
+        *_consent_checks(checks, options),
+    ]
+
+
+def _consent_checks(checks: SchemaBuilder, options: IdentityOptions) -> list[pa.Check]:
+    """A blank consent cell beside an address is not consent (``consent``'s docstring)."""
+    out = []
+    for channel, column in CONSENT_COLUMNS.items():
+        if options.blank_consent == "error":
+            out.append(_blank_consent_check(checks, channel, column))
+        if options.require_consent:
+            out.append(_required_consent_check(checks, channel, column))
+    return out
+
+
+def _blank_consent_check(checks: SchemaBuilder, channel: str, column: str) -> pa.Check:
+    def ok(df: pd.DataFrame) -> pd.Series:
+        if column not in df.columns:
+            return pd.Series(True, index=df.index)
+        bad = has_address(df, channel) & blank_cells(df[column])
+        return pd.Series(~bad, index=df.index)
+
+    def explain(c: str | None, v: Any) -> str:
+        return (
+            f"{column} is blank on a row with {ADDRESS_WORDS[channel]}: a blank cell is not "
+            "consent. Fill it with true or false, or choose what a blank means: "
+            f"blank_consent='omit_channel' (leave the {channel} channel out of the request; "
+            "the API keeps what it holds) or blank_consent='opted_in' (CLI: --blank-consent)"
+        )
+
+    return _frame_check(checks, f"{column}_blank", ok, explain)
+
+
+def _required_consent_check(checks: SchemaBuilder, channel: str, column: str) -> pa.Check:
+    def ok(df: pd.DataFrame) -> pd.Series:
+        if column in df.columns:
+            return pd.Series(True, index=df.index)
+        return pd.Series(~has_address(df, channel), index=df.index)
+
+    def explain(c: str | None, v: Any) -> str:
+        return (
+            f"this row has {ADDRESS_WORDS[channel]} but the table has no {column} column, and "
+            f"require_consent=True: add {column} (true or false per row), or drop "
+            "require_consent (the contract's default, opted in, then applies)"
+        )
+
+    return _frame_check(checks, f"{column}_required", ok, explain)
 
 
 def _orphan_flag_check(checks: SchemaBuilder, flag: str, columns: tuple[str, ...]) -> pa.Check:
@@ -211,14 +284,21 @@ def identities_schema(
     naive_timezone: str | None = None,
     extra_columns: ExtraColumns = "error",
     phone_region: str | None = None,
+    blank_consent: BlankConsent = "error",
+    require_consent: bool = False,
 ) -> pa.DataFrameSchema:
-    """The pandera schema of a raw identities table (see PRODUCT.md's identities table).
+    """The pandera schema of a raw identities table (the docs' input tables).
 
     ``phone_region`` (e.g. ``"US"``) also accepts local phone numbers that are valid in that
-    region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent).
+    region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
+    ``blank_consent`` and ``require_consent`` as for ``validate_identities``.
     """
     options = IdentityOptions(
-        naive_timezone=naive_timezone, extra_columns=extra_columns, phone_region=phone_region
+        naive_timezone=naive_timezone,
+        extra_columns=extra_columns,
+        phone_region=phone_region,
+        blank_consent=blank_consent,
+        require_consent=require_consent,
     )
     return build_schema(options)
 
@@ -252,13 +332,13 @@ def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:
         "phone": _phone_column(checks, region),
         **{column: _push_column(checks) for column in PUSH_COLUMNS},
         **{flag: _flag_column(checks, flag) for flag in FLAGS},
-        "channels": _channels_column(checks),
+        "channels": _channels_column(checks, require_consent=options.require_consent),
     }
     checks.explain["column_in_schema"] = unknown_column("traits", columns)
     return pa.DataFrameSchema(
         columns,
         strict=options.extra_columns == "error",
-        checks=_table_checks(checks, region),
+        checks=_table_checks(checks, options),
         name="identities",
         metadata={EXPLAIN_KEY: checks.explain, OWNERS_KEY: {**checks.owners, **_CHECK_COLUMN}},
     )

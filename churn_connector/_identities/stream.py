@@ -16,7 +16,8 @@ import pandas as pd
 
 from .._inputs import iter_frames, replayable
 from .._stream import Kind, SliceStream, WireBatch
-from .._types import DataSource, RowState
+from .._types import DataSource, Note, RowState
+from .consent import ConsentTally
 from .duplicates import duplicate_users
 from .options import USER_ID, IdentityOptions
 from .schema import build_schema
@@ -37,6 +38,7 @@ class IdentityStream(SliceStream):
         self._users = {u: sorted(ps) for u, ps in users.items()}
         self._user_at = {p: u for u, ps in self._users.items() for p in ps}
         self._dup_positions = np.array(sorted(self._user_at), dtype=np.int64)
+        self.consent = ConsentTally()
 
     def slices(self) -> Iterator[pd.DataFrame]:
         return iter_frames(self.data, self.options.reading)
@@ -58,15 +60,17 @@ class IdentityStream(SliceStream):
     def _bodies(self, df: pd.DataFrame) -> tuple[list[int], list[dict[str, Any]]]:
         begun = self.begin(df)
         start = begun.start
-        bodies = build_identities(begun.work, self.options)
+        bodies, marks = build_identities(begun.work, self.options)
         self._mark_duplicates(start, start + len(df))
-        status = self.book.status
-        kept = [
-            (start + i, body)
-            for i, body in zip(begun.valid.tolist(), bodies, strict=True)
-            if status[start + i] == RowState.PENDING
-        ]
-        return [p for p, _ in kept], [b for _, b in kept]
+        # rows of the work frame still to be sent (not invalid or skipped as duplicates)
+        kept = np.flatnonzero(self.book.status[start + begun.valid] == RowState.PENDING)
+        self.consent.add(marks, kept)
+        positions = (start + begun.valid[kept]).tolist()
+        return positions, [bodies[i] for i in kept.tolist()]
+
+    def notes(self) -> list[Note]:
+        """What the report says that is not a failure: consent defaults and choices."""
+        return self.consent.notes()
 
     def _mark_duplicates(self, start: int, stop: int) -> None:
         """States of this slice's rows of duplicate users; notes once a user's rows are all seen."""

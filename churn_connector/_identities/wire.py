@@ -8,24 +8,33 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import _columns
 from .._values import canonical, is_missing
 from .channels import convenience_items, explicit_items
+from .consent import EXPLICIT, Marks
 from .options import USER_ID, IdentityOptions
 
 
-def build_identities(work: pd.DataFrame, options: IdentityOptions) -> list[dict[str, Any]]:
-    """Identify bodies for validated rows of ``work`` (a RangeIndex frame), in row order."""
+def build_identities(
+    work: pd.DataFrame, options: IdentityOptions
+) -> tuple[list[dict[str, Any]], Marks]:
+    """Identify bodies for validated rows of ``work`` (a RangeIndex frame), in row order,
+    and per row what the consent notes count (``consent.ConsentTally``)."""
     n = len(work)
     if n == 0:
-        return []
+        return [], {}
     user_ids = _columns.ids_to_wire(work[USER_ID])
     traits = _columns.merged_objects(work, "traits", options.rules)
     preferred = work["preferred_channel"].tolist() if "preferred_channel" in work else [None] * n
     explicit = explicit_items(work)
-    convenience = convenience_items(work, options.phone_region)
+    convenience, marks = convenience_items(work, options.phone_region, options.blank_consent)
+    if EXPLICIT in work.columns:
+        # items of the channels column go as given: without opted_in, the API's default
+        unstated = [sum("opted_in" not in item for item in items) for items in explicit]
+        marks["opted_in_by_default", EXPLICIT] = np.array(unstated, dtype=np.int64)
     bodies = []
     for i in range(n):
         body: dict[str, Any] = {USER_ID: user_ids[i]}
@@ -37,7 +46,7 @@ def build_identities(work: pd.DataFrame, options: IdentityOptions) -> list[dict[
         if channels:
             body["channels"] = channels
         bodies.append(body)
-    return bodies
+    return bodies, marks
 
 
 def body_bytes(body: dict[str, Any]) -> bytes:

@@ -2,12 +2,14 @@
 
 Accepted (``iter_frames``): a pandas DataFrame; anything Arrow-native (``arrow``: tables,
 batches, readers, polars frames and lazy frames, DuckDB relations, ADBC results); a file, a
-folder of part files or a glob (``files``: Parquet, CSV, TSV, NDJSON, compressed or not);
-or an iterable of any of these. Anything else is refused with its type and what to pass.
+folder of part files, a Redshift manifest or a glob (``files``: Parquet, CSV, TSV, NDJSON,
+Avro, compressed or not); or an iterable of any of these. Anything else is refused with its
+type and what to pass.
 
 Row labels: a DataFrame keeps its own index; Arrow inputs are labelled by their 0-based row
 number; files as ``files`` says (CSV/NDJSON by line number). ``rename`` maps source column
-names to ours; ``dtypes`` types CSV/TSV text cells (``cells``).
+names to ours; ``dtypes`` types CSV/TSV text cells (``cells``); ``text`` says how text
+exports are laid out (``text.TextFormat``: delimiter, quote, escape, null markers, header).
 
 Readers never change a value's meaning: Arrow integers stay integers when nulls are present,
 NDJSON values keep their JSON types, and CSV cells, which carry no types, stay text unless
@@ -31,25 +33,36 @@ from .cells import typed
 from .files import expand, format_of, read_paths
 from .length import row_count
 from .spool import SpooledArrow, replayable
+from .text import DEFAULT_TEXT, TEXT_ONLY, TextFormat, text_format
 
-__all__ = ["DEFAULT_SLICE_ROWS", "ReadSpec", "iter_frames", "replayable", "row_count"]
+__all__ = [
+    "DEFAULT_SLICE_ROWS",
+    "ReadSpec",
+    "TextFormat",
+    "iter_frames",
+    "replayable",
+    "row_count",
+    "text_format",
+]
 
 DEFAULT_SLICE_ROWS = 50_000
 _ACCEPTED_INPUTS = (
     "pass a DataFrame, a pyarrow Table/RecordBatch/RecordBatchReader, a polars or DuckDB "
-    "frame (anything with __arrow_c_stream__), a path to a .parquet/.csv/.tsv/.ndjson file "
+    "frame (anything with __arrow_c_stream__), a path to a .parquet/.csv/.tsv/.ndjson/.avro file "
     "or a folder of them, or an iterable of these"
 )
 
 
 @dataclass(frozen=True)
 class ReadSpec:
-    """How an input is read: slice size, source -> our column names, CSV cell types."""
+    """How an input is read: slice size, source -> our column names, CSV cell types, the
+    layout of text files."""
 
     rows: int = DEFAULT_SLICE_ROWS
     rename: tuple[tuple[str, str], ...] = ()
     dtypes: tuple[tuple[str, str], ...] = ()
     encoding: str = "utf-8"
+    text: TextFormat = DEFAULT_TEXT
 
     def sources(self, columns: Sequence[str]) -> list[str]:
         """The source names that may hold ``columns`` (for reading only those)."""
@@ -126,13 +139,24 @@ def _refuse_dtypes(spec: ReadSpec, source: str) -> None:
         )
 
 
+def _refuse_text(spec: ReadSpec, source: str) -> None:
+    given = spec.text.given((*TEXT_ONLY, "format"))
+    if given:
+        raise InputError(
+            f"{', '.join(given)}: for reading files; {source} is a table already, with its "
+            "own columns and nulls (drop the option)"
+        )
+
+
 def _paths(
     data: str | os.PathLike[str], spec: ReadSpec, columns: Sequence[str] | None, *, several: bool
 ) -> Iterator[pd.DataFrame]:
-    frames = read_paths(os.fspath(data), spec.rows, columns=columns, encoding=spec.encoding)
+    frames = read_paths(
+        os.fspath(data), spec.rows, columns=columns, encoding=spec.encoding, text=spec.text
+    )
     dtypes = dict(spec.dtypes)
-    text = format_of(_first_file(data)) in ("csv", "tsv")
-    if dtypes and not text:
+    files = expand(os.fspath(data), spec.text).files
+    if dtypes and files and format_of(files[0], spec.text) not in ("csv", "tsv"):
         _refuse_dtypes(spec, str(data))
     name = os.path.basename(os.fspath(data))
     for frame in frames:
@@ -144,16 +168,13 @@ def _paths(
         yield frame
 
 
-def _first_file(data: str | os.PathLike[str]) -> Any:
-    return expand(os.fspath(data))[0][0]
-
-
 def _one(
     data: Any, spec: ReadSpec, columns: Sequence[str] | None, offset: int
 ) -> Iterator[pd.DataFrame]:
     """One DataFrame or Arrow-native source, labelled from ``offset`` (Arrow rows)."""
     if isinstance(data, pd.DataFrame):
         _refuse_dtypes(spec, "a DataFrame")
+        _refuse_text(spec, "a DataFrame")
         frame = data[[c for c in columns if c in data.columns]] if columns is not None else data
         for start in range(0, len(frame), spec.rows):
             yield frame.iloc[start : start + spec.rows]
@@ -161,6 +182,7 @@ def _one(
             yield frame
         return
     _refuse_dtypes(spec, f"a {_kind(data)}")
+    _refuse_text(spec, f"a {_kind(data)}")
     if isinstance(data, SpooledArrow):
         schema, batches = data.batches(spec.rows)
     else:

@@ -2,11 +2,13 @@
 
 pyarrow's streaming parser reads the file (``use_threads=False`` keeps record numbers, values
 may hold newlines); each record's physical line number is rebuilt from the newlines inside
-its cells, so a quoted cell spanning lines never shifts the labels of later rows. Only an
-empty cell is null ("NA" or "null" can be somebody's id). A line with more or fewer cells
-than the header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEMS``),
-never padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``)
-is a row.
+its cells, so a quoted or escaped cell spanning lines never shifts the labels of later rows.
+The layout (delimiter, quote, escape, null markers, header or ``columns``) is a
+``TextFormat``; without a header the data starts at line 1. By default only an empty cell
+is null ("NA" or "null" can be somebody's id). A line with more or fewer cells than the
+header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEMS``), never
+padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``) is a
+row.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ import pyarrow.csv as pacsv
 
 from .._exceptions import InputError
 from .arrow import arrow_to_pandas
+from .escapes import HELD, EscapedNulls, escaped_marker, unhold
 from .streams import open_stream
+from .text import TextFormat
 
 ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: message}
 _NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
@@ -48,8 +52,9 @@ class _Lines(io.RawIOBase):
     line can be told from a line of empty cells, which parse alike.
     """
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, escape: str | None = None) -> None:
         self.raw = raw
+        self.escape = escape.encode() if escape is not None else None
         self.held = b""
         self.newlines = 0
         self.after_newline = False
@@ -88,9 +93,18 @@ class _Lines(io.RawIOBase):
         for match in _NEWLINE_THEN_NEWLINE.finditer(data):
             seen += _newlines(data[done : match.end()])
             done = match.end()
-            self.blank.add(seen + 1)  # the line after this newline is empty
+            if not self._escaped(data, match.start()):
+                self.blank.add(seen + 1)  # the line after this newline is empty
         self.newlines += _newlines(data)
-        self.after_newline = data.endswith((b"\n", b"\r"))
+        ends = data.endswith((b"\n", b"\r"))
+        self.after_newline = ends and not self._escaped(data, len(data) - 1)
+
+    def _escaped(self, data: bytes, at: int) -> bool:
+        """The byte at ``at`` follows an escape (so an escaped newline ends no line)."""
+        if self.escape is None:
+            return False
+        run = len(data[:at]) - len(data[:at].rstrip(self.escape))
+        return run % 2 == 1
 
 
 def _python_codec(encoding: str) -> str:
@@ -105,12 +119,19 @@ def _decoded_lines(raw: Any, encoding: str) -> Iterator[str]:
         yield decoder.decode(line)
 
 
-def _header(path: Path, name: str, delimiter: str, encoding: str) -> tuple[list[str], int]:
+def _header(
+    path: Path, name: str, delimiter: str, text: TextFormat, encoding: str
+) -> tuple[list[str], int]:
     """The header's cells and how many physical lines it takes."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     shown = "utf-8" if encoding == "utf-8-sig" else encoding
+    dialect: dict[str, Any] = {"delimiter": delimiter, "escapechar": text.escape}
+    if text.quote is None:
+        dialect["quoting"] = csv.QUOTE_NONE
+    else:
+        dialect["quotechar"] = text.quote
     with open_stream(path) as raw:
-        reader = csv.reader(_decoded_lines(raw, encoding), delimiter=delimiter, strict=False)
+        reader = csv.reader(_decoded_lines(raw, encoding), strict=False, **dialect)
         try:
             header = next(reader)
         except StopIteration:
@@ -129,13 +150,35 @@ def _header(path: Path, name: str, delimiter: str, encoding: str) -> tuple[list[
         return header, reader.line_num
 
 
+def is_empty(path: Path) -> bool:
+    """No bytes once decompressed (a byte-order mark alone counts as none)."""
+    with open_stream(path) as raw:
+        head: bytes = raw.read(4)
+    return head in (b"", codecs.BOM_UTF8)
+
+
 def read_csv(
-    path: Path, name: str, rows: int, *, delimiter: str = ",", encoding: str = "utf-8"
+    path: Path,
+    name: str,
+    rows: int,
+    *,
+    kind: str = "csv",
+    text: TextFormat | None = None,
+    encoding: str = "utf-8",
 ) -> Iterator[pd.DataFrame]:
     """Frames of at most ``rows`` rows, labelled by physical line (the header is line 1)."""
+    text = text or TextFormat()
+    delimiter = text.delimiter_for(kind)
     codec = _python_codec(encoding)
     utf8 = codec == "utf-8"
-    header, header_lines = _header(path, name, delimiter, "utf-8-sig" if utf8 else codec)
+    if text.columns is None:
+        header, header_lines = _header(path, name, delimiter, text, "utf-8-sig" if utf8 else codec)
+    else:
+        header, header_lines = list(text.columns), 0
+        if is_empty(path):
+            schema = pa.schema([(h, pa.string()) for h in header])
+            yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+            return
     ragged: list[Any] = []
 
     def on_invalid(row: Any) -> str:
@@ -145,10 +188,14 @@ def read_csv(
     source = open_stream(path)
     if not utf8:
         source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
-    lines = _Lines(source)
-    state = _Position(record=2, line=header_lines + 1)
+    marker = escaped_marker(text)
+    if marker is not None:
+        assert text.escape is not None
+        source = EscapedNulls(source, text.escape, marker)
+    lines = _Lines(source, text.escape)
+    state = _Position(record=1 if text.columns else 2, line=header_lines + 1)
     try:
-        reader = _open(lines, header, delimiter, rows, on_invalid)
+        reader = _open(lines, header, text, delimiter, rows, on_invalid)
     except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
         raise _broken(path, name, encoding, state, exc) from None
     schema = pa.schema([(h, pa.string()) for h in header])
@@ -164,7 +211,11 @@ def read_csv(
                 batch = batch[0]
             except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
                 raise _broken(path, name, encoding, state, exc) from None
-            for frame in _frames(batch, ragged, lines.blank, state, rows):
+            if marker is not None:
+                batch = unhold(batch, marker)
+            # unquoted escaped cells: each escaped \r and \n is a line break of its own
+            apart = text.escape is not None and text.quote is None
+            for frame in _frames(batch, ragged, lines.blank, state, rows, text.columns, apart):
                 produced = True
                 yield frame
     finally:
@@ -173,12 +224,20 @@ def read_csv(
         yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
 
 
-def _open(lines: _Lines, header: list[str], delimiter: str, rows: int, on_invalid: Any) -> Any:
+def _open(
+    lines: _Lines, header: list[str], text: TextFormat, delimiter: str, rows: int, on_invalid: Any
+) -> Any:
+    marker = escaped_marker(text)
+    nulls = [HELD if m == marker else m for m in text.null] if text.null is not None else [""]
     return pacsv.open_csv(
         lines,
-        read_options=pacsv.ReadOptions(use_threads=False, block_size=_block_size(rows)),
+        read_options=pacsv.ReadOptions(
+            use_threads=False, block_size=_block_size(rows), column_names=text.columns
+        ),
         parse_options=pacsv.ParseOptions(
             delimiter=delimiter,
+            quote_char=text.quote if text.quote is not None else False,
+            escape_char=text.escape if text.escape is not None else False,
             newlines_in_values=True,
             ignore_empty_lines=False,  # every line stays a record, so no line is lost
             invalid_row_handler=on_invalid,
@@ -186,8 +245,9 @@ def _open(lines: _Lines, header: list[str], delimiter: str, rows: int, on_invali
         convert_options=pacsv.ConvertOptions(
             column_types=dict.fromkeys(header, pa.string()),
             strings_can_be_null=True,
-            quoted_strings_can_be_null=True,
-            null_values=[""],
+            # the default reads "" as null too; markers the caller names are unquoted cells
+            quoted_strings_can_be_null=text.null is None,
+            null_values=nulls,
         ),
     )
 
@@ -223,15 +283,26 @@ def _broken(path: Path, name: str, encoding: str, at: _Position, exc: BaseExcept
     return InputError(message, path=str(path), line=line)
 
 
-def _cell_newlines(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def _cell_newlines(
+    arr: pa.ChunkedArray | pa.Array,
+    apart: bool,  # noqa: FBT001 - "\r\n" in the cell is two escaped breaks, not one
+) -> np.ndarray:
     n = pc.count_substring(arr, "\n")
-    cr = pc.subtract(pc.count_substring(arr, "\r"), pc.count_substring(arr, "\r\n"))
+    cr = pc.count_substring(arr, "\r")
+    if not apart:
+        cr = pc.subtract(cr, pc.count_substring(arr, "\r\n"))
     counted = pc.add(n, cr).fill_null(0)
     return counted.to_numpy(zero_copy_only=False).astype(np.int64)  # type: ignore[no-any-return]
 
 
 def _frames(
-    batch: pa.RecordBatch, ragged: list[Any], blank: set[int], at: _Position, rows: int
+    batch: pa.RecordBatch,
+    ragged: list[Any],
+    blank: set[int],
+    at: _Position,
+    rows: int,
+    columns: tuple[str, ...] | None,
+    apart: bool,  # noqa: FBT001 - see _cell_newlines
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled."""
     nvalid = batch.num_rows
@@ -247,7 +318,7 @@ def _frames(
     spans = np.ones(total, dtype=np.int64)
     newlines = np.zeros(nvalid, dtype=np.int64)
     for column in batch.columns:
-        newlines += _cell_newlines(column)
+        newlines += _cell_newlines(column, apart)
     spans[~is_bad] += newlines
     spans[is_bad] += np.array([_newlines(r.text.encode()) for r in inside], dtype=np.int64)
     first_line = at.line + np.concatenate(([0], np.cumsum(spans)[:-1])).astype(np.int64)
@@ -258,8 +329,9 @@ def _frames(
     take[~is_bad] = np.arange(nvalid)
     problems = {
         int(p): (
-            f"line {int(first_line[p])} has {r.actual_columns} cells but the header has "
-            f"{r.expected_columns}: a missing or extra delimiter, or an unquoted one"
+            f"line {int(first_line[p])} has {r.actual_columns} cells but "
+            f"{'columns= names' if columns else 'the header has'} {r.expected_columns}: a "
+            "missing or extra delimiter, or an unquoted one"
         )
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
     }

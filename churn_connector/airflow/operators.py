@@ -177,6 +177,8 @@ class _ChurnSendOperator(BaseOperator):
             except Exception:  # the failure says more than a missing summary
                 self.log.exception("churn %s: could not push the summary", self._kind)
             raise failure
+        for note in summary.get("notes", ()):
+            self.log.info("churn %s: note: %s", self._kind, note["message"])
         counts = summary["counts"]
         if counts.get("invalid") or counts.get("expired"):
             self.log.warning(

@@ -13,7 +13,7 @@ partition from its own task with the package's validation, wire format and retri
 * :func:`partition_by_user`: what identify needs before the data source.
 
 The key comes from ``CHURN_API_KEY`` in the executors' environment, or from the option
-``api_token``, whose name Spark's redaction hides (README, "Spark": keeping the key out of
+``api_token``, whose name Spark's redaction hides (docs/guides/spark.md: keeping the key out of
 sight). A cluster-wide request budget (``max_requests_per_second``, 200 by default) is split
 across the tasks that run at once (``parallelism``).
 """

@@ -30,16 +30,19 @@ from .._inputs import DEFAULT_SLICE_ROWS
 Kind = Literal["events", "identities"]
 KINDS: tuple[Kind, ...] = ("events", "identities")
 NAME = "churn"  # df.write.format("churn")
+"""The data source's short name: ``df.write.format("churn")``."""
 SECRET_OPTION = "api_token"  # noqa: S105 - an option's name, not a secret
 KEY_ENV = "CHURN_API_KEY"
 # the whole job's request rate when nobody says otherwise: about what one machine sends with
 # the default concurrency (8) at a 40 ms round trip, however many cores the cluster has
 DEFAULT_REQUESTS_PER_SECOND = 200.0
+"""The whole job's request budget when ``max_requests_per_second`` is not given."""
 # the column partition_by_user adds: each row's place before the shuffle (tasks drop it)
 ORDER_COLUMN = "__churn_order"
 
 # the send options of the Python API that mean something for a Spark partition, as typed
-# (dtypes and encoding are for CSV files; a Spark column carries its type; progress is off)
+# (dtypes, encoding and the text options (delimiter, header, ...) are for files: a Spark
+# column carries its type; progress is off)
 _COMMON: dict[str, Any] = {
     "naive_timezone": str | None,
     "extra_columns": str,
@@ -57,7 +60,13 @@ SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
         "epoch_unit": str | None,
         "id_format": str,
     },
-    "identities": {**_COMMON, "phone_region": str | None, "duplicates": str},
+    "identities": {
+        **_COMMON,
+        "phone_region": str | None,
+        "duplicates": str,
+        "blank_consent": str,
+        "require_consent": bool,
+    },
 }
 # options of this integration (path: Spark adds it for save("..."), which means nothing here)
 OWN_OPTIONS = {

@@ -1,7 +1,7 @@
 """Every day, deliver the day's product events and the users who changed to the churn API.
 
 Install ``churn-connector[airflow]`` on the scheduler, the API server and the workers, and
-define the ``churn_default`` connection (README, "Airflow"): the base URL in *host*, the API
+define the ``churn_default`` connection (docs/guides/airflow.md): the base URL in *host*, the API
 key in *password*. The key is never in this file, in a template or in an XCom.
 
 * ``exports``: where the warehouse unloads, one folder per day: ``<exports>/<ds>/events.parquet``

@@ -106,6 +106,8 @@ def test_events_and_identities_land_exactly_once(
 
     identify = xcom("churn_send", "identify", run_id)
     assert identify["counts"]["sent"] == 3 and identify["requests"] == 3
+    # no email_opted_in column: the contract's default, said in the summary
+    assert [(n["kind"], n["count"]) for n in identify["notes"]] == [("opted_in_by_default", 3)]
     assert statuses(identify["files"]["rows"]) == {"sent": 3}
     assert Path(identify["files"]["rows"]).parent.parent.name == "identify"
 

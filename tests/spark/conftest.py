@@ -39,7 +39,7 @@ os.environ.update(
 ENV_KEY = "sk_test_envcanary_" + secrets.token_hex(8)
 TOKEN_KEY = "sk_test_tokencanary_" + secrets.token_hex(8)
 # a third, only for Spark Connect, where option values travel in the logged plan: the
-# session redacts strings like it (spark.redaction.string.regex), as README advises
+# session redacts strings like it (spark.redaction.string.regex), as docs/guides/spark.md advises
 CONNECT_KEY = "sk_test_connectcanary_" + secrets.token_hex(8)
 os.environ["CHURN_API_KEY"] = ENV_KEY
 os.environ.pop("CHURN_BASE_URL", None)

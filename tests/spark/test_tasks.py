@@ -53,6 +53,22 @@ def test_options_arrive_as_text_and_are_read_as_the_python_api_types() -> None:
     assert SparkSettings.from_options({"max_requests_per_second": "off"}).task_rate() is None
 
 
+def test_consent_options_are_read_by_name_for_identities_and_checked_on_the_driver() -> None:
+    settings = SparkSettings.from_options(
+        {
+            "kind": "identities",
+            "blank_consent": "omit_channel",
+            "require_consent": "true",
+            "parallelism": "1",
+        }
+    )
+    assert settings.send_options == {"blank_consent": "omit_channel", "require_consent": True}
+    with pytest.raises(cc.ConfigurationError, match="blank_consent must be one of"):
+        SparkSettings.from_options({"kind": "identities", "blank_consent": "yes", "parallelism": 1})
+    with pytest.raises(cc.ConfigurationError, match="unknown option"):
+        SparkSettings.from_options({"kind": "events", "require_consent": "true", "parallelism": 1})
+
+
 def test_the_key_travels_to_the_tasks_but_never_shows() -> None:
     settings = SparkSettings.from_options({"api_token": TOKEN_KEY, "parallelism": 2})
     assert TOKEN_KEY not in repr(settings) and TOKEN_KEY not in repr(ChurnWriter(settings))
