@@ -9,7 +9,9 @@ object per row. Byte identity with orjson rests on these rules (tests hold them)
   are scanned for those bytes; the rare values that need escaping are encoded by orjson
   itself, so the escaping rules are orjson's by construction.
 - floats: orjson's own spelling, obtained by encoding the whole float64 column once with
-  OPT_SERIALIZE_NUMPY and cutting at the commas.
+  OPT_SERIALIZE_NUMPY and cutting at the commas; in id format v2 a float that holds an
+  integer (|x| < 2**53) is that integer's digits (``_values.json_number``).
+- struct members: a null field is ``null`` in v1 and omitted in v2 (``_values.to_json``).
 - ints: decimal digits (Arrow cast); bools: true/false; keys sorted by code point;
   timestamps: ``YYYY-MM-DDTHH:MM:SS.mmmZ``, UTC, floored to the millisecond.
 
@@ -26,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _timestamps
+from ._values import whole_floats
 
 BIN = pa.binary()
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
@@ -143,11 +146,20 @@ def quote(arr: pa.Array) -> pa.BinaryArray:
     return quoted
 
 
-def floats(values: np.ndarray) -> pa.BinaryArray:
-    """float64 values -> orjson's spelling of each (NaN rows give b"null"; caller masks)."""
+def floats(values: np.ndarray, *, whole_as_int: bool = False) -> pa.Array:
+    """float64 values -> orjson's spelling of each (NaN rows give b"null"; caller masks);
+    with ``whole_as_int`` a value that holds an integer (|x| < 2**53) is its digits."""
     n = len(values)
     if n == 0:
         return pa.array([], BIN)
+    if whole_as_int:
+        whole = whole_floats(values)
+        if whole.any():
+            digits = pc.cast(pa.array(values[whole].astype(np.int64)), pa.string()).cast(BIN)
+            if whole.all():
+                return digits
+            spelled = floats(values)
+            return pc.replace_with_mask(spelled, pa.array(whole), digits)
     text = np.frombuffer(
         orjson.dumps(
             np.ascontiguousarray(values, dtype=np.float64), option=orjson.OPT_SERIALIZE_NUMPY
@@ -170,38 +182,75 @@ def with_nulls(values: pa.Array, omit: np.ndarray) -> pa.Array:
     return pc.if_else(pa.array(omit), pa.scalar(None, values.type), values)
 
 
-def struct_members(arr: pa.StructArray, naive_timezone: str | None) -> pa.Array | None:
+def join_members(members: list[tuple[bytes, pa.Array]]) -> pa.Array:
+    """``"key":value,...`` of each row from (``"key":``, JSON values) pairs in key order,
+    a member omitted where its value is null; b"" where none is present.
+
+    With a member present in every row (the anchor), members before it carry a trailing
+    comma and members after it a leading one; otherwise a member's comma depends on
+    whether an earlier one is present in that row (if_else).
+    """
+    anchor = next((i for i, (_, values) in enumerate(members) if values.null_count == 0), None)
+    pieces: list[pa.Array | bytes] = []
+    if anchor is not None:
+        for i, (name, values) in enumerate(members):
+            if i < anchor:
+                pieces.append(pc.binary_join_element_wise(name, values, b",", b""))
+            elif values.null_count == 0:
+                pieces += [(b"," if i > anchor else b"") + name, values]
+            else:
+                pieces.append(pc.binary_join_element_wise(b"," + name, values, b""))
+    else:
+        seen = np.zeros(len(members[0][1]), dtype=bool)
+        for name, values in members:
+            bare = pc.binary_join_element_wise(name, values, b"")
+            if seen.any():
+                led = pc.binary_join_element_wise(b"," + name, values, b"")
+                bare = pc.if_else(pa.array(seen), led, bare)
+            pieces.append(bare)
+            seen |= values.is_valid().to_numpy(zero_copy_only=False)
+    # "replace", not "skip": skip drops the rows whose pieces are all null
+    return pc.binary_join_element_wise(*pieces, b"", null_handling="replace", null_replacement=b"")
+
+
+def struct_members(
+    arr: pa.StructArray, naive_timezone: str | None, *, v2: bool = True
+) -> pa.Array | None:
     """The ``"key":value,...`` members of each struct value, keys sorted by code point, a
-    null field as ``null`` (as a dict's None is); null where the struct itself is null (it
-    stands for an empty object). None when the struct has no fields."""
+    null field omitted (v2) or ``null`` (v1, as a dict's None was); null where the struct
+    itself is null (it stands for an empty object). None when the struct has no fields."""
     fields = sorted(range(arr.type.num_fields), key=lambda i: arr.type.field(i).name)
     if not fields:
         return None
     children = arr.flatten()  # the fields as sliced with the struct (offsets applied)
-    pieces: list[pa.Array | bytes] = []
-    for k, i in enumerate(fields):
-        name = orjson.dumps(arr.type.field(i).name) + b":"
-        pieces += [(b"," if k else b"") + name, json_of(children[i], naive_timezone)]
-    members = pc.binary_join_element_wise(*pieces, b"")
-    return with_nulls(members, ~arr.is_valid().to_numpy(zero_copy_only=False))
+    members = [
+        (orjson.dumps(arr.type.field(i).name) + b":", json_of(children[i], naive_timezone, v2=v2))
+        for i in fields
+    ]
+    return with_nulls(join_members(members), ~arr.is_valid().to_numpy(zero_copy_only=False))
 
 
-def json_of(arr: pa.Array, naive_timezone: str | None) -> pa.Array:
-    """The JSON text of every value of a struct field, ``null`` for a null, as the per-row
-    path writes a dict's values; Unsupported for types it leaves to that path."""
+def json_of(arr: pa.Array, naive_timezone: str | None, *, v2: bool = True) -> pa.Array:
+    """The JSON text of every value of a struct field, as the per-row path writes a dict's
+    values: a null is null in v2 (the member is omitted) and ``null`` in v1; NotColumnar
+    for types it leaves to that path."""
+    text = _json_of(arr, naive_timezone, v2=v2)
+    return text if v2 else text.fill_null(pa.scalar(b"null", BIN))
+
+
+def _json_of(arr: pa.Array, naive_timezone: str | None, *, v2: bool) -> pa.Array:
     t = arr.type
     types = pa.types
-    null = pa.scalar(b"null", BIN)
     if types.is_integer(t) or types.is_boolean(t):
-        return pc.cast(pc.cast(arr, pa.string()), BIN).fill_null(null)
+        return pc.cast(pc.cast(arr, pa.string()), BIN)
     if types.is_floating(t):
         values = arr.to_numpy(zero_copy_only=False).astype(np.float64)
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         if not np.isfinite(values[valid]).all():
             raise NotColumnar("NaN or infinity in a struct field")  # validation refuses it
-        return with_nulls(floats(np.where(valid, values, 0.0)), ~valid).fill_null(null)
+        return with_nulls(floats(np.where(valid, values, 0.0), whole_as_int=v2), ~valid)
     if types.is_string(t) or types.is_large_string(t):
-        return quote(arr.cast(pa.string())).fill_null(null)
+        return quote(arr.cast(pa.string()))
     if types.is_timestamp(t) and t.tz is not None:
         per_ms = {"s": 0, "ms": 1, "us": 1_000, "ns": 1_000_000}[t.unit]
         ints = arr.cast(pa.int64())
@@ -212,11 +261,11 @@ def json_of(arr: pa.Array, naive_timezone: str | None) -> pa.Array:
         ms = raw * 1000 if per_ms == 0 else raw // per_ms  # floor, before 1970 too
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         text = pc.binary_join_element_wise(b'"', format_ms(ms), b'"', b"")
-        return with_nulls(text, ~valid).fill_null(null)
+        return with_nulls(text, ~valid)
     if types.is_struct(t):
         assert isinstance(arr, pa.StructArray)
-        members = struct_members(arr, naive_timezone)
+        members = struct_members(arr, naive_timezone, v2=v2)
         body = pc.binary_join_element_wise(b"{", members, b"}", b"") if members else None
         objects = body if body is not None else pa.array([b"{}"] * len(arr), BIN)
-        return with_nulls(objects, ~arr.is_valid().to_numpy(zero_copy_only=False)).fill_null(null)
+        return with_nulls(objects, ~arr.is_valid().to_numpy(zero_copy_only=False))
     raise NotColumnar(f"struct field of type {t}")

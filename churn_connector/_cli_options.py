@@ -79,6 +79,12 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
         help="unknown columns: report them (default) or ignore them",
     )
     p.add_argument("--namespace", help="salt for hashed event message ids")
+    p.add_argument(
+        "--id-format",
+        choices=["v1", "v2"],
+        help="events: the message-id format (default v2); v1 makes the ids and events of "
+        "0.1, to finish a backfill begun with it",
+    )
     p.add_argument("--phone-region", metavar="CC", help="identities: region of national numbers")
     p.add_argument(
         "--duplicates",
@@ -119,8 +125,16 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
         options["namespace"] = args.namespace
         options["epoch_unit"] = args.epoch_unit
         options["event_type_style"] = args.event_type_style
-    elif args.epoch_unit is not None or args.event_type_style is not None:
-        raise ConfigurationError("--epoch-unit and --event-type-style apply to events only")
+        if args.id_format is not None:
+            options["id_format"] = args.id_format
+    elif (
+        args.epoch_unit is not None
+        or args.event_type_style is not None
+        or args.id_format is not None
+    ):
+        raise ConfigurationError(
+            "--epoch-unit, --event-type-style and --id-format apply to events only"
+        )
     else:
         options["phone_region"] = args.phone_region
         options["duplicates"] = args.duplicates

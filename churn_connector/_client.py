@@ -23,7 +23,15 @@ from ._inputs import DEFAULT_SLICE_ROWS, text_format
 from ._inputs.text import Format, TextOptions
 from ._names import NameStyle
 from ._stream import WireBatch
-from ._types import BlankConsent, DataSource, Decimals, Duplicates, EpochUnit, ExtraColumns
+from ._types import (
+    BlankConsent,
+    DataSource,
+    Decimals,
+    Duplicates,
+    EpochUnit,
+    ExtraColumns,
+    IdFormat,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -87,6 +95,7 @@ class Client:
         encoding: str = "utf-8",
         decimals: Decimals = "error",
         epoch_unit: EpochUnit | None = None,
+        id_format: IdFormat = "v2",
         delimiter: str | None = None,
         header: bool = True,
         columns: Sequence[str] | None = None,
@@ -104,10 +113,10 @@ class Client:
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
-        ``encoding``, ``decimals``, ``epoch_unit`` and the text options (``delimiter``,
-        ``header``, ``columns``, ``escape``, ``null``, ``quote``, ``format``),
-        ``rename_style`` and ``event_type_style``: as for ``validate_events``. Input that
-        breaks part way raises InputError carrying what was delivered.
+        ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
+        (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
+        ``format``), ``rename_style`` and ``event_type_style``: as for ``validate_events``.
+        Input that breaks part way raises InputError carrying what was delivered.
         """
         config = self.config
         if batch_size is not None:
@@ -124,6 +133,7 @@ class Client:
             encoding=encoding,
             decimals=decimals,
             epoch_unit=epoch_unit,
+            id_format=id_format,
             text=text_format(delimiter, header, columns, escape, null, quote, format),
             rename_style=rename_style,
             event_type_style=event_type_style,
@@ -227,6 +237,7 @@ class SendEventsOptions(TextOptions, total=False):
     epoch_unit: EpochUnit | None
     rename_style: NameStyle | None
     event_type_style: NameStyle | None
+    id_format: IdFormat
 
 
 class IdentifyOptions(TextOptions, total=False):

@@ -20,6 +20,7 @@ from ._values import (
     ValueRules,
     has_surrogate,
     is_missing,
+    json_floats,
     object_value,
     to_json,
 )
@@ -45,10 +46,32 @@ def is_text_dtype(s: pd.Series) -> bool:
     return not _is_object(s.dtype) and pd.api.types.is_string_dtype(s.dtype)
 
 
+def is_nested_arrow(s: pd.Series) -> bool:
+    """An Arrow-typed column of lists, structs or maps (pandas' ``dtype_backend="pyarrow"``,
+    or a struct an Arrow input kept)."""
+    dtype = s.dtype
+    return isinstance(dtype, pd.ArrowDtype) and pa.types.is_nested(dtype.pyarrow_dtype)
+
+
+def values_of(s: pd.Series) -> list[Any]:
+    """The Python values of a column as the wire reads them. An Arrow column of lists,
+    structs or maps gives Arrow's own values: a null in a list stays None and an int an int
+    (``to_numpy`` would give pandas' NaN and floats), and a map is a dict, as it is in an
+    Arrow input's flat columns (a map with a repeated key keeps its pairs, as written)."""
+    if not is_nested_arrow(s):
+        return s.tolist()
+    chunked = pa.array(s)
+    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
+    try:
+        return arr.to_pylist(maps_as_pydicts="strict")  # type: ignore[no-any-return]
+    except KeyError:
+        return arr.to_pylist()  # type: ignore[no-any-return]
+
+
 def elementwise(s: pd.Series, test: Callable[[Any], bool]) -> pd.Series:
     """Apply ``test`` to each non-null cell; null cells pass (``not_nullable`` reports them)."""
     out = np.ones(len(s), dtype=bool)
-    values = s.to_numpy(dtype=object)
+    values = values_of(s) if isinstance(s.dtype, pd.ArrowDtype) else s.to_numpy(dtype=object)
     for i, v in enumerate(values):
         if not is_missing(v):
             try:
@@ -145,10 +168,12 @@ def scalar_column(s: pd.Series, path: str, rules: ValueRules) -> tuple[list[Any]
         arr = s.to_numpy(dtype="float64", na_value=np.nan)
         for i in np.flatnonzero(np.isinf(arr)).tolist():
             problems[i] = f"{path}: {arr[i]} is not a JSON number (infinity)"
-        values = [MISSING if (null[i] or i in problems) else v for i, v in enumerate(arr.tolist())]
+        # v2: 3.0 is sent as 3, whichever reader made an int column with nulls float64
+        numbers = json_floats(arr) if rules.v2 else arr.tolist()
+        values = [MISSING if (null[i] or i in problems) else v for i, v in enumerate(numbers)]
         return values, problems
-    raw = s.tolist()
-    if not _is_object(dtype):
+    raw = values_of(s)
+    if not _is_object(dtype) and not is_nested_arrow(s):
         # int, bool, nullable and string dtypes: every non-null value is already exact
         return [MISSING if null[i] else v for i, v in enumerate(raw)], problems
     values = [MISSING] * n
@@ -289,7 +314,7 @@ def key_conflicts(df: pd.DataFrame, kind: str, rules: ValueRules) -> pd.Series:
     flats = flat_columns(df, kind)
     if kind not in df.columns or not flats:
         return ok
-    objects = df[kind].tolist()
+    objects = values_of(df[kind])
     for column in flats:
         key = column[len(kind) + 1 :]
         for i in np.flatnonzero(df[column].notna().to_numpy(dtype=bool)).tolist():
@@ -318,7 +343,7 @@ def merged_objects(df: pd.DataFrame, kind: str, rules: ValueRules) -> list[dict[
         flat = [{} for _ in range(len(df))]
     if kind not in df.columns:
         return flat
-    objects = [object_value(v, kind, rules) for v in df[kind].tolist()]
+    objects = [object_value(v, kind, rules) for v in values_of(df[kind])]
     if columns:
         for obj, extra in zip(objects, flat, strict=True):
             obj.update(extra)

@@ -44,6 +44,11 @@ Duplicates = Literal["error", "keep_last", "in_order"]
 Decimals = Literal["error", "float", "str"]
 EpochUnit = Literal["s", "ms", "us", "ns"]
 AuthHeader = Literal["bearer", "x-api-key"]
+IdFormat = Literal["v1", "v2"]
+"""The canonical form behind hashed message ids (docs/concepts/message-ids.md): ``v2``
+(default) writes a float that holds an integer as that integer and omits null members of
+structs, maps and dicts; ``v1`` makes the events and ids of 0.1 byte for byte (for
+backfills begun with it)."""
 BlankConsent = Literal["error", "omit_channel", "opted_in"]
 """What a blank ``<channel>_opted_in`` cell beside an address means (a blank is not consent)."""
 

@@ -4,6 +4,14 @@ JSON carries str, int (64-bit here), finite float, bool, null, arrays and object
 keys. Anything else (NaN, infinity, bytes, sets, Decimal, arbitrary objects, non-string keys)
 cannot be sent exactly, so it makes the row invalid; the problem names the path of the value.
 Datetimes become the wire's RFC 3339 millisecond strings; numpy scalars their Python values.
+
+Two rules make a value's wire form independent of the reader that carried it (id format v2,
+docs/concepts/message-ids.md): a float that holds an integer in the interoperable range
+(|x| < 2**53, RFC 7493) is that integer (a pandas reader turns an int column with nulls
+into float64), and a null member of an object (a struct field, a map value, a dict's None,
+NA or NaT) is omitted, as an empty flat column cell is (a struct written from dicts with
+different keys has null fields no one wrote). A null inside a list keeps its place as JSON
+null, and a JSON null written in JSON text is data: both stay.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import orjson
 import pandas as pd
 
 from ._timestamps import datetime_to_wire
-from ._types import Decimals
+from ._types import Decimals, IdFormat
 from ._words import named, not_json, option
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
@@ -29,16 +37,74 @@ _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 # level 1, make the row invalid; the wire's JSON encoder stops at 254
 MAX_DEPTH = 128
 OBJECT_LEVEL = 2  # properties, context, traits: one level below the event
+# floats strictly inside +-2**53 that hold an integer are that integer (RFC 7493's range:
+# every integer in it has one float, so no reader's rounding can make two values one)
+SAFE_INTEGER = 2**53
 
 
 @dataclass(frozen=True)
 class ValueRules:
-    """How free-form values are made JSON-exact: the zone of naive datetimes, and what a
+    """How free-form values are made JSON-exact: the zone of naive datetimes, what a
     Decimal becomes (``error``: refused; ``float``: a float when that is exact; ``str``:
-    its digits as written, scale kept)."""
+    its digits as written, scale kept), and the canonical form they follow (``v2``:
+    integral floats as integers, null members omitted; ``v1``: as 0.1 wrote them)."""
 
     naive_timezone: str | None = None
     decimals: Decimals = "error"
+    id_format: IdFormat = "v2"
+
+    @property
+    def v2(self) -> bool:
+        return self.id_format != "v1"
+
+
+def json_number(value: float) -> int | float:
+    """A float as JSON means it: an integer when it holds one (|x| < 2**53), else itself."""
+    if value.is_integer() and -SAFE_INTEGER < value < SAFE_INTEGER:
+        return int(value)
+    return value
+
+
+def whole_floats(values: np.ndarray) -> np.ndarray:
+    """Mask of the float64 values that ``json_number`` makes integers (NaN: False)."""
+    with np.errstate(invalid="ignore"):
+        whole: np.ndarray = (values == np.trunc(values)) & (np.abs(values) < SAFE_INTEGER)
+    return whole
+
+
+def json_floats(values: np.ndarray) -> list[Any]:
+    """float64 values as Python numbers, integral ones (|x| < 2**53) as ints (vectorised)."""
+    out: list[Any] = values.tolist()
+    whole = whole_floats(values)
+    if whole.any():
+        at = np.flatnonzero(whole).tolist()
+        for i, number in zip(at, values[whole].astype(np.int64).tolist(), strict=True):
+            out[i] = number
+    return out
+
+
+_NESTED = (dict, list)
+
+
+def json_numbers(value: Any) -> Any:
+    """A parsed JSON value with every integral float (|x| < 2**53) an int; nulls kept."""
+    kind = type(value)
+    if kind is dict:
+        # members inline: one call per member would double the time of a flat object
+        return {
+            k: json_number(v) if type(v) is float else json_numbers(v) if type(v) in _NESTED else v
+            for k, v in value.items()
+        }
+    if kind is float:
+        return json_number(value)
+    if kind is list:
+        return [json_numbers(v) for v in value]
+    return value
+
+
+def _is_null(value: Any) -> bool:
+    """A member that stands for no value: None, NA, NaT (a float NaN is refused instead)."""
+    return value is None or value is pd.NA or value is pd.NaT
 
 
 def decimal_value(value: Decimal, path: str, decimals: Decimals) -> Any:
@@ -114,10 +180,14 @@ def _too_deep(path: str) -> InexactValue:
     )
 
 
-def to_json(value: Any, path: str, rules: ValueRules, depth: int = OBJECT_LEVEL) -> Any:
+def to_json(
+    value: Any, path: str, rules: ValueRules, depth: int = OBJECT_LEVEL, *, nulls: bool = False
+) -> Any:
     """Return ``value`` as plain JSON-able Python, or raise InexactValue naming the path.
 
-    ``depth`` is the nesting level ``value`` sits at if it is an object or array.
+    ``depth`` is the nesting level ``value`` sits at if it is an object or array. With id
+    format v2 a null member of an object is omitted, unless ``nulls`` says the value was
+    parsed from JSON text, where a null is written data.
     """
     if isinstance(value, str):
         if has_surrogate(value):
@@ -140,24 +210,31 @@ def to_json(value: Any, path: str, rules: ValueRules, depth: int = OBJECT_LEVEL)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InexactValue(path, f"{value} is not a JSON number (NaN/infinity)")
-        return value
+        value = float(value)  # numpy's float64 is a float that orjson does not serialise
+        return json_number(value) if rules.v2 else value
     if isinstance(value, dict | list | tuple | np.ndarray) and depth > MAX_DEPTH:
         raise _too_deep(path)
     if isinstance(value, dict):
+        omit = rules.v2 and not nulls
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InexactValue(path, f"key {key!r} is not a string")
             if has_surrogate(key):
                 raise InexactValue(path, f"key {key!r} holds a lone surrogate")
-            out[key] = to_json(item, f"{path}.{key}", rules, depth + 1)
+            if omit and _is_null(item):
+                continue  # a struct's null field, a map's null value: no value to send
+            out[key] = to_json(item, f"{path}.{key}", rules, depth + 1, nulls=nulls)
         return out
     if isinstance(value, list | tuple):
-        return [to_json(item, f"{path}[{i}]", rules, depth + 1) for i, item in enumerate(value)]
+        return [
+            to_json(item, f"{path}[{i}]", rules, depth + 1, nulls=nulls)
+            for i, item in enumerate(value)
+        ]
     if isinstance(value, np.ndarray) and value.ndim == 1:
-        return to_json(value.tolist(), path, rules, depth)
+        return to_json(value.tolist(), path, rules, depth, nulls=nulls)
     if isinstance(value, np.generic) and not isinstance(value, np.datetime64 | np.timedelta64):
-        return to_json(value.item(), path, rules, depth)
+        return to_json(value.item(), path, rules, depth, nulls=nulls)
     if value is pd.NA or value is pd.NaT:
         raise InexactValue(path, "missing value (NA/NaT) inside an object; omit the key instead")
     if isinstance(value, dt.datetime):
@@ -172,7 +249,8 @@ def to_json(value: Any, path: str, rules: ValueRules, depth: int = OBJECT_LEVEL)
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, Decimal):
-        return decimal_value(value, path, rules.decimals)
+        number = decimal_value(value, path, rules.decimals)
+        return json_number(number) if rules.v2 and isinstance(number, float) else number
     kind = type(value).__name__
     raise InexactValue(path, f"a {kind} has no exact JSON form; convert it to str, int or float")
 
@@ -215,8 +293,12 @@ def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]
     if not isinstance(parsed, dict):
         raise InexactValue(path, f"must be a JSON object, got {type(parsed).__name__}")
     if exact and all(type(v) in _FLAT for v in parsed.values()):
-        return parsed  # a flat object as orjson read it is exact already
-    return to_json(parsed, path, rules)  # type: ignore[no-any-return]
+        # a flat object as orjson read it is exact already
+        if rules.v2 and float in map(type, parsed.values()):
+            return {k: json_number(v) if type(v) is float else v for k, v in parsed.items()}
+        return parsed
+    # its nulls were written in the text: data, kept
+    return to_json(parsed, path, rules, nulls=True)  # type: ignore[no-any-return]
 
 
 def object_value(value: Any, path: str, rules: ValueRules) -> dict[str, Any]:

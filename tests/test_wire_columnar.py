@@ -1,5 +1,6 @@
 """The column-wise wire path must give the per-row path's bytes, ids and keys exactly (message
-ids are a compatibility promise). Property-based: random typed frames of validated rows."""
+ids are a compatibility promise), in both id formats. Property-based: random typed frames of
+validated rows."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from churn_connector._events.options import EventOptions
 from churn_connector._events.wire import build_events, build_events_per_row
 from churn_connector._inputs.arrow import arrow_to_pandas
 from churn_connector._timestamps import format_ms, normalize
-from churn_connector._values import ValueRules, object_value, problem_of
+from churn_connector._types import IdFormat
+from churn_connector._values import ValueRules, json_number, object_value, problem_of
 
 TEXT = st.text(
     alphabet=st.one_of(
@@ -60,6 +62,13 @@ FLOATS = st.one_of(
     ),
     st.integers(0, 2**64 - 1).map(lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]),
 )
+# integral floats, which id format v2 writes as integers, and the edges of its range
+WHOLE = st.one_of(
+    st.integers(-(2**53) + 1, 2**53 - 1).map(float),
+    st.sampled_from([2.0**53, -(2.0**53), 2.0**53 - 1, 1e15, 1e16, 1e300, -0.0, 0.0]),
+)
+FLOATS = st.one_of(FLOATS, WHOLE)
+ID_FORMATS: st.SearchStrategy[IdFormat] = st.sampled_from(["v1", "v2"])
 MS = st.integers(-62_135_596_800_000, 253_402_300_799_999)  # years 1..9999
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -182,7 +191,7 @@ def frames(draw: st.DrawFn) -> tuple[pd.DataFrame, EventOptions]:
     columns = list(data)
     order = draw(st.permutations(columns))
     df = pd.DataFrame({c: data[c].reset_index(drop=True) for c in order})
-    return df, EventOptions(namespace=namespace)
+    return df, EventOptions(namespace=namespace, id_format=draw(ID_FORMATS))
 
 
 def both(df: pd.DataFrame, options: EventOptions) -> tuple[Any, Any]:
@@ -205,6 +214,13 @@ def test_the_columnar_path_is_byte_identical(case: tuple[pd.DataFrame, EventOpti
 def test_float_spelling_is_orjsons(values: list[float]) -> None:
     got = floats(np.array(values, dtype=np.float64)).to_pylist()
     assert got == [orjson.dumps(v) for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(FLOATS, min_size=1, max_size=50))
+def test_v2_float_spelling_is_orjsons_of_the_json_number(values: list[float]) -> None:
+    got = floats(np.array(values, dtype=np.float64), whole_as_int=True).to_pylist()
+    assert got == [orjson.dumps(json_number(v)) for v in values]
 
 
 @settings(max_examples=200, deadline=None)
@@ -324,7 +340,8 @@ def test_a_struct_column_is_checked_and_written_as_its_dicts_would_be(data: st.D
     )
     offset = data.draw(st.integers(0, n - 1))
     df = arrow_to_pandas(table.slice(offset), pd.RangeIndex(n - offset))
-    rules = ValueRules()
+    options = EventOptions(id_format=data.draw(ID_FORMATS))
+    rules = options.rules
     bad = struct_problems(df["properties"], rules)
     per_cell = [
         i
@@ -336,16 +353,22 @@ def test_a_struct_column_is_checked_and_written_as_its_dicts_would_be(data: st.D
     valid = df.drop(index=df.index[per_cell]).reset_index(drop=True)
     if len(valid):
         ms = normalize(valid["occurred_at"]).ms
-        reference = build_events_per_row(valid, EventOptions(), ms)
+        reference = build_events_per_row(valid, options, ms)
         try:
-            body, digests = columnar.build(valid, EventOptions(), ms)
+            body, digests = columnar.build(valid, options, ms)
         except columnar.Unsupported:  # a field type left to the per-row path
-            body, digests = build_events(valid, EventOptions(), ms).body, reference.digests
+            body, digests = build_events(valid, options, ms).body, reference.digests
         assert body.to_pylist() == reference.body.to_pylist()
         assert digests.tobytes() == reference.digests.tobytes()
 
 
-def test_a_struct_of_plain_types_takes_the_columnar_path() -> None:
+@pytest.mark.parametrize(
+    ("id_format", "members"),
+    [("v2", b'{"n":2}'), ("v1", b'{"n":2,"plan":null,"x":null}')],
+)
+def test_a_struct_of_plain_types_takes_the_columnar_path(
+    id_format: IdFormat, members: bytes
+) -> None:
     props = pa.array(
         [{"plan": "pro", "n": 1, "x": 0.5}, None, {"plan": None, "n": 2, "x": None}],
         pa.struct([("plan", pa.string()), ("n", pa.int64()), ("x", pa.float64())]),
@@ -360,10 +383,11 @@ def test_a_struct_of_plain_types_takes_the_columnar_path() -> None:
     )
     df = arrow_to_pandas(table, pd.RangeIndex(3))
     ms = normalize(df["occurred_at"]).ms
-    assert struct_problems(df["properties"], ValueRules()) is not None
-    body, _ = columnar.build(df, EventOptions(), ms)
-    assert body.to_pylist() == build_events_per_row(df, EventOptions(), ms).body.to_pylist()
-    assert b'"properties":{"n":2,"plan":null,"x":null}' in body.to_pylist()[2]
+    options = EventOptions(id_format=id_format)
+    assert struct_problems(df["properties"], options.rules) is not None
+    body, _ = columnar.build(df, options, ms)
+    assert body.to_pylist() == build_events_per_row(df, options, ms).body.to_pylist()
+    assert b'"properties":' + members in body.to_pylist()[2]
 
 
 JSON_LEAVES = st.one_of(
@@ -411,10 +435,15 @@ def json_texts(draw: st.DrawFn) -> str | None:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-@given(texts=st.lists(json_texts(), min_size=1, max_size=10))
-@example(texts=['{"a": 18446744073709551616}', '{"a": -9223372036854775808, "b": "[{"}'])
+@given(texts=st.lists(json_texts(), min_size=1, max_size=10), id_format=ID_FORMATS)
+@example(
+    texts=['{"a": 18446744073709551616}', '{"a": -9223372036854775808, "b": "[{"}'],
+    id_format="v2",
+)
+@example(texts=['{"a": 3.0, "b": null, "c": {"d": 1e2, "e": null}}'], id_format="v2")
+@example(texts=['{"a": 2.9999999999999999, "b": [30E-1, "x3.0,"], "c": -0.0}'], id_format="v2")
 def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
-    texts: list[str | None],
+    texts: list[str | None], id_format: IdFormat
 ) -> None:
     n = len(texts)
     df = pd.DataFrame(
@@ -425,7 +454,8 @@ def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
             "properties": pd.Series(texts, dtype=STR),
         }
     )
-    rules = ValueRules()
+    options = EventOptions(id_format=id_format)
+    rules = options.rules
     ok = text_objects_ok(df["properties"], "properties", rules)
     assert ok is not None
     per_cell = [
@@ -435,7 +465,7 @@ def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
     valid = df[ok].reset_index(drop=True)
     if len(valid):
         ms = normalize(valid["occurred_at"]).ms
-        reference = build_events_per_row(valid, EventOptions(), ms)
-        body, digests = columnar.build(valid, EventOptions(), ms)
+        reference = build_events_per_row(valid, options, ms)
+        body, digests = columnar.build(valid, options, ms)
         assert body.to_pylist() == reference.body.to_pylist()
         assert digests.tobytes() == reference.digests.tobytes()

@@ -13,7 +13,7 @@ from .._inputs.text import Format
 from .._names import NameStyle
 from .._options import pairs
 from .._stream import batches, report
-from .._types import DataSource, Decimals, EpochUnit, ExtraColumns
+from .._types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
 from .._validation import ValidationReport
 from .options import EventOptions
 from .stream import EventStream
@@ -32,6 +32,7 @@ def event_options(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    id_format: IdFormat = "v2",
     text: TextFormat | None = None,
     rename_style: NameStyle | None = None,
     event_type_style: NameStyle | None = None,
@@ -49,6 +50,7 @@ def event_options(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        id_format=id_format,
         text=text or TextFormat(),
         rename_style=rename_style,
         event_type_style=event_type_style,
@@ -69,6 +71,7 @@ def validate_events(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    id_format: IdFormat = "v2",
     delimiter: str | None = None,
     header: bool = True,
     columns: Sequence[str] | None = None,
@@ -91,7 +94,9 @@ def validate_events(
     each mapping); ``dtypes`` types CSV/TSV cells (``{"properties.amount": "float64"}``);
     ``encoding`` is that of CSV/TSV files; ``decimals`` says what Decimal values become
     (``"error"``, ``"float"`` when exact, ``"str"``). Exact duplicate rows (same message id)
-    are valid but counted: they would be sent once. Text exports as warehouses write them:
+    are valid but counted: they would be sent once. ``id_format="v1"`` makes the ids and
+    events of 0.1 (see "Message ids"), for a backfill begun with it. Text exports as
+    warehouses write them:
     ``delimiter``, ``quote`` (None: no quoting), ``escape`` (``"\\"``: Spark), ``null``
     (markers of null cells, e.g. ``"\\N"``: Snowflake, Redshift), ``header=False`` with
     ``columns=[...]``, and ``format`` for parts whose name says none (``"csv"``: Redshift's
@@ -109,6 +114,7 @@ def validate_events(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        id_format=id_format,
         text=text_format(delimiter, header, columns, escape, null, quote, format),
         rename_style=rename_style,
         event_type_style=event_type_style,
@@ -130,6 +136,7 @@ def events_to_wire(
     encoding: str = "utf-8",
     decimals: Decimals = "error",
     epoch_unit: EpochUnit | None = None,
+    id_format: IdFormat = "v2",
     delimiter: str | None = None,
     header: bool = True,
     columns: Sequence[str] | None = None,
@@ -153,6 +160,7 @@ def events_to_wire(
         encoding=encoding,
         decimals=decimals,
         epoch_unit=epoch_unit,
+        id_format=id_format,
         text=text_format(delimiter, header, columns, escape, null, quote, format),
         rename_style=rename_style,
         event_type_style=event_type_style,

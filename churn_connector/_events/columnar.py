@@ -12,6 +12,9 @@ An Arrow struct ``properties``/``context`` column is written from its fields.
 
 A text column of JSON objects is parsed (validation checked it) and written back sorted.
 
+Id format v2 (``_values``): integral floats are written as integers and a struct's null
+fields are omitted; v1 keeps 0.1's spelling. Both paths follow ``options.id_format``.
+
 Anything else (object columns of dicts, a struct or JSON text beside flat columns, a
 ``message_id`` column, ``id_columns``) raises Unsupported: the caller uses the per-row path,
 which stays the reference (tests/test_wire_columnar.py holds the two to the same bytes).
@@ -44,7 +47,8 @@ from .._arrowjson import (
     with_nulls,
 )
 from .._timestamps import TimestampProblem
-from .ids import ID_PREFIX
+from .._values import json_numbers
+from .ids import PREFIXES
 from .options import EventOptions
 
 _CONTEXT_OPEN = b'{"context":{'
@@ -61,9 +65,12 @@ Unsupported = NotColumnar  # this slice needs the per-row path
 # -- building blocks ----------------------------------------------------------------------
 
 
-def value_json(s: pd.Series, naive_timezone: str | None) -> tuple[pa.Array, bytes]:
+def value_json(
+    s: pd.Series, naive_timezone: str | None, *, v2: bool = True
+) -> tuple[pa.Array, bytes]:
     """(values, quote): JSON text of each cell of a flat column is quote + value + quote
-    (null where the key is omitted). Strings needing no escape are returned raw."""
+    (null where the key is omitted). Strings needing no escape are returned raw; in v2
+    integral floats are integers."""
     dtype = s.dtype
     if isinstance(dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(dtype):
         norm = _timestamps.normalize(s, naive_timezone)
@@ -72,7 +79,7 @@ def value_json(s: pd.Series, naive_timezone: str | None) -> tuple[pa.Array, byte
         raise Unsupported("object or categorical column")
     if pd.api.types.is_float_dtype(dtype):
         arr = s.to_numpy(dtype="float64", na_value=np.nan)
-        return with_nulls(floats(arr), np.isnan(arr)), b""
+        return with_nulls(floats(arr, whole_as_int=v2), np.isnan(arr)), b""
     if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
         return pc.cast(contiguous(s), pa.string()).cast(BIN), b""
     if pd.api.types.is_string_dtype(dtype):
@@ -84,7 +91,7 @@ def value_json(s: pd.Series, naive_timezone: str | None) -> tuple[pa.Array, byte
 
 
 def _object_fragments(
-    work: pd.DataFrame, kind: str, naive_timezone: str | None
+    work: pd.DataFrame, kind: str, naive_timezone: str | None, *, v2: bool
 ) -> list[pa.Array | bytes]:
     """Pieces of the sorted ``"key":value`` members of the flat ``<kind>.<key>`` columns,
     to be spliced into the row join: a column without omitted cells goes in inline
@@ -100,13 +107,13 @@ def _object_fragments(
             raise Unsupported(f"{kind} object and {kind}.<key> columns together")
         cells = work[kind]
         if _columns.is_text_dtype(cells):
-            return [_text_members(cells)]
-        members = struct_members(_struct_of(cells), naive_timezone)
+            return [_text_members(cells, v2=v2)]
+        members = struct_members(_struct_of(cells), naive_timezone, v2=v2)
         return [members] if members is not None else []
     keyed = sorted((c[len(kind) + 1 :], c) for c in _columns.flat_columns(work, kind))
     columns = []
     for key, column in keyed:
-        values, quote = value_json(work[column], naive_timezone)
+        values, quote = value_json(work[column], naive_timezone, v2=v2)
         columns.append((orjson.dumps(key) + b":" + quote, values, quote))
     anchor = next((i for i, (_, v, _) in enumerate(columns) if v.null_count == 0), None)
     out: list[pa.Array | bytes] = []
@@ -136,14 +143,29 @@ def _object_fragments(
     return out
 
 
-def _text_members(s: pd.Series) -> pa.Array:
-    """The sorted members of each validated JSON-object text (null for a null cell)."""
+def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
+    """The sorted members of each validated JSON-object text (null for a null cell); its
+    nulls are written data and stay, in v2 its integral floats become integers."""
     # validation refused integers beyond 64 bits, so orjson reads every integer exactly
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    members = [
-        None if t is None else dumps(loads(t), option=sort)[1:-1] for t in contiguous(s).to_pylist()
-    ]
-    return pa.array(members, BIN)
+    texts = contiguous(s).to_pylist()
+    members = pa.array(
+        [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in texts], BIN
+    )
+    if not v2:
+        return members
+    # orjson spells a float that holds an integer below 2**53 as digits and ".0" before a
+    # delimiter: only the objects with that spelling (in a string too) are walked
+    whole = pc.match_substring_regex(members, _WHOLE_FLOAT).fill_null(False)
+    rows = np.flatnonzero(whole.to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return members
+    # parsed again, not kept from above: holding every parsed object costs more than this
+    fixed = [dumps(json_numbers(loads(texts[i])), option=sort)[1:-1] for i in rows.tolist()]
+    return pc.replace_with_mask(members, whole, pa.array(fixed, BIN))
+
+
+_WHOLE_FLOAT = r"[0-9]\.0(?:[,}\]]|$)"
 
 
 def _struct_of(s: pd.Series) -> pa.StructArray:
@@ -180,8 +202,8 @@ def _event_types(s: pd.Series) -> pa.BinaryArray:
 # -- hashing and ids ----------------------------------------------------------------------
 
 
-def _digests(tails: pa.BinaryArray, namespace: str | None) -> np.ndarray:
-    base = hashlib.sha256(ID_PREFIX + (namespace or "").encode("utf-8") + b"\n" + _CONTEXT_OPEN)
+def _digests(tails: pa.BinaryArray, namespace: str | None, prefix: bytes) -> np.ndarray:
+    base = hashlib.sha256(prefix + (namespace or "").encode("utf-8") + b"\n" + _CONTEXT_OPEN)
     copy = base.copy
     data = bytes(data_bytes(tails))  # one copy; slicing bytes beats to_pylist/memoryview
     offsets = np.frombuffer(tails.buffers()[1], dtype=np.int32)
@@ -223,8 +245,9 @@ def build(
         raise Unsupported("message_id column or id_columns")
     n = len(work)
     tz = options.rules.naive_timezone
-    context = _object_fragments(work, "context", tz)
-    properties = _object_fragments(work, "properties", tz)
+    v2 = options.id_format == "v2"
+    context = _object_fragments(work, "context", tz, v2=v2)
+    properties = _object_fragments(work, "properties", tz, v2=v2)
     times = format_ms(occurred_ms)
     user_ids, quote = _user_ids(work["external_user_id"])
     tails = pc.binary_join_element_wise(
@@ -243,7 +266,7 @@ def build(
     )
     if len(tails) != n:  # a pyarrow join that dropped rows would change every id after it
         raise Unsupported("the row join lost rows")
-    digests = _digests(tails, options.namespace)
+    digests = _digests(tails, options.namespace, PREFIXES[options.id_format])
     uuids = fixed_width(uuid_text(digests))
     if context:
         if any(isinstance(c, bytes) for c in context):

@@ -2,15 +2,27 @@
 
 The canonical form is a compatibility promise (golden vectors in the tests pin it):
 
-    digest = SHA-256( b"churn-connector/message-id/v1\\n" + NAMESPACE_UTF8 + b"\\n" + CANONICAL )
+    digest = SHA-256( b"churn-connector/message-id/v2\\n" + NAMESPACE_UTF8 + b"\\n" + CANONICAL )
     id     = digest[:16] with the version nibble set to 8 and the RFC 4122 variant bits,
              printed as a lowercase 8-4-4-4-12 UUID (an RFC 9562 UUIDv8)
 
 where CANONICAL is the wire event without ``context.$message_id`` serialised as JSON with
 keys sorted by code point, no insignificant white space, UTF-8 (orjson ``OPT_SORT_KEYS``),
-and NAMESPACE is the caller's namespace or the empty string. With ``id_columns`` the
-canonical object is ``{column: wire value}`` for the chosen columns instead (a
-``properties.<key>`` that is absent on a row is ``null``).
+numbers as JSON means them: a float that holds an integer strictly inside +-2**53 is
+written as that integer (``3.0`` -> ``3``, ``-0.0`` -> ``0``), other floats as orjson
+spells them (shortest round trip: ``0.1``, ``1e+16``); booleans stay ``true``/``false``.
+NAMESPACE is the caller's namespace or the empty string. With ``id_columns`` the canonical
+object is ``{column: wire value}`` for the chosen columns instead (a ``properties.<key>``
+that is absent on a row is ``null``). The wire carries the same bytes (plus the id), so
+one export read by pandas, pyarrow, polars or DuckDB gives the same ids and events; the
+value rules behind that (integral floats, null members omitted) are in ``_values``.
+
+Id format ``v1`` (``id_format="v1"``, for backfills begun with 0.1) hashes with the prefix
+``churn-connector/message-id/v1`` and the form of 0.1: floats as orjson spells them
+(``3.0``) and null members of structs, maps and dicts sent as ``null``.
+
+Content digests (the ledger's, for given ids and ``id_columns``) keep the v1 prefix in
+both formats, so an event whose bytes did not change keeps its recorded digest.
 """
 
 from __future__ import annotations
@@ -22,17 +34,25 @@ from typing import Any, overload
 import numpy as np
 import orjson
 
+from .._exceptions import ConfigurationError
 from .._rows import Spill
-from .._values import canonical
+from .._types import IdFormat
+from .._values import canonical, json_numbers
 
-ID_PREFIX = b"churn-connector/message-id/v1\n"
+PREFIXES: dict[IdFormat, bytes] = {
+    "v1": b"churn-connector/message-id/v1\n",
+    "v2": b"churn-connector/message-id/v2\n",
+}
+CONTENT_PREFIX = PREFIXES["v1"]  # content digests: a ledger promise, the same in v1 and v2
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _DASHES = (8, 12, 16, 20)
 
 
-def digests(rows: Sequence[bytes], namespace: str | None = None) -> np.ndarray:
+def digests(
+    rows: Sequence[bytes], namespace: str | None = None, prefix: bytes = PREFIXES["v2"]
+) -> np.ndarray:
     """(n, 16) uint8 array: the UUIDv8 bytes for each canonical row."""
-    base = hashlib.sha256(ID_PREFIX + (namespace or "").encode("utf-8") + b"\n")
+    base = hashlib.sha256(prefix + (namespace or "").encode("utf-8") + b"\n")
     out = bytearray()
     for row in rows:
         h = base.copy()
@@ -56,17 +76,28 @@ def format_uuids(arr: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(joined).view("S36").ravel()
 
 
-def message_ids(rows: Sequence[bytes], namespace: str | None = None) -> list[str]:
+def message_ids(
+    rows: Sequence[bytes], namespace: str | None = None, id_format: IdFormat = "v2"
+) -> list[str]:
     """Message ids (str) for canonical rows; see the module docstring for the format."""
     if not rows:
         return []
-    return format_uuids(digests(rows, namespace)).astype("U36").tolist()  # type: ignore[no-any-return]
+    hashed = digests(rows, namespace, PREFIXES[id_format])
+    return format_uuids(hashed).astype("U36").tolist()  # type: ignore[no-any-return]
 
 
-def message_id(event: dict[str, Any], namespace: str | None = None) -> str:
-    """The id of one wire event (its ``$message_id``, if any, is ignored)."""
+def message_id(
+    event: dict[str, Any], namespace: str | None = None, *, id_format: IdFormat = "v2"
+) -> str:
+    """The id of one wire event (its ``$message_id``, if any, is ignored); ``id_format``
+    ``"v1"`` gives the id 0.1 gave it."""
+    if id_format not in PREFIXES:
+        raise ConfigurationError(f"id_format must be 'v1' or 'v2', not {id_format!r}")
     context = {k: v for k, v in event.get("context", {}).items() if k != "$message_id"}
-    return message_ids([canonical({**event, "context": context})], namespace)[0]
+    bare = {**event, "context": context}
+    # v2: 3.0 and 3 are one number (nulls are kept: in a wire event a null is data)
+    form = json_numbers(bare) if id_format == "v2" else bare
+    return message_ids([canonical(form)], namespace, id_format)[0]
 
 
 def _texts(digests: np.ndarray) -> list[str]:

@@ -142,7 +142,11 @@ def _serialise(
     for one small block; the spliced bytes that are kept are exact-size copies.
     """
     rows = [canonical(e) for e in events]
-    content = _ids.digests(rows, options.namespace)
+    prefix = _ids.PREFIXES[options.id_format]
+    hashed = given is None and not options.id_columns
+    # a hashed id is the content's digest; otherwise the content digest keeps the v1 salt
+    # in every id format, so the ledger's digest of an unchanged event stays the same
+    content = _ids.digests(rows, options.namespace, prefix if hashed else _ids.CONTENT_PREFIX)
     if given is not None:
         quoted = [orjson.dumps(i) for i in given]  # caller's ids may need escaping
         # de-duplication compares ids by a digest of their exact JSON text
@@ -152,7 +156,7 @@ def _serialise(
     else:
         if options.id_columns:
             payloads = [canonical(_id_payload(e, options.id_columns)) for e in events]
-            digests = _ids.digests(payloads, options.namespace)
+            digests = _ids.digests(payloads, options.namespace, prefix)
         else:
             digests = content
         uuids = _ids.format_uuids(digests)

@@ -60,6 +60,7 @@ SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
         "id_columns": Sequence[str] | None,
         "epoch_unit": str | None,
         "event_type_style": str | None,
+        "id_format": str,
     },
     "identities": {
         **_COMMON,

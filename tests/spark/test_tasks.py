@@ -88,6 +88,8 @@ def test_the_key_travels_to_the_tasks_but_never_shows() -> None:
         ({"batch_size": "501", "parallelism": 1}, "batch_size"),
         ({"kind": "identities", "duplicates": "sometimes", "parallelism": 1}, "duplicates"),
         ({"id_columns": "{}", "parallelism": 1}, "id_columns"),
+        ({"id_format": "v3", "parallelism": 1}, "id_format"),
+        ({"kind": "identities", "id_format": "v1"}, r"unknown option\(s\) \['id_format'\]"),
     ],
 )
 def test_bad_options_are_refused_without_echoing_a_key(
@@ -148,6 +150,18 @@ def test_a_task_sends_its_partition_and_the_commit_adds_the_tasks_up(
     writer.abort([first, None])  # None: a task that failed
     assert json.loads(summary_path.read_text())["aborted"] is True
     assert "running it again is safe" in capsys.readouterr().out
+
+
+def test_a_task_sends_the_id_format_it_is_given(sandbox: cc.Sandbox, now: pd.Timestamp) -> None:
+    # a backfill begun with 0.1 is finished in Spark with its ids (option id_format)
+    settings = SparkSettings.from_options(
+        {"base_url": sandbox.base_url, "parallelism": 1, "id_format": "v1"}
+    )
+    batches = _batches(now, 20)
+    ChurnWriter(settings).write(iter(batches))
+    table = pa.Table.from_batches(batches).drop_columns([ORDER_COLUMN])
+    expected = [e["context"]["$message_id"] for e in cc.events_to_wire(table, id_format="v1")]
+    assert sorted(sandbox.events()["message_id"]) == sorted(expected)
 
 
 def test_a_task_that_cannot_send_fails_so_spark_retries_it(now: pd.Timestamp) -> None:
