@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 # logging and SIGTERM handler are process-wide, and so are a JVM and its SparkSession.
 # Coverage adds up over the three. Spark's Python workers run this venv's Python
 # (PYSPARK_PYTHON); the Spark process gets a time limit, should a JVM ever hang.
-# tests/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
+# tests/notebook/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q --ignore=tests/airflow --ignore=tests/spark \
 		--cov=churn_connector --cov-report=
@@ -67,19 +67,19 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 	@touch $(MIN_STAMP)
 
 test-min: $(MIN_STAMP)
-	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_notebooks.py
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/notebook/test_notebooks.py
 
 test: lint typecheck docs pytest test-min
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, anchor or API
-# reference fails. Its Python examples run as tests in the suite (tests/test_docs.py)
+# reference fails. Its Python examples run as tests in the suite (tests/docs/test_docs.py)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # regenerate the reference pages' generated parts: the command line from its parsers, the
-# checks table from churn_connector/_checks.py (tests/test_docs_reference.py checks both)
+# checks table from churn_connector/_validate/checks.py (tests/docs/test_docs_reference.py checks both)
 docs-reference: $(STAMP)
-	$(BIN)/python tests/test_docs_reference.py
+	$(BIN)/python tests/docs/test_docs_reference.py
 
 # not part of make test: ~4 min here (BENCH_ARGS="--quick": smaller sizes; see benchmarks/README.md)
 bench: $(STAMP)
@@ -87,9 +87,9 @@ bench: $(STAMP)
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
-# notebooks are committed without outputs (tests/test_notebooks.py checks)
+# notebooks are committed without outputs (tests/notebook/test_notebooks.py checks)
 strip-notebooks: $(STAMP)
-	$(BIN)/python tests/test_notebooks.py
+	$(BIN)/python tests/notebook/test_notebooks.py
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache \

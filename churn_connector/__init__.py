@@ -11,14 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
 from ._client import Client, identify, send_events
-from ._config import ClientConfig, RetryPolicy, Secret
-from ._delivery.ledger import Ledger
-from ._delivery.results import SendResult
-from ._delivery.retry import instant_retries, set_retry_testing
-from ._events.api import events_to_wire, validate_events
-from ._events.ids import message_id
-from ._events.schema import EVENT_TYPE_PATTERN, events_schema
-from ._exceptions import (
+from ._core.config import ClientConfig, RetryPolicy, Secret
+from ._core.exceptions import (
     AuthenticationError,
     ChurnConnectorError,
     ConfigurationError,
@@ -29,16 +23,17 @@ from ._exceptions import (
     LedgerError,
     TransportError,
 )
+from ._core.types import RowState
+from ._delivery.retry import instant_retries, set_retry_testing
+from ._events.api import events_to_wire, validate_events
+from ._events.ids import message_id
+from ._events.schema import EVENT_TYPE_PATTERN, events_schema
 from ._identities.api import identities_to_wire, validate_identities
 from ._identities.schema import identities_schema
-from ._integrations import (
-    PARTITION_RESULT_META,
-    identify_task,
-    send_events_task,
-    send_partition,
-)
-from ._types import RowState
-from ._validation import ValidationReport
+from ._ledger import Ledger
+from ._results.result import SendResult
+from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
+from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
     from . import samples

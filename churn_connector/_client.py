@@ -10,20 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ._config import ClientConfig, ClientOptions, Secret, as_secret
-from ._delivery.ledger import LedgerArg
-from ._delivery.requests import Request, chunk_events, identify_requests
-from ._delivery.results import SendResult
-from ._delivery.run import Run
-from ._events.api import event_options
-from ._events.stream import EventStream
-from ._identities.api import identity_options
-from ._identities.stream import IdentityStream
-from ._inputs import DEFAULT_SLICE_ROWS, text_format
-from ._inputs.text import Format, TextOptions
-from ._names import NameStyle
-from ._stream import WireBatch
-from ._types import (
+from ._core.config import ClientConfig, ClientOptions, Secret, as_secret
+from ._core.types import (
     BlankConsent,
     DataSource,
     Decimals,
@@ -32,6 +20,18 @@ from ._types import (
     ExtraColumns,
     IdFormat,
 )
+from ._delivery.chunking import Request, chunk_events, identify_requests
+from ._events.api import event_options
+from ._events.stream import EventStream
+from ._identities.api import identity_options
+from ._identities.stream import IdentityStream
+from ._ledger import LedgerArg
+from ._read import DEFAULT_SLICE_ROWS, text_format
+from ._read.names import NameStyle
+from ._read.text import Format, TextOptions
+from ._results.result import SendResult
+from ._run import Run
+from ._stream import WireBatch
 
 if TYPE_CHECKING:
     import requests

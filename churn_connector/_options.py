@@ -15,14 +15,13 @@ from typing import Any, get_args
 
 import pandas as pd
 
-from ._exceptions import ConfigurationError
-from ._inputs import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
-from ._inputs.cells import DTYPES
-from ._inputs.text import DEFAULT_TEXT
-from ._names import NAME_STYLES, NameStyle
-from ._types import Decimals, ExtraColumns
-from ._values import ValueRules
-from ._words import named
+from ._core.exceptions import ConfigurationError
+from ._core.types import Decimals, ExtraColumns
+from ._core.words import named
+from ._json.values import ValueRules
+from ._read import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
+from ._read.names import NAME_STYLES, NameStyle
+from ._read.text import DEFAULT_TEXT, DTYPES
 
 Pairs = tuple[tuple[str, str], ...]
 

@@ -13,19 +13,18 @@ import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 import pyarrow
 
-from ._inputs.csv import ROW_PROBLEMS
-from ._pandera import pa
-from ._rows import RowBook
-from ._types import Note, RowState
-from ._validation import FailureLog, ValidationReport, failures_frame, run_schema
+from ._core.book import RowBook
+from ._core.types import Kind, Note, RowState
+from ._read.csv import ROW_PROBLEMS
+from ._validate.pandera import pa
+from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
 
-Kind = Literal["events", "identities"]
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
 
 

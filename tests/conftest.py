@@ -1,4 +1,12 @@
-"""Shared fixtures: a sandbox per test, a client for it, and a small events table."""
+"""Shared fixtures: a sandbox per test, a client for it, and a small events table.
+
+The folders mirror the package's (``core``, ``read``, ``json``, ``validate``, ``events``,
+``identities``, ``ledger``, ``delivery``, ``notebook``, ``cli``, ``tasks``, ``docs``, and the
+``sandbox``, ``airflow`` and ``spark`` suites). In each, unit tests stand beside end-to-end
+ones, which are marked ``e2e``: they go over real HTTP (a sandbox, a fault proxy, a TLS
+server) or run the program, a kernel or a server in a process of their own.
+``pytest -m "not e2e"`` runs the unit tests alone.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ import pytest
 import trustme
 
 import churn_connector as cc
-from churn_connector._types import ExtraColumns
+from churn_connector._core.types import ExtraColumns
 
 
 class MakeEvents(Protocol):
@@ -54,6 +62,19 @@ def figures(request: pytest.FixtureRequest) -> Figures:
         FIGURES[request.node.name] = text
 
     return note
+
+
+# a test that takes one of these fixtures talks to a real server: it is end-to-end
+E2E_FIXTURES = frozenset({"sandbox", "client", "odd_server", "ca_file", "api"})
+SANDBOX_SUITE = Path(__file__).parent / "sandbox"  # the sandbox's own tests: HTTP throughout
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.is_relative_to(
+            SANDBOX_SUITE
+        ):
+            item.add_marker(pytest.mark.e2e)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -23,13 +23,22 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from .._config import ClientConfig, SecretHeaders
-from .._exceptions import ConfigurationError
-from .._words import Placeholder, option
-from .results import trim
+from .._core.config import ClientConfig, SecretHeaders
+from .._core.exceptions import ConfigurationError
+from .._core.words import Placeholder, option
 
 BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body is cut off
 _WATCH_EVERY = 0.1  # seconds between the watchdog's looks at requests in flight
+
+
+# what an echoed answer keeps: enough to read the error, never a whole body
+RESPONSE_TEXT_LIMIT = 300
+
+
+def trim(text: str | None, limit: int = RESPONSE_TEXT_LIMIT) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass(frozen=True)

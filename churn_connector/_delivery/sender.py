@@ -21,14 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from .._exceptions import TransportError
-from .._rows import RowBook
-from .._schema import PAST_WINDOW
-from .._types import ChunkStatus, RowState
+from .._core.book import RowBook
+from .._core.contract import PAST_WINDOW
+from .._core.exceptions import TransportError
+from .._core.types import ChunkStatus, RowState
+from .chunking import Request, SizeLimit
 from .prefetch import Handoff, Prefetch, get_feeding
 from .progress import Progress
-from .requests import Request, SizeLimit
-from .results import ChunkRecord
 from .transport import Outcome, Poster
 
 # statuses that say "something in this body": splitting can isolate it
@@ -42,6 +41,26 @@ _DRAIN_SECONDS = 1.0  # after a stop: how long to wait for requests in flight to
 # requests built ahead, in rounds of ``concurrency``: at 16 in flight, 128 requests (64k
 # events) cover the time it takes to build the next slice
 _AHEAD_ROUNDS = 8
+
+
+@dataclass(slots=True)  # one per request: an identify of a million users keeps a million
+class ChunkRecord:
+    """One request (or one bisected part of a rejected request) and how it ended."""
+
+    chunk: int
+    parent_chunk: int | None
+    endpoint: str
+    events: int
+    first_row: Any
+    last_row: Any
+    status: ChunkStatus
+    http_status: int | None
+    attempts: int
+    elapsed_s: float
+    finished_s: float  # when it ended, in seconds from the start of the send
+    bytes: int
+    error: str | None
+    response: str | None
 
 
 @dataclass

@@ -23,10 +23,9 @@ from urllib.parse import urlsplit
 
 import requests  # this module is imported only when a caller hands in a session
 
-from .._config import KEY_HEADERS, ClientConfig, SecretHeaders, _is_loopback
-from .._exceptions import ConfigurationError
-from .connections import BODY_LIMIT, Abort, Answer, NetworkFailure, _failure
-from .results import trim
+from .._core.config import KEY_HEADERS, ClientConfig, SecretHeaders, _is_loopback
+from .._core.exceptions import ConfigurationError
+from .connections import BODY_LIMIT, Abort, Answer, NetworkFailure, _failure, trim
 
 log = logging.getLogger("churn_connector")
 

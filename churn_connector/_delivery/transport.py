@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..__version__ import __version__
-from .._config import ClientConfig, SecretHeaders
-from .._exceptions import AuthenticationError, TransportError
+from .._core.config import ClientConfig, SecretHeaders
+from .._core.exceptions import AuthenticationError, TransportError
 from .connections import Abort, Answer, ConnectionPool, NetworkFailure
 from .retry import RetryLog, Verdict, decide, next_wait, retry_testing, sleep
 

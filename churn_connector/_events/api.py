@@ -8,13 +8,13 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
-from .._inputs.text import Format
-from .._names import NameStyle
+from .._core.types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
 from .._options import pairs
+from .._read import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._read.names import NameStyle
+from .._read.text import Format
 from .._stream import batches, report
-from .._types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
-from .._validation import ValidationReport
+from .._validate.report import ValidationReport
 from .options import EventOptions
 from .stream import EventStream
 

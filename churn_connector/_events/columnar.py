@@ -17,7 +17,7 @@ fields are omitted; v1 keeps 0.1's spelling. Both paths follow ``options.id_form
 
 Anything else (object columns of dicts, a struct or JSON text beside flat columns, a
 ``message_id`` column, ``id_columns``) raises Unsupported: the caller uses the per-row path,
-which stays the reference (tests/test_wire_columnar.py holds the two to the same bytes).
+which stays the reference (tests/events/test_wire_columnar.py holds the two to the same bytes).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import _columns, _timestamps
-from .._arrowjson import (
+from .._json import timestamps as _timestamps
+from .._json.arrow import (
     BIN,
     NotColumnar,
     contiguous,
@@ -46,8 +46,9 @@ from .._arrowjson import (
     struct_members,
     with_nulls,
 )
-from .._timestamps import TimestampProblem
-from .._values import json_numbers
+from .._json.timestamps import TimestampProblem
+from .._json.values import json_numbers
+from .._validate import columns as _columns
 from .ids import PREFIXES
 from .options import EventOptions
 

@@ -34,10 +34,10 @@ from typing import Any, overload
 import numpy as np
 import orjson
 
-from .._exceptions import ConfigurationError
-from .._rows import Spill
-from .._types import IdFormat
-from .._values import canonical, json_numbers
+from .._core.book import Spill
+from .._core.exceptions import ConfigurationError
+from .._core.types import IdFormat
+from .._json.values import canonical, json_numbers
 
 PREFIXES: dict[IdFormat, bytes] = {
     "v1": b"churn-connector/message-id/v1\n",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from .._exceptions import ConfigurationError
-from .._names import NAME_STYLES, NameStyle
+from .._core.exceptions import ConfigurationError
+from .._core.types import EpochUnit, IdFormat
+from .._json.values import ValueRules
 from .._options import TableOptions, one_of, utc_now
-from .._types import EpochUnit, IdFormat
-from .._values import ValueRules
+from .._read.names import NAME_STYLES, NameStyle
 
 WIRE_FIELDS = ("context", "event_type", "external_user_id", "occurred_at", "properties")
 _NESTED = ("properties.", "context.")

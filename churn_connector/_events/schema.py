@@ -13,9 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from .. import _columns
-from .._pandera import pa
-from .._schema import (
+from .._core.types import Decimals, EpochUnit, ExtraColumns
+from .._json.values import InexactValue, ValueRules, object_value
+from .._validate import columns as _columns
+from .._validate.pandera import pa
+from .._validate.schema import (
     EXPLAIN_KEY,
     OWNERS_KEY,
     TIMESTAMPS_KEY,
@@ -23,8 +25,6 @@ from .._schema import (
     message,
     unknown_column,
 )
-from .._types import Decimals, EpochUnit, ExtraColumns
-from .._values import InexactValue, ValueRules, object_value
 from .options import EventOptions
 
 EVENT_TYPE_PATTERN = r"[a-z0-9]+(?:_[a-z0-9]+)*"

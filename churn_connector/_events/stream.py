@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._inputs import iter_frames
-from .._names import word_styler
-from .._rows import IdColumn, RowBook
-from .._schema import timestamp_cache
-from .._stream import Kind, SliceStream, WireBatch, paused_gc
-from .._types import DataSource, Note, RowState
-from .._words import option, rows_text
+from .._core.book import IdColumn, RowBook
+from .._core.types import DataSource, Kind, Note, RowState
+from .._core.words import option, rows_text
+from .._read import iter_frames
+from .._read.names import word_styler
+from .._stream import SliceStream, WireBatch, paused_gc
+from .._validate.schema import timestamp_cache
 from .ids import GivenIds, HashedIds, IdTexts
 from .options import EventOptions
 from .schema import build_schema

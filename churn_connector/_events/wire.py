@@ -17,8 +17,9 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from .. import _columns, _timestamps
-from .._values import canonical
+from .._json import timestamps as _timestamps
+from .._json.values import canonical
+from .._validate import columns as _columns
 from . import columnar
 from . import ids as _ids
 from .options import EventOptions

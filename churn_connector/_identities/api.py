@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._inputs import DEFAULT_SLICE_ROWS, TextFormat, text_format
-from .._inputs.text import Format
-from .._names import NameStyle
+from .._core.types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
 from .._options import pairs
+from .._read import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._read.names import NameStyle
+from .._read.text import Format
 from .._stream import report
-from .._types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
-from .._validation import ValidationReport
+from .._validate.report import ValidationReport
 from .options import IdentityOptions
 from .stream import IdentityStream
 

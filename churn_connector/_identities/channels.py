@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._types import CHANNELS, BlankConsent
-from .._values import is_missing
+from .._core.types import CHANNELS, BlankConsent
+from .._json.values import is_missing
 from .consent import Consent, Marks, consent_marks, decide
 from .options import (
     ADDRESS_COLUMNS,

@@ -27,8 +27,8 @@ from typing import get_args
 
 import numpy as np
 
-from .._types import CHANNELS, BlankConsent, Note, NoteKind
-from .._words import option
+from .._core.types import CHANNELS, BlankConsent, Note, NoteKind
+from .._core.words import option
 from .options import ADDRESS_COLUMNS, CONSENT_COLUMNS
 
 NoteKey = tuple[NoteKind, str]  # (kind, column)

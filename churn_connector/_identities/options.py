@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
-from .._exceptions import ConfigurationError
+from .._core.exceptions import ConfigurationError
+from .._core.types import CHANNELS, BlankConsent, Duplicates
 from .._options import TableOptions, one_of
-from .._types import CHANNELS, BlankConsent, Duplicates
 
 USER_ID = "external_user_id"
 ITEM_FIELDS = ("channel", "address", "opted_in", "verified")

@@ -8,11 +8,11 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .. import _columns
-from .._pandera import pa
-from .._schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
-from .._types import ADDRESS_WORDS, CHANNELS, BlankConsent, ExtraColumns
-from .._words import named, option, shown, type_name
+from .._core.types import ADDRESS_WORDS, CHANNELS, BlankConsent, ExtraColumns
+from .._core.words import named, option, shown, type_name
+from .._validate import columns as _columns
+from .._validate.pandera import pa
+from .._validate.schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
 from .channels import (
     FLAG_SPELLINGS,
     blank_cells,

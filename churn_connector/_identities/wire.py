@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import _columns
-from .._values import canonical, is_missing
+from .._json.values import canonical, is_missing
+from .._validate import columns as _columns
 from .channels import convenience_items, explicit_items
 from .consent import EXPLICIT, Marks
 from .options import USER_ID, IdentityOptions

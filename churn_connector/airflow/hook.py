@@ -28,8 +28,8 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from .._client import Client
-from .._config import CLIENT_FIELDS, RETRY_FIELDS, Secret, client_options_from
-from .._exceptions import ChurnConnectorError, ConfigurationError
+from .._core.config import CLIENT_FIELDS, RETRY_FIELDS, Secret, client_options_from
+from .._core.exceptions import ChurnConnectorError, ConfigurationError
 from .provider import CONN_TYPE, DEFAULT_CONN_ID, INTEGRATION
 
 __all__ = ["ChurnHook", "base_url_from", "client_options_from_extra"]

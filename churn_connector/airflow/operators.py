@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
-from .._delivery.results import SendResult
-from .._exceptions import AuthenticationError, ConfigurationError, DeliveryError, _RunStopped
-from .._integrations import Recorded, record
+from .._core.exceptions import AuthenticationError, ConfigurationError, DeliveryError, _RunStopped
+from .._results.result import SendResult
+from .._tasks import Recorded, record
 from .hook import ChurnHook
 from .provider import DEFAULT_CONN_ID
 

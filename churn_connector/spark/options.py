@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from .._client import Client
-from .._config import (
+from .._core.config import (
     CLIENT_FIELDS,
     RETRY_FIELDS,
     ClientConfig,
@@ -22,13 +22,12 @@ from .._config import (
     client_options_from,
     from_text,
 )
+from .._core.exceptions import ConfigurationError
+from .._core.types import KINDS, Kind
 from .._events.api import event_options
-from .._exceptions import ConfigurationError
 from .._identities.api import identity_options
-from .._inputs import DEFAULT_SLICE_ROWS
+from .._read import DEFAULT_SLICE_ROWS
 
-Kind = Literal["events", "identities"]
-KINDS: tuple[Kind, ...] = ("events", "identities")
 NAME = "churn"  # df.write.format("churn")
 """The data source's short name: ``df.write.format("churn")``."""
 SECRET_OPTION = "api_token"  # noqa: S105 - an option's name, not a secret

@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 from pyspark import TaskContext
 
-from .._inputs import DEFAULT_SLICE_ROWS
-from .._integrations import Recorded, record
+from .._read import DEFAULT_SLICE_ROWS
+from .._tasks import Recorded, record
 from .options import ORDER_COLUMN, SparkSettings
 
 

@@ -31,8 +31,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from .._exceptions import ConfigurationError, DeliveryError
-from .._integrations import combine, describe, undelivered
+from .._core.exceptions import ConfigurationError, DeliveryError
+from .._tasks import combine, describe, undelivered
 from .options import NAME, ORDER_COLUMN, SparkSettings, refuse_token_on_connect
 from .partition import PartitionInput, Where, reported_duplicates, send
 from .results import partition_by_user, task_parallelism

@@ -1,0 +1,291 @@
+"""The churn-connector command line.
+
+Exit codes (docs/reference/exit-codes.md): 0 every row delivered or skipped; 1 some rows
+invalid or expired (not sent), the rest delivered; 2 some valid rows could not be delivered;
+3 usage, configuration, authentication, input or ledger error, or an unreachable API;
+130 / 143 interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
+argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+import pyarrow
+
+from ..__version__ import __version__
+from .._client import Client
+from .._core.config import ClientConfig
+from .._core.exceptions import (
+    ChurnConnectorError,
+    InputError,
+    Interrupted,
+    LedgerError,
+    TransportError,
+)
+from .._core.types import ExitCode
+from .._core.words import command_line, text_table
+from .._events.api import validate_events
+from .._identities.api import validate_identities
+from .._results.result import check_result_path, write_frame, write_frames
+from .options import add_data_arguments, data_options
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(ExitCode.STOPPED, f"{self.prog}: error: {message}\n")
+
+
+def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
+    # on the main parser and on each subcommand, so -v/-q work before or after it
+    p.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="log progress to stderr"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", default=default, help="print errors only")
+
+
+def _add_network_options(p: argparse.ArgumentParser) -> None:
+    for flag, text in (
+        ("--deadline", "end the whole run after S seconds (default 3600)"),
+        ("--connect-timeout", "seconds to connect (default 5)"),
+        ("--read-timeout", "seconds to wait for each read of an answer (default 30)"),
+        ("--request-timeout", "seconds for one whole request, answer included (default 120)"),
+    ):
+        p.add_argument(flag, type=float, metavar="S", help=text)
+    p.add_argument(
+        "--max-request-bytes", type=int, metavar="N", help="keep every request body under N bytes"
+    )
+    p.add_argument("--ca-bundle", metavar="PEM", help="trust the CAs in this file (private CA)")
+    p.add_argument(
+        "--proxy",
+        metavar="URL",
+        help="http://[user:password@]host:port; a CONNECT tunnel, for https base URLs only",
+    )
+    p.add_argument(
+        "--trust-env", action="store_true", help="use HTTPS_PROXY / NO_PROXY from the environment"
+    )
+    p.add_argument(
+        "--allow-insecure-http",
+        action="store_true",
+        help="allow a plain http:// base URL for a host other than this machine (the key "
+        "travels in clear text)",
+    )
+
+
+# ClientConfig fields set by the options of the same name
+_NETWORK_FIELDS = (
+    "deadline",
+    "connect_timeout",
+    "read_timeout",
+    "request_timeout",
+    "max_request_bytes",
+    "ca_bundle",
+    "proxy",
+)
+
+
+_EPILOG = """\
+exit codes:
+  0  every row delivered (or skipped as already delivered); validate: every row valid
+  1  some rows were invalid (or expired) and not sent, the rest delivered
+  2  some valid rows could not be delivered
+  3  usage, configuration, input, authentication or ledger error; the API unreachable
+  130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; the result files are still written
+  the highest that applies wins
+
+The API key is read from the environment variable CHURN_API_KEY (never from an
+argument, where shell history and process lists would keep it); the base URL from
+--base-url or CHURN_BASE_URL.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="churn-connector",
+        description="Validate warehouse exports of events and identities and send them to "
+        "the ingestion API.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbosity(parser, False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    validate = sub.add_parser("validate", help="check a file; send nothing")
+    _add_verbosity(validate, argparse.SUPPRESS)
+    add_data_arguments(validate)
+    validate.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
+
+    send = sub.add_parser("send", help="validate, then send the valid rows")
+    _add_verbosity(send, argparse.SUPPRESS)
+    add_data_arguments(send)
+    send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
+    send.add_argument("--concurrency", type=int, help="requests in flight at most")
+    send.add_argument("--batch-size", type=int, help="events per request (at most 500)")
+    send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
+    send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
+    send.add_argument("--dry-run", action="store_true", help="build every request, send none")
+    send.add_argument(
+        "--ledger", type=Path, help="SQLite file of acknowledged data: skip it on re-runs"
+    )
+    _add_network_options(send)
+    send.add_argument(
+        "--auth-header",
+        choices=["bearer", "x-api-key"],
+        default="bearer",
+        help="how to send the key",
+    )
+
+    sub.add_parser(
+        "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
+    )
+    demo = sub.add_parser("demo", help="sandbox + sample export + validate + send, offline")
+    _add_verbosity(demo, argparse.SUPPRESS)
+    demo.add_argument("--out", type=Path, default=Path("demo-output"), help="where files go")
+    return parser
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    if not args.quiet:
+        print(text)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    validate = validate_events if args.kind == "events" else validate_identities
+    report = validate(args.file, **data_options(args))
+    _say(args, report.summary())
+    if report.n_rows == 0:
+        _say(args, "the input holds no rows: nothing to validate")
+    if args.report is not None:
+        write_frame(report.failures, args.report)
+        _say(args, f"failures written to {args.report}")
+    return ExitCode.OK if report.ok else ExitCode.INVALID
+
+
+def _send(args: argparse.Namespace) -> int:
+    check_result_path(args.results)  # before anything is sent, not after
+    check_result_path(args.rows)
+    client_options: dict[str, Any] = {"auth_header": args.auth_header}
+    client_options.update(
+        {name: getattr(args, name) for name in _NETWORK_FIELDS if getattr(args, name) is not None}
+    )
+    for flag in ("trust_env", "allow_insecure_http"):
+        if getattr(args, flag):
+            client_options[flag] = True
+    if args.concurrency is not None:
+        key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
+        client_options[key] = args.concurrency
+    if args.batch_size is not None:
+        client_options["batch_size"] = args.batch_size
+    # a dry run contacts nothing: it needs no base URL and no key
+    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client_options)
+    client = Client(config=config)
+    send = client.send_events if args.kind == "events" else client.identify
+    try:
+        result = send(
+            args.file,
+            dry_run=args.dry_run,
+            ledger=args.ledger,
+            progress=False if args.quiet else None,
+            **data_options(args),
+        )
+    except (TransportError, LedgerError, InputError, Interrupted) as exc:
+        # the run stopped: still leave the record of what was and was not delivered
+        for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
+            if path is not None and frame is not None:
+                write_frame(frame, path)
+        raise
+    _say(args, result.summary())
+    if result.n_rows == 0:
+        _say(args, "the input holds no rows: nothing to send")
+    first = result.first_failures(10)
+    if not first.empty:
+        width = shutil.get_terminal_size().columns - 1
+        _say(args, text_table(first[["row", "status", "error"]], width, wrap="error"))
+    if args.results is not None:
+        write_frame(result.chunks, args.results)
+    if args.rows is not None:
+        write_frames(result.row_frames(), args.rows)  # block by block: flat memory
+    return result.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["sandbox"]:
+        # a separate program with its own options, loaded only when asked for
+        sandbox_cli = importlib.import_module("churn_connector._sandbox._cli")
+        return int(sandbox_cli.main(args_list[1:]))
+    args = build_parser().parse_args(args_list)
+    if args.verbose and args.quiet:
+        print("churn-connector: error: -v and -q contradict each other", file=sys.stderr)
+        return ExitCode.STOPPED
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    elif args.quiet:
+        logging.basicConfig(level=logging.ERROR)
+    try:
+        with command_line():  # messages name options by their flags
+            if args.command == "validate":
+                return _validate(args)
+            if args.command == "send":
+                return _send(args)
+            # the demo starts a sandbox: loaded only when asked for
+            demo = importlib.import_module("churn_connector._cli.demo")
+            return int(demo.run_demo(args.out))
+    except Interrupted as exc:
+        print(exc.message, file=sys.stderr)
+        return ExitCode.interrupted(exc.signal or signal.SIGINT)
+    except ChurnConnectorError as exc:
+        # one line: a reader's message may quote several lines of the file
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return ExitCode.STOPPED
+    except KeyboardInterrupt:
+        # Ctrl-C outside a send (reading, validating, writing results): stop, quietly
+        return ExitCode.interrupted(signal.SIGINT)
+
+
+def run() -> int:
+    """The ``churn-connector`` program: :func:`main` in a process of its own."""
+    _use_a_lean_arrow_pool()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _first_ctrl_c)
+    return main()
+
+
+def _first_ctrl_c(signum: int, frame: FrameType | None) -> NoReturn:
+    """Ctrl-C stops the send and its accounting is written; a second one ends the process.
+
+    The program owns its process, so after the first the default action is put back: a
+    second Ctrl-C (while results are written, or as the interpreter shuts down) ends it at
+    once, without a traceback from whatever code it lands in.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise KeyboardInterrupt
+
+
+def _use_a_lean_arrow_pool() -> None:
+    """Arrow's jemalloc pool, where pyarrow has one, unless ARROW_DEFAULT_MEMORY_POOL says.
+
+    pyarrow's default pool (mimalloc on Linux) keeps memory that the reader's batches freed,
+    so a long send grew; jemalloc hands it back: a 3M-row Parquet dry run peaked ~80 MB
+    lower (benchmarks/, "memory"). The pool is process-wide, so only the program sets it,
+    never the library: in a notebook or an Airflow worker the process is the user's.
+    """
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    try:
+        pool = pyarrow.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without it (Windows wheels)
+        return
+    pyarrow.set_memory_pool(pool)

@@ -1,0 +1,265 @@
+"""The row book: one state per input row, kept column-wise so millions of rows stay small.
+
+Validation marks rows invalid or skipped, delivery marks them sent, rejected or failed, and
+results read the book back as frames. Positions are 0-based row numbers of the whole input.
+"""
+
+from __future__ import annotations
+
+import bisect
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import IO, Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from .types import STATE_NAMES, RowState
+
+
+class Labels:
+    """Row labels stored as the input's own index slices (a RangeIndex costs nothing)."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._parts: list[pd.Index] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, index: pd.Index) -> None:
+        self._starts.append(self._n)
+        self._parts.append(index)
+        self._n += len(index)
+
+    def __getitem__(self, position: int) -> Any:
+        k = bisect.bisect_right(self._starts, position) - 1
+        return self._parts[k][position - self._starts[k]]
+
+    def to_list(self, lo: int = 0, hi: int | None = None) -> list[Any]:
+        """The labels of positions ``lo`` .. ``hi`` (all by default)."""
+        hi = self._n if hi is None else hi
+        out: list[Any] = []
+        for start, part in zip(self._starts, self._parts, strict=True):
+            end = start + len(part)
+            if end > lo and start < hi:
+                out.extend(part[max(lo - start, 0) : hi - start].tolist())
+        return out
+
+
+class Spill:
+    """An unnamed temporary file that holds bulky per-row data (message-id digests) out of
+    memory: appended once, read back by offset when results are built."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] | None = None
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> int:
+        """Append ``data``; return its offset."""
+        with self._lock:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="churn-connector-")  # noqa: SIM115
+            offset = self._size
+            self._file.seek(offset)
+            self._file.write(data)
+            self._size += len(data)
+            return offset
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self._lock:
+            assert self._file is not None
+            self._file.seek(offset)
+            return self._file.read(size)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class IdColumn(Protocol):
+    """The message ids of one slice's rows, kept compactly; text is made only when asked."""
+
+    def __len__(self) -> int: ...
+
+    def texts(self, lo: int, hi: int) -> list[str | None]:
+        """The ids of rows ``lo`` .. ``hi`` of the slice (None where a row has none)."""
+        ...
+
+
+class RowBook:
+    """Per-row state, stored column-wise so that millions of rows stay small.
+
+    A row costs 1 byte of state, 4 of chunk number and what its slice's ``IdColumn`` keeps
+    (16 bytes for a hashed id); labels are the input's own index slices, errors are kept
+    for failing rows only. The reader thread appends rows while sender threads set
+    states, so every access takes the lock (growing an array replaces it).
+    """
+
+    def __init__(self) -> None:
+        self.labels = Labels()
+        self.spill = Spill()  # message-id digests: 16 bytes a row on disk, not in memory
+        self.errors: dict[int, str] = {}
+        self._ids: list[tuple[int, IdColumn]] = []
+        self._status = np.zeros(1024, dtype=np.int8)  # RowState values
+        self._chunk = np.full(1024, -1, dtype=np.int32)
+        self._lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def status(self) -> np.ndarray:
+        return self._status[: len(self.labels)]
+
+    @property
+    def chunk(self) -> np.ndarray:
+        return self._chunk[: len(self.labels)]
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in all, when the input's length is known up front:
+        the arrays are then allocated once, with no spare room and no copy."""
+        with self._lock:
+            self._grow(rows, exact=True)
+
+    def extend(self, labels: pd.Index | list[Any]) -> int:
+        """Add rows (all pending); return the position of the first."""
+        index = labels if isinstance(labels, pd.Index) else pd.Index(labels, dtype=object)
+        with self._lock:
+            start = len(self.labels)
+            self._grow(start + len(index), exact=False)
+            self.labels.append(index)
+            return start
+
+    def _grow(self, need: int, *, exact: bool) -> None:
+        if need <= len(self._status):
+            return
+        # growing by half keeps appends O(n) overall with a third less spare room than doubling
+        size = need if exact else max(need, len(self._status) * 3 // 2)
+        start = len(self.labels)
+        status = np.zeros(size, dtype=np.int8)
+        chunk = np.full(size, -1, dtype=np.int32)
+        status[:start] = self._status[:start]
+        chunk[:start] = self._chunk[:start]
+        self._status, self._chunk = status, chunk
+
+    def set_message_ids(self, start: int, ids: IdColumn) -> None:
+        """The message ids of the slice's rows from ``start`` on."""
+        with self._lock:
+            self._ids.append((start, ids))
+
+    def id_column_at(self, position: int) -> tuple[IdColumn, int] | None:
+        """The id column holding ``position``'s id and the row's index in it, if any."""
+        starts = [start for start, _ in self._ids]
+        k = bisect.bisect_right(starts, position) - 1
+        if k < 0:
+            return None
+        start, column = self._ids[k]
+        return (column, position - start) if position - start < len(column) else None
+
+    def message_ids(self, lo: int = 0, hi: int | None = None) -> list[str | None]:
+        """The message ids of positions ``lo`` .. ``hi`` (all by default)."""
+        hi = len(self) if hi is None else hi
+        out: list[str | None] = [None] * (hi - lo)
+        for start, column in self._ids:
+            end = start + len(column)
+            if end > lo and start < hi:
+                a, b = max(lo, start), min(hi, end)
+                out[a - lo : b - lo] = column.texts(a - start, b - start)
+        return out
+
+    def set(
+        self, positions: Any, state: RowState, error: str | None = None, chunk: int = -1
+    ) -> None:
+        pos = np.asarray(positions, dtype=np.int64)
+        with self._lock:
+            self._status[pos] = state
+            if chunk >= 0:
+                self._chunk[pos] = chunk
+            if error is not None:
+                for p in pos.tolist():
+                    self.errors[p] = error
+
+    def set_chunk(self, positions: Any, chunk: int) -> None:
+        with self._lock:
+            self._chunk[np.asarray(positions, dtype=np.int64)] = chunk
+
+    def add_error(self, position: int, error: str) -> None:
+        with self._lock:
+            old = self.errors.get(position)
+            self.errors[position] = error if old is None else f"{old}; {error}"
+
+    def counts(self) -> dict[str, int]:
+        found = np.bincount(self.status, minlength=len(STATE_NAMES))
+        return {name: int(found[i]) for i, name in enumerate(STATE_NAMES)}
+
+    def frame(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
+        """The per-row frame of positions ``lo`` .. ``hi`` (all rows by default)."""
+        hi = len(self) if hi is None else hi
+        errors: list[str | None] = [None] * (hi - lo)
+        if len(self.errors) <= hi - lo:
+            for p, e in self.errors.items():
+                if lo <= p < hi:
+                    errors[p - lo] = e
+        else:
+            errors = [self.errors.get(p) for p in range(lo, hi)]
+        return self._frame(
+            np.arange(lo, hi, dtype=np.int64),
+            self.labels.to_list(lo, hi),
+            self.message_ids(lo, hi),
+            errors,
+        )
+
+    def frame_at(self, positions: np.ndarray) -> pd.DataFrame:
+        """The per-row frame of some rows only (say, the failures)."""
+        ids: list[str | None] = []
+        for p in positions.tolist():
+            found = self.id_column_at(p)
+            ids.append(None if found is None else found[0].texts(found[1], found[1] + 1)[0])
+        return self._frame(
+            positions.astype(np.int64),
+            [self.labels[p] for p in positions.tolist()],
+            ids,
+            [self.errors.get(p) for p in positions.tolist()],
+        )
+
+    def _frame(
+        self,
+        positions: np.ndarray,
+        labels: list[Any],
+        ids: list[str | None],
+        errors: list[str | None],
+    ) -> pd.DataFrame:
+        chunk = self.chunk[positions]
+        chunks = pd.array(chunk, dtype="Int64")
+        chunks[chunk < 0] = pd.NA
+        return pd.DataFrame(
+            {
+                "row": pd.Series(labels, dtype=object),
+                "position": positions,
+                "message_id": pd.Series(ids, dtype=object),
+                "chunk": chunks,
+                "status": pd.Categorical.from_codes(
+                    self.status[positions].astype(np.int64),
+                    categories=pd.Index(list(STATE_NAMES)),
+                ),
+                "error": pd.Series(errors, dtype=object),
+            }
+        )
+
+    def frames(self, block: int = 200_000) -> Iterator[pd.DataFrame]:
+        """The per-row frame in blocks of ``block`` rows, for writing without holding it."""
+        for lo in range(0, max(len(self), 1), block):
+            yield self.frame(lo, min(lo + block, len(self)))
+
+    def positions(self, states: tuple[RowState, ...]) -> np.ndarray:
+        """The positions of rows in any of ``states``."""
+        return np.flatnonzero(np.isin(self.status, states))

@@ -1,0 +1,399 @@
+"""Immutable client configuration with explicit timeouts; the API key is never shown."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import random
+import typing
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypedDict, Unpack
+from urllib.parse import urlsplit
+
+from .contract import MAX_BATCH_SIZE
+from .exceptions import ConfigurationError
+from .types import AuthHeader
+from .words import Placeholder, named, on_command_line, option
+
+# a dry run without a base URL or key: stand-ins, never contacted (.invalid never resolves)
+DRY_RUN_URL = "https://dry-run.invalid"
+
+# the request header the API key travels in, by ``auth_header``
+KEY_HEADERS: dict[AuthHeader, str] = {"bearer": "Authorization", "x-api-key": "X-API-Key"}
+
+
+class Secret:
+    """A string that does not print itself (repr, str, f-strings, logs, pickles of reprs).
+
+    Everything the package does with the raw key happens in these methods, so no frame of
+    ours holds it in a local variable that a traceback-with-locals renderer would print.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The key itself, for the one place that must send it."""
+        return self._value
+
+    def problem(self) -> str | None:
+        """Why this cannot be an API key, without echoing it; None when it can."""
+        if not self._value:
+            return "the API key is empty"
+        if not (self._value.isascii() and self._value.isprintable()) or any(
+            ch.isspace() for ch in self._value
+        ):
+            # e.g. a trailing newline from a secrets file
+            return (
+                "the API key holds white space, control or non-ASCII characters; "
+                "strip it (a trailing newline from a secrets file is the usual cause)"
+            )
+        return None
+
+    def fingerprint(self) -> str:
+        """A short hash that tells keys apart without revealing them."""
+        return hashlib.sha256(self._value.encode()).hexdigest()[:16]
+
+    def auth_headers(self, scheme: AuthHeader) -> dict[str, str]:
+        """The request header that carries the key."""
+        prefix = "Bearer " if scheme == "bearer" else ""
+        return {KEY_HEADERS[scheme]: prefix + self._value}
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every occurrence of the key masked (servers may echo headers)."""
+        return text.replace(self._value, "********") if self._value in text else text
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+DRY_RUN_KEY = Secret("dry-run-without-a-key")
+
+
+def _no_url() -> str:
+    return f"no {named('base_url')} given and CHURN_BASE_URL is not set"
+
+
+def _no_key() -> str:
+    if on_command_line():
+        return "CHURN_API_KEY is not set (the command line reads the key from there only)"
+    return "no api_key given and CHURN_API_KEY is not set"
+
+
+def as_secret(value: str | Secret | None) -> Secret | None:
+    """Wrap a key at the boundary, so no frame below holds it in a local variable."""
+    return Secret(value) if isinstance(value, str) else value
+
+
+class SecretHeaders:
+    """Request headers, some secret: iterable like a mapping for http.client, but neither a
+    dict nor a Mapping, so a traceback-with-locals renderer shows only this repr."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict[str, str]) -> None:
+        self._items = items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def items(self) -> ItemsView[str, str]:
+        return self._items.items()
+
+    def __repr__(self) -> str:
+        return f"SecretHeaders({', '.join(self._items)})"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry a request (immutable).
+
+    ``max_attempts`` counts the first attempt too; the wait after attempt *n* is drawn
+    uniformly from 0 to ``min(max_delay, initial_delay * multiplier ** (n - 1))`` seconds
+    (full jitter), or is the server's ``Retry-After`` up to ``max_retry_after``.
+    """
+
+    max_attempts: int = 8
+    initial_delay: float = 0.5
+    max_delay: float = 30.0
+    multiplier: float = 2.0
+    max_retry_after: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigurationError("max_attempts must be at least 1")
+        if self.initial_delay < 0 or self.max_delay < 0 or self.max_retry_after < 0:
+            raise ConfigurationError("delays must not be negative")
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """Full-jitter exponential wait after failed attempt number ``attempt`` (1-based)."""
+        ceiling = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
+        return rng.uniform(0, ceiling)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword form of :class:`ClientConfig`'s options (for ``Client(...)``)."""
+
+    auth_header: AuthHeader
+    connect_timeout: float
+    read_timeout: float
+    max_concurrency: int
+    identify_concurrency: int
+    batch_size: int
+    max_request_bytes: int | None
+    bisect_rejected: bool
+    max_split_requests: int
+    retry: RetryPolicy
+    allow_insecure_http: bool
+    request_timeout: float
+    deadline: float | None
+    fail_fast_after: float
+    ca_bundle: str | None
+    verify: bool
+    proxy: str | None
+    trust_env: bool
+    max_requests_per_second: float | None
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything a Client needs; build it with :meth:`create` to read the environment.
+
+    Frozen and checked when made: a bad value raises ``ConfigurationError`` at once. Every
+    field is a keyword of ``Client`` (the docs' options page tables them with their defaults
+    and command-line spellings); ``repr`` never shows the key.
+    """
+
+    base_url: str
+    api_key: Secret = field(repr=False)
+    auth_header: AuthHeader = "bearer"
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    # 16 batches in flight keep ~85% of 16 x 500 events per round trip at 50 ms; identify
+    # sends one user per request, so it needs more in flight to pass 1,000 users/s there
+    max_concurrency: int = 16
+    identify_concurrency: int = 64
+    batch_size: int = MAX_BATCH_SIZE
+    max_request_bytes: int | None = None
+    bisect_rejected: bool = True
+    max_split_requests: int = 1000  # per run; then a rejected batch is reported whole
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    allow_insecure_http: bool = False
+    request_timeout: float = 120.0  # one attempt, from connecting to the last byte read
+    deadline: float | None = 3600.0  # the whole run; None = no deadline
+    fail_fast_after: float = 10.0  # seconds of nothing but unreachable-host failures
+    ca_bundle: str | None = None  # PEM file of trusted CAs (default: REQUESTS_CA_BUNDLE, ...)
+    verify: bool = True  # False only for loopback hosts (a local TLS test server)
+    proxy: str | None = None  # http://[user:pass@]host:port, for https base URLs only
+    trust_env: bool = False  # read HTTPS_PROXY / NO_PROXY from the environment
+    # attempts (retries included) per second across this client's workers; None: no limit.
+    # A share of a budget that many processes split (Spark tasks: churn_connector.spark)
+    max_requests_per_second: float | None = None
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        if (
+            parts.scheme == "http"
+            and not _is_loopback(parts.hostname)
+            and not self.allow_insecure_http
+        ):
+            raise ConfigurationError(
+                "plain http:// is refused for a non-loopback host (the key would travel in "
+                f"clear text); use https:// or pass {option('allow_insecure_http')}"
+            )
+        problem = self.api_key.problem()
+        if problem is not None:
+            raise ConfigurationError(problem)
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise ConfigurationError(
+                f"batch_size must be between 1 and {MAX_BATCH_SIZE} (the API's limit), "
+                f"got {self.batch_size}"
+            )
+        for name in ("max_concurrency", "identify_concurrency"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be at least 1")
+        timeouts = (self.connect_timeout, self.read_timeout, self.request_timeout)
+        if min(timeouts) <= 0 or (self.deadline is not None and self.deadline <= 0):
+            raise ConfigurationError("timeouts and the deadline must be positive")
+        rate = self.max_requests_per_second
+        number = isinstance(rate, int | float) and not isinstance(rate, bool)
+        if rate is not None and not (number and 0 < rate < float("inf")):
+            raise ConfigurationError(
+                f"max_requests_per_second must be a positive number (or None), got {rate!r}"
+            )
+        if self.fail_fast_after < 0:
+            raise ConfigurationError("fail_fast_after must not be negative")
+        if not self.verify and not _is_loopback(parts.hostname):
+            raise ConfigurationError(
+                "verify=False is refused for a non-loopback host: it would send the key to "
+                "anyone in between; pass "
+                f"{option('ca_bundle', Placeholder('<your CA>.pem'))} for a private CA"
+            )
+        if self.ca_bundle is not None and not os.path.isfile(self.ca_bundle):
+            raise ConfigurationError(f"{named('ca_bundle')} {self.ca_bundle!r} is not a file")
+        if self.proxy is not None:
+            check_proxy(self.proxy, self.base_url)
+        if self.auth_header not in ("bearer", "x-api-key"):
+            raise ConfigurationError("auth_header must be 'bearer' or 'x-api-key'")
+
+    @classmethod
+    def create(
+        cls,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        *,
+        dry_run: bool = False,
+        **options: Unpack[ClientOptions],
+    ) -> ClientConfig:
+        """Fill ``base_url``/``api_key`` from CHURN_BASE_URL/CHURN_API_KEY when not given.
+
+        ``dry_run``: a dry run contacts nothing, so it needs neither; where none is set, a
+        placeholder stands in, which ``check_run`` refuses for anything but a dry run.
+        """
+        url = base_url or os.environ.get("CHURN_BASE_URL") or (DRY_RUN_URL if dry_run else "")
+        if not url:
+            raise ConfigurationError(_no_url())
+        api_key = as_secret(api_key)  # no frame below holds the raw key in a local variable
+        if api_key is None:
+            api_key = Secret(os.environ.get("CHURN_API_KEY", ""))
+            if api_key.problem() == "the API key is empty":
+                if not dry_run:
+                    raise ConfigurationError(_no_key())
+                api_key = DRY_RUN_KEY
+        try:
+            return cls(base_url=url.rstrip("/"), api_key=api_key, **options)
+        except TypeError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def check_run(self, *, dry_run: bool, ledger: bool) -> None:
+        """Refuse a run that a dry run's placeholders cannot serve (see ``create``): a real
+        send, or a dry run with a ledger, whose records are scoped to the real URL and key."""
+        missing = [
+            say()
+            for say, stands_in in (
+                (_no_url, self.base_url == DRY_RUN_URL),
+                (_no_key, self.api_key == DRY_RUN_KEY),
+            )
+            if stands_in
+        ]
+        if missing and not dry_run:
+            raise ConfigurationError(missing[0])
+        if missing and ledger:
+            raise ConfigurationError(
+                f"{missing[0]}: a dry run with a ledger needs the base URL and key of the real "
+                "run (the ledger's records are scoped to them)"
+            )
+
+    def with_options(self, **options: Unpack[ClientOptions]) -> ClientConfig:
+        """A copy with these fields changed, checked again."""
+        try:
+            return replace(self, **options)
+        except TypeError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+
+def check_proxy(proxy: str, base_url: str) -> None:
+    """Refuse a proxy that could see the key: only CONNECT tunnels to https base URLs."""
+    parts = urlsplit(proxy)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ConfigurationError(
+            "proxy must be an http://[user:password@]host:port URL (the CONNECT tunnel "
+            "carries TLS from us to the API end to end)"
+        )
+    if urlsplit(base_url).scheme != "https":
+        raise ConfigurationError(
+            "a proxy is only used for an https:// base URL: over plain http the proxy "
+            "would read the key in every request"
+        )
+
+
+# options given as text (an Airflow connection's extra, Spark's .option(...)): the fields of
+# ClientConfig (but the URL and the key) and of its RetryPolicy, by name
+CLIENT_FIELDS = frozenset(f.name for f in fields(ClientConfig)) - {"base_url", "api_key", "retry"}
+RETRY_FIELDS = frozenset(f.name for f in fields(RetryPolicy))
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
+
+
+def from_text(name: str, value: Any, hint: Any, where: str) -> Any:
+    """An option that may arrive as text, read as ``hint`` (``int | None``, ``bool``,
+    ``Sequence[str] | None`` as JSON or comma-separated, ``Mapping`` as JSON, ...); a typed
+    value passes as it is (the option's own checks judge it). ``where`` names the source
+    in errors ("connection extra", "option")."""
+    if not isinstance(value, str):
+        return value
+    args = typing.get_args(hint)
+    kinds = {typing.get_origin(a) or a for a in args if a is not type(None)} or {
+        typing.get_origin(hint) or hint
+    }
+    text = value.strip()
+    if text.lower() in ("null", "none") and type(None) in args:
+        return None  # e.g. deadline=none: no deadline
+    try:
+        if bool in kinds:
+            if text.lower() in _TRUE | _FALSE:
+                return text.lower() in _TRUE
+            raise ValueError(text)
+        if int in kinds:
+            return int(text)
+        if float in kinds:
+            return float(text)
+        if Mapping in kinds:
+            parsed = json.loads(text)
+            if not isinstance(parsed, dict):
+                raise ValueError(text)
+            return parsed
+        if Sequence in kinds:
+            if text.startswith("["):
+                items = json.loads(text)
+                if not isinstance(items, list):
+                    raise ValueError(text)
+                return items
+            return [item.strip() for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise ConfigurationError(f"{where} {name!r}: cannot read {value!r} as {hint}") from None
+    return text
+
+
+def client_options_from(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """ClientConfig and RetryPolicy fields by name (text or typed) as :class:`Client` keyword
+    options, the retry fields as one ``retry`` policy. Every name must be one of
+    ``CLIENT_FIELDS | RETRY_FIELDS``: the caller says what other names mean."""
+    client_hints = typing.get_type_hints(ClientConfig)
+    retry_hints = typing.get_type_hints(RetryPolicy)
+    options: dict[str, Any] = {}
+    retry: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in RETRY_FIELDS:
+            retry[key] = from_text(key, value, retry_hints[key], where)
+        else:
+            options[key] = from_text(key, value, client_hints[key], where)
+    if retry:
+        try:
+            options["retry"] = RetryPolicy(**retry)
+        except TypeError as exc:
+            raise ConfigurationError(f"{where}: {exc}") from None
+    return options

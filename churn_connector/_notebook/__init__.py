@@ -1,0 +1,1 @@
+"""How reports and results look in Jupyter: compact HTML and matplotlib charts."""

@@ -1,0 +1,409 @@
+"""CSV and TSV: every cell as text, every row labelled by the line it starts on.
+
+pyarrow's streaming parser reads the file (``use_threads=False`` keeps record numbers, values
+may hold newlines); each record's physical line number is rebuilt from the newlines inside
+its cells, so a quoted or escaped cell spanning lines never shifts the labels of later rows.
+The layout (delimiter, quote, escape, null markers, header or ``columns``) is a
+``TextFormat``; without a header the data starts at line 1. By default only an empty cell
+is null ("NA" or "null" can be somebody's id). A line with more or fewer cells than the
+header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEMS``), never
+padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``) is a
+row.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from .._core.exceptions import InputError
+from .arrow import arrow_to_pandas
+from .compression import open_stream
+from .text import TextFormat
+
+ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: message}
+_NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
+_ROW_NUMBER = re.compile(r"Row #(\d+)")
+
+
+def _newlines(data: bytes) -> int:
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+class _Lines(io.RawIOBase):
+    """The byte stream handed to pyarrow, watched on the way.
+
+    It never ends a chunk in ``\\r`` (the byte waits for the next chunk), so no CRLF
+    straddles two of pyarrow's blocks: pyarrow 26 drops the ``\\n`` of a quoted CRLF that
+    does (apache/arrow#51368). It also notes which physical lines are empty, so an empty
+    line can be told from a line of empty cells, which parse alike.
+    """
+
+    def __init__(self, raw: Any, escape: str | None = None) -> None:
+        self.raw = raw
+        self.escape = escape.encode() if escape is not None else None
+        self.held = b""
+        self.newlines = 0
+        self.after_newline = False
+        self.blank: set[int] = set()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        want = size if size is None or size < 0 else max(size - len(self.held), 1)
+        data: bytes = self.held + self.raw.read(want)
+        self.held = b""
+        if data and not data.endswith(b"\n"):
+            more = self.raw.read(1)
+            if not more and not data.endswith(b"\r"):
+                # the last line lacks its newline: pyarrow cannot read a lone header so
+                data += b"\n"
+            elif more and data.endswith(b"\r"):
+                data, self.held = data[:-1], b"\r" + more
+            else:
+                self.held = more
+        self._watch(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _watch(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.after_newline and data[:1] in (b"\n", b"\r"):
+            self.blank.add(self.newlines + 1)
+        seen, done = self.newlines, 0
+        for match in _NEWLINE_THEN_NEWLINE.finditer(data):
+            seen += _newlines(data[done : match.end()])
+            done = match.end()
+            if not self._escaped(data, match.start()):
+                self.blank.add(seen + 1)  # the line after this newline is empty
+        self.newlines += _newlines(data)
+        ends = data.endswith((b"\n", b"\r"))
+        self.after_newline = ends and not self._escaped(data, len(data) - 1)
+
+    def _escaped(self, data: bytes, at: int) -> bool:
+        """The byte at ``at`` follows an escape (so an escaped newline ends no line)."""
+        if self.escape is None:
+            return False
+        run = len(data[:at]) - len(data[:at].rstrip(self.escape))
+        return run % 2 == 1
+
+
+def _python_codec(encoding: str) -> str:
+    return codecs.lookup(encoding).name
+
+
+def _decoded_lines(raw: Any, encoding: str) -> Iterator[str]:
+    # line by line, so a bad byte further down is not blamed on the header
+    lines = io.BufferedReader(raw, buffer_size=1 << 16)
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    while line := lines.readline():
+        yield decoder.decode(line)
+
+
+def _header(
+    path: Path, name: str, delimiter: str, text: TextFormat, encoding: str
+) -> tuple[list[str], int]:
+    """The header's cells and how many physical lines it takes."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    shown = "utf-8" if encoding == "utf-8-sig" else encoding
+    dialect: dict[str, Any] = {"delimiter": delimiter, "escapechar": text.escape}
+    if text.quote is None:
+        dialect["quoting"] = csv.QUOTE_NONE
+    else:
+        dialect["quotechar"] = text.quote
+    with open_stream(path) as raw:
+        reader = csv.reader(_decoded_lines(raw, encoding), strict=False, **dialect)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError(f"{name} is empty: expected a header line", path=str(path)) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"{name} line 1 is not valid {shown} ({exc.reason}): pass the file's "
+                "encoding (encoding=..., --encoding)",
+                path=str(path),
+                line=1,
+            ) from None
+        except (csv.Error, OSError, EOFError) as exc:
+            raise InputError(
+                f"{name} line 1 cannot be read: {exc}", path=str(path), line=1
+            ) from None
+        return header, reader.line_num
+
+
+def is_empty(path: Path) -> bool:
+    """No bytes once decompressed (a byte-order mark alone counts as none)."""
+    with open_stream(path) as raw:
+        head: bytes = raw.read(4)
+    return head in (b"", codecs.BOM_UTF8)
+
+
+def read_csv(
+    path: Path,
+    name: str,
+    rows: int,
+    *,
+    kind: str = "csv",
+    text: TextFormat | None = None,
+    encoding: str = "utf-8",
+) -> Iterator[pd.DataFrame]:
+    """Frames of at most ``rows`` rows, labelled by physical line (the header is line 1)."""
+    text = text or TextFormat()
+    delimiter = text.delimiter_for(kind)
+    codec = _python_codec(encoding)
+    utf8 = codec == "utf-8"
+    if text.columns is None:
+        header, header_lines = _header(path, name, delimiter, text, "utf-8-sig" if utf8 else codec)
+    else:
+        header, header_lines = list(text.columns), 0
+        if is_empty(path):
+            schema = pa.schema([(h, pa.string()) for h in header])
+            yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+            return
+    ragged: list[Any] = []
+
+    def on_invalid(row: Any) -> str:
+        ragged.append(row)
+        return "skip"
+
+    source = open_stream(path)
+    if not utf8:
+        source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
+    marker = escaped_marker(text)
+    if marker is not None:
+        assert text.escape is not None
+        source = EscapedNulls(source, text.escape, marker)
+    lines = _Lines(source, text.escape)
+    state = _Position(record=1 if text.columns else 2, line=header_lines + 1)
+    try:
+        reader = _open(lines, header, text, delimiter, rows, on_invalid)
+    except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _broken(path, name, encoding, state, exc) from None
+    schema = pa.schema([(h, pa.string()) for h in header])
+    produced = False
+    try:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                if not ragged:
+                    break
+                batch = schema.empty_table().to_batches() or [_empty_batch(schema)]
+                batch = batch[0]
+            except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
+                raise _broken(path, name, encoding, state, exc) from None
+            if marker is not None:
+                batch = unhold(batch, marker)
+            # unquoted escaped cells: each escaped \r and \n is a line break of its own
+            apart = text.escape is not None and text.quote is None
+            for frame in _frames(batch, ragged, lines.blank, state, rows, text.columns, apart):
+                produced = True
+                yield frame
+    finally:
+        reader.close()
+    if not produced:
+        yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+
+
+def _open(
+    lines: _Lines, header: list[str], text: TextFormat, delimiter: str, rows: int, on_invalid: Any
+) -> Any:
+    marker = escaped_marker(text)
+    nulls = [HELD if m == marker else m for m in text.null] if text.null is not None else [""]
+    return pacsv.open_csv(
+        lines,
+        read_options=pacsv.ReadOptions(
+            use_threads=False, block_size=_block_size(rows), column_names=text.columns
+        ),
+        parse_options=pacsv.ParseOptions(
+            delimiter=delimiter,
+            quote_char=text.quote if text.quote is not None else False,
+            escape_char=text.escape if text.escape is not None else False,
+            newlines_in_values=True,
+            ignore_empty_lines=False,  # every line stays a record, so no line is lost
+            invalid_row_handler=on_invalid,
+        ),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict.fromkeys(header, pa.string()),
+            strings_can_be_null=True,
+            # the default reads "" as null too; markers the caller names are unquoted cells
+            quoted_strings_can_be_null=text.null is None,
+            null_values=nulls,
+        ),
+    )
+
+
+def _block_size(rows: int) -> int:
+    # about ``rows`` typical export lines per block, within 1 MiB .. 64 MiB
+    return int(min(max(rows * 200, 1 << 20), 1 << 26))
+
+
+def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=schema)
+
+
+class _Position:
+    """The next record number (the header is record 1) and the line it starts on."""
+
+    def __init__(self, record: int, line: int) -> None:
+        self.record = record
+        self.line = line
+
+
+def _broken(path: Path, name: str, encoding: str, at: _Position, exc: BaseException) -> InputError:
+    text = str(exc).strip()
+    found = _ROW_NUMBER.search(text)
+    line = at.line + max(int(found.group(1)) - at.record, 0) if found else at.line
+    if "UTF8" in text or isinstance(exc, UnicodeDecodeError):
+        message = (
+            f"{name} line {line} is not valid {encoding}: pass the file's encoding "
+            "(encoding=..., --encoding)"
+        )
+    else:
+        message = f"{name} cannot be read at or after line {line}: {text.splitlines()[0]}"
+    return InputError(message, path=str(path), line=line)
+
+
+def _cell_newlines(
+    arr: pa.ChunkedArray | pa.Array,
+    apart: bool,  # noqa: FBT001 - "\r\n" in the cell is two escaped breaks, not one
+) -> np.ndarray:
+    n = pc.count_substring(arr, "\n")
+    cr = pc.count_substring(arr, "\r")
+    if not apart:
+        cr = pc.subtract(cr, pc.count_substring(arr, "\r\n"))
+    counted = pc.add(n, cr).fill_null(0)
+    return counted.to_numpy(zero_copy_only=False).astype(np.int64)  # type: ignore[no-any-return]
+
+
+def _frames(
+    batch: pa.RecordBatch,
+    ragged: list[Any],
+    blank: set[int],
+    at: _Position,
+    rows: int,
+    columns: tuple[str, ...] | None,
+    apart: bool,  # noqa: FBT001 - see _cell_newlines
+) -> Iterator[pd.DataFrame]:
+    """The batch's records and the ragged lines among them, in file order, labelled."""
+    nvalid = batch.num_rows
+    # the parser may read ahead: take the ragged records that fall inside this batch's range
+    pending = sorted(ragged, key=lambda r: r.number)
+    k = 0
+    while k < len(pending) and (nvalid == 0 or pending[k].number < at.record + nvalid + k):
+        k += 1
+    inside, ragged[:] = pending[:k], pending[k:]
+    total = nvalid + len(inside)
+    numbers = np.arange(at.record, at.record + total)
+    is_bad = np.isin(numbers, np.array([r.number for r in inside], dtype=np.int64))
+    spans = np.ones(total, dtype=np.int64)
+    newlines = np.zeros(nvalid, dtype=np.int64)
+    for column in batch.columns:
+        newlines += _cell_newlines(column, apart)
+    spans[~is_bad] += newlines
+    spans[is_bad] += np.array([_newlines(r.text.encode()) for r in inside], dtype=np.int64)
+    first_line = at.line + np.concatenate(([0], np.cumsum(spans)[:-1])).astype(np.int64)
+    at.record += total
+    at.line += int(spans.sum())
+    # valid records keep their order; a ragged record is a row of nulls with a problem
+    take = np.full(total, -1, dtype=np.int64)
+    take[~is_bad] = np.arange(nvalid)
+    problems = {
+        int(p): (
+            f"line {int(first_line[p])} has {r.actual_columns} cells but "
+            f"{'columns= names' if columns else 'the header has'} {r.expected_columns}: a "
+            "missing or extra delimiter, or an unquoted one"
+        )
+        for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
+    }
+    all_null = np.ones(nvalid, dtype=bool)
+    for column in batch.columns:
+        all_null &= column.is_null().to_numpy(zero_copy_only=False)
+    keep = np.ones(total, dtype=bool)
+    positions = np.flatnonzero(~is_bad)
+    empty = positions[all_null]
+    keep[empty] = [int(first_line[p]) not in blank for p in empty.tolist()]
+    indices = pa.array(np.where(take >= 0, take, 0), mask=take < 0)
+    table = batch.take(indices) if total else batch
+    for start in range(0, total, rows):
+        stop = min(start + rows, total)
+        chosen = np.flatnonzero(keep[start:stop]) + start
+        part = table.take(pa.array(chosen, type=pa.int64()))
+        frame = arrow_to_pandas(part, pd.Index(first_line[chosen], dtype=np.int64))
+        where = {int(i): problems[int(p)] for i, p in enumerate(chosen.tolist()) if p in problems}
+        if where:
+            frame.attrs[ROW_PROBLEMS] = where
+        yield frame
+
+
+# ------------------------------------------------------------------------------------------
+# Escaped null markers: ``\N`` read as written, before pyarrow unescapes it.
+
+# stands for an escaped null marker (``\\N``) until pyarrow has parsed the cells: pyarrow
+# unescapes before it compares cells with null markers, which would read ``\\N`` as "N"
+HELD = "\uffff"
+HELD_BYTES = HELD.encode()
+
+
+class EscapedNulls(io.RawIOBase):
+    """The bytes with each escaped null marker (``\\N``, the escape not itself escaped)
+    replaced by ``HELD``, never split across two reads."""
+
+    def __init__(self, raw: Any, escape: str, marker: str) -> None:
+        self.raw = raw
+        self.escape = escape.encode()
+        self.letter = marker[1:].encode()
+        self.pattern = re.compile(re.escape(self.escape) + b"(.)", re.DOTALL)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.raw.read(size)
+        while data and (len(data) - len(data.rstrip(self.escape))) % 2:
+            more = self.raw.read(1)
+            if not more:
+                break
+            data += more
+        if HELD_BYTES in data:
+            raise ValueError("the file holds U+FFFF, which is not text: it cannot be read")
+        return self.pattern.sub(self._swap, data)
+
+    def _swap(self, match: re.Match[bytes]) -> bytes:
+        return HELD_BYTES if match.group(1) == self.letter else match.group(0)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def escaped_marker(text: TextFormat) -> str | None:
+    """The null marker that starts with the escape character (``\\N``), if any."""
+    if text.escape is None or text.null is None:
+        return None
+    return next((m for m in text.null if m.startswith(text.escape)), None)
+
+
+def unhold(batch: pa.RecordBatch, marker: str) -> pa.RecordBatch:
+    """Inside a longer cell, an escaped marker letter is that letter (as pyarrow reads any
+    escaped character)."""
+    columns = [pc.replace_substring(c, HELD, marker[1:]) for c in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)

@@ -1,0 +1,329 @@
+"""``TextFormat``: how a text export is laid out, as the warehouse that wrote it says.
+
+One frozen value, checked when it is made: ``delimiter`` (one character; None: ``,`` for
+CSV, a tab for TSV), ``quote`` (a character, or None: no quoting, as Redshift's UNLOAD
+writes), ``escape`` (None, or the character that makes the next one literal: Spark writes
+``\\"``), ``null`` (the cells that mean null: None keeps the default, an empty cell quoted or
+not; a marker or a list of them replaces it, so ``null="\\N"`` reads an empty cell as an empty
+string, as Snowflake and Redshift mean it, and ``null=["", "\\N"]`` takes both), ``header``
+(False: the first line is data, and ``columns`` names the columns) and ``format`` (``"csv"``,
+``"tsv"``, ``"parquet"``, ``"ndjson"``, ``"avro"``; None: by the file's suffix; needed for
+parts without one, such as Redshift's ``0000_part_00``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypedDict, get_args
+
+import orjson
+import pandas as pd
+
+from .._core.exceptions import ConfigurationError, InputError
+from .._core.words import on_command_line, option
+from .._json.values import BadCell, is_missing
+
+Format = Literal["csv", "tsv", "parquet", "ndjson", "avro"]
+TEXT_FORMATS = ("csv", "tsv")
+# the options that only mean something for CSV/TSV, by their public names
+TEXT_ONLY = ("delimiter", "quote", "escape", "null", "header", "columns")
+TEXT_FIELDS = (*TEXT_ONLY, "format")
+_CLI = {
+    "delimiter": "--delimiter",
+    "quote": "--quote",
+    "escape": "--escape",
+    "null": "--null",
+    "header": "--no-header",
+    "columns": "--columns",
+    "format": "--format",
+}
+
+
+# a column name that is a value: the file's first line was data, not a header
+_VALUE_LIKE = re.compile(
+    r"[+-]?[0-9]+(?:\.[0-9]+)?"  # a number or an integer id
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?"
+    r"(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?| ?UTC)?)?"  # a date or a timestamp
+    r"|[^@\s]+@[^@\s]+\.[^@\s]+"  # an email address
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # a UUID
+    r"|\\N|NULL|null|true|false"
+)
+_PANDAS_INDEX = ("", "Unnamed: 0")
+
+
+def _columns() -> str:
+    return "--columns a,b,c" if on_command_line() else "columns=[...]"
+
+
+def _no_header() -> str:
+    return f"{option('header', False)}, {_columns()}".replace(", --", " --")
+
+
+def header_hint(name: str) -> str | None:
+    """Why an unknown column ``name`` is there, when its name says so (else None)."""
+    if name in _PANDAS_INDEX:
+        return (
+            "the first column has no name: it looks like a pandas index; pass index=False "
+            f"when writing, or {option('extra_columns', 'ignore')}"
+        )
+    if _VALUE_LIKE.fullmatch(name.strip()):
+        return (
+            "it looks like a value, not a name: the file seems to have no header (its first "
+            f"line is data); pass {_no_header()}"
+        )
+    return None
+
+
+def _one_character(name: str, value: Any) -> None:
+    if not isinstance(value, str) or len(value) != 1:
+        raise ConfigurationError(f"{name} must be one character, not {value!r}")
+    if value in "\r\n":
+        raise ConfigurationError(f"{name} cannot be a line break")
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """How CSV/TSV files are read, and which format files without a known suffix have."""
+
+    delimiter: str | None = None
+    quote: str | None = '"'
+    escape: str | None = None
+    null: tuple[str, ...] | None = None
+    header: bool = True
+    columns: tuple[str, ...] | None = None
+    format: Format | None = None
+
+    def __post_init__(self) -> None:
+        if self.delimiter is not None:
+            _one_character("delimiter", self.delimiter)
+        for name in ("quote", "escape"):
+            value = getattr(self, name)
+            if value is not None:
+                _one_character(name, value)
+        chosen = [c for c in (self.delimiter, self.quote, self.escape) if c is not None]
+        if len(set(chosen)) != len(chosen):
+            raise ConfigurationError(
+                f"delimiter, quote and escape must differ (delimiter={self.delimiter!r}, "
+                f"quote={self.quote!r}, escape={self.escape!r})"
+            )
+        if self.null is not None:
+            if isinstance(self.null, str):
+                object.__setattr__(self, "null", (self.null,))
+            markers = tuple(self.null)
+            if not markers or not all(isinstance(m, str) for m in markers):
+                raise ConfigurationError(
+                    f"null must be a marker like '\\\\N' or a list of them, not {self.null!r}"
+                )
+            object.__setattr__(self, "null", markers)
+        if not isinstance(self.header, bool):
+            raise ConfigurationError(f"header must be True or False, not {self.header!r}")
+        self._check_columns()
+        if self.format is not None and self.format not in get_args(Format):
+            raise ConfigurationError(
+                f"format must be one of {', '.join(map(repr, get_args(Format)))} (or None: "
+                f"by the file's suffix), not {self.format!r}"
+            )
+
+    def _check_columns(self) -> None:
+        if self.columns is not None:
+            if isinstance(self.columns, str):
+                raise ConfigurationError(
+                    f"columns must be a list of names, not the string {self.columns!r}"
+                )
+            names = tuple(self.columns)
+            if not names or not all(isinstance(c, str) and c for c in names):
+                raise ConfigurationError(f"columns must be a list of names, not {self.columns!r}")
+            if len(set(names)) != len(names):
+                raise ConfigurationError(f"columns names a column twice: {list(names)}")
+            object.__setattr__(self, "columns", names)
+        if not self.header and self.columns is None:
+            raise ConfigurationError(
+                f"{option('header', False)} needs {_columns()}: the names of the file's "
+                "columns, in order"
+            )
+        if self.header and self.columns is not None:
+            raise ConfigurationError(
+                f"{_columns()} names the columns of a file without a header (pass "
+                f"{option('header', False)} too); to rename the columns of a file with one, "
+                f"use {option('rename', {'SRC': 'dest'})}"
+            )
+
+    def given(self, names: Sequence[str] = TEXT_ONLY) -> list[str]:
+        """Which of ``names`` differ from their defaults (for refusing them where they make
+        no sense), as ``name=`` / ``--flag``."""
+        return [
+            f"{f.name}= ({_CLI[f.name]})"
+            for f in fields(self)
+            if f.name in names and getattr(self, f.name) != f.default
+        ]
+
+    def delimiter_for(self, kind: str) -> str:
+        """The delimiter of a ``kind`` ("csv"/"tsv") file."""
+        if self.delimiter is not None:
+            return self.delimiter
+        return "\t" if kind == "tsv" else ","
+
+
+DEFAULT_TEXT = TextFormat()
+
+
+class TextOptions(TypedDict, total=False):
+    """The text-export keywords of every entry point (their TypedDicts extend this one)."""
+
+    delimiter: str | None
+    header: bool
+    columns: Sequence[str] | None
+    escape: str | None
+    null: str | Sequence[str] | None
+    quote: str | None
+    format: Format | None
+
+
+def text_format(
+    delimiter: str | None = None,
+    header: bool = True,  # noqa: FBT001, FBT002 - the public keywords, passed on in order
+    columns: Sequence[str] | None = None,
+    escape: str | None = None,
+    null: str | Sequence[str] | None = None,
+    quote: str | None = '"',
+    format: Format | None = None,
+) -> TextFormat:
+    """The checked ``TextFormat`` of the public keywords (a ConfigurationError if not)."""
+    return TextFormat(
+        delimiter=delimiter,
+        quote=quote,
+        escape=escape,
+        null=None if null is None else ((null,) if isinstance(null, str) else tuple(null)),
+        header=header,
+        # a string is refused by the check, not split into characters
+        columns=columns if columns is None or isinstance(columns, str) else tuple(columns),  # type: ignore[arg-type]
+        format=format,
+    )
+
+
+def _character(text: str) -> str:
+    # a tab is hard to type in a shell: \t and "tab" say it
+    return "\t" if text in ("\\t", "tab") else text
+
+
+def _quote(text: str) -> str | None:
+    return None if text.lower() == "none" else text
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]
+
+
+def add_text_arguments(p: argparse.ArgumentParser) -> None:
+    """The command line's flags of these options (``TEXT_FIELDS`` name their values)."""
+    text = p.add_argument_group("text exports (CSV/TSV as warehouses write them)")
+    text.add_argument(
+        "--format",
+        choices=["csv", "tsv", "parquet", "ndjson", "avro"],
+        help="the format of files whose name says none (Redshift's 0000_part_00: csv)",
+    )
+    text.add_argument(
+        "--delimiter", type=_character, metavar="C", help="cell delimiter (default , or tab)"
+    )
+    text.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_false",
+        help="the first line is data (Redshift, Snowflake, Spark defaults); needs --columns",
+    )
+    text.add_argument(
+        "--columns", type=_names, metavar="A,B,C", help="the column names of a file with no header"
+    )
+    text.add_argument(
+        "--quote", type=_quote, default='"', metavar="C", help='quote character (default "; none)'
+    )
+    text.add_argument("--escape", metavar="C", help="escape character (Spark: \\)")
+    text.add_argument(
+        "--null",
+        action="append",
+        metavar="MARKER",
+        help="a cell that means null (repeatable; e.g. \\N); default: an empty cell",
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# ``dtypes=``: CSV cells are text; a caller may say what some columns hold instead.
+
+DTYPES = {
+    "str": "str",
+    "string": "str",
+    "int": "int64",
+    "int64": "int64",
+    "Int64": "int64",
+    "float": "float64",
+    "float64": "float64",
+    "bool": "bool",
+    "boolean": "bool",
+    "json": "json",
+}
+TRUE_WORDS = ("true", "t", "yes", "y", "1")
+FALSE_WORDS = ("false", "f", "no", "n", "0")
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _int(text: str) -> Any:
+    return int(text) if _INT.fullmatch(text) else None
+
+
+def _float(text: str) -> Any:
+    return float(text) if _FLOAT.fullmatch(text) else None
+
+
+def _bool(text: str) -> Any:
+    low = text.strip().lower()
+    return True if low in TRUE_WORDS else False if low in FALSE_WORDS else None
+
+
+def _json(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "int64": _int,
+    "float64": _float,
+    "bool": _bool,
+    "json": _json,
+}
+
+
+def convert(s: pd.Series, dtype: str) -> pd.Series:
+    """One text column as ``dtype`` (see the module docstring); nulls stay null."""
+    kind = DTYPES[dtype]
+    if kind == "str":
+        return s
+    parse = _PARSERS[kind]
+    out: list[Any] = []
+    for cell in s.tolist():
+        if is_missing(cell):
+            out.append(None)
+            continue
+        value = parse(cell)
+        # JSON null is a value the caller wrote, but never a parse failure
+        out.append(BadCell(cell, dtype) if value is None and cell.strip() != "null" else value)
+    return pd.Series(out, index=s.index, dtype=object, name=s.name)
+
+
+def typed(frame: pd.DataFrame, dtypes: dict[str, str], source: str) -> pd.DataFrame:
+    missing = [c for c in dtypes if c not in frame.columns]
+    if missing:
+        raise InputError(
+            f"dtypes names column {missing[0]!r}, which {source} does not have "
+            f"(its columns: {', '.join(map(str, frame.columns))})",
+            path=source,
+        )
+    out = frame.copy()
+    for column, dtype in dtypes.items():
+        out[column] = convert(frame[column], dtype)
+    return out

@@ -1,0 +1,1 @@
+"""What a send leaves behind: the SendResult users read, and the result files."""

@@ -1,0 +1,242 @@
+"""Results of a send: one record per request, the SendResult users read, result files."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .._core.book import RowBook
+from .._core.exceptions import ConfigurationError, DeliveryError
+from .._core.types import ExitCode, Note, RowState
+from .._delivery.sender import ChunkRecord
+from .._notebook.display import Group, result_html, undelivered_groups
+from .._notebook.plots import states_chart, timeline_chart
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+PlotKind = Literal["states", "timeline"]
+_NOT_DELIVERED = (RowState.INVALID, RowState.REJECTED, RowState.FAILED, RowState.EXPIRED)
+
+CHUNK_COLUMNS = [
+    "chunk",
+    "parent_chunk",
+    "endpoint",
+    "events",
+    "first_row",
+    "last_row",
+    "status",
+    "http_status",
+    "attempts",
+    "elapsed_s",
+    "finished_s",
+    "bytes",
+    "error",
+    "response",
+]
+
+
+class SendResult:
+    """What happened to every row and every request of one send.
+
+    ``chunks``: one row per request; ``rows``: one row per input row (state, message id,
+    chunk, error); ``counts``: rows per state (they add up to ``n_rows``); ``ok``: every
+    valid row was acknowledged; ``exit_code``: the CLI's; ``notes``: what validation noted
+    beyond failures (``ValidationReport.notes``); ``plot()``: a chart; ``kind``
+    (``"events"``/``"identities"``), ``elapsed_s`` and ``dry_run`` say what ran. In a
+    notebook it shows itself as a summary.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        book: RowBook,
+        chunks: list[ChunkRecord],
+        elapsed_s: float,
+        *,
+        dry_run: bool = False,
+        notes: Sequence[Note] = (),
+    ) -> None:
+        self.kind = kind
+        self.notes: list[Note] = list(notes)
+        self._book = book
+        self._chunks = chunks
+        self.elapsed_s = elapsed_s
+        self.dry_run = dry_run
+        self.counts = book.counts()
+        pending = self.counts.pop("pending")
+        if pending and not dry_run:
+            raise AssertionError(f"{pending} rows were left without a final state")
+        answered = np.isin(book.status, (RowState.SENT, RowState.REJECTED))
+        if (book.chunk[answered] < 0).any():
+            raise AssertionError("a row was answered without being recorded in a request")
+        if dry_run:
+            self.counts["would_send"] = pending
+        self.n_rows = len(book)
+        self._rows: pd.DataFrame | None = None
+        self._chunk_frame: pd.DataFrame | None = None
+        self._groups: list[Group] | None = None  # the HTML's failure groups, once
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        """One row per input row: ``row`` (its label), ``message_id``, ``chunk`` (the request
+        that carried it), ``status`` and ``error``; built when first read."""
+        if self._rows is None:
+            self._rows = self._book.frame()
+        return self._rows
+
+    @property
+    def chunks(self) -> pd.DataFrame:
+        """One row per request: events, first and last row, status, HTTP status, attempts,
+        timings, bytes, error and the API's answer (trimmed, the key masked)."""
+        if self._chunk_frame is None:
+            self._chunk_frame = pd.DataFrame(
+                [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
+                columns=CHUNK_COLUMNS,
+            ).astype({"parent_chunk": "Int64", "http_status": "Int64"})
+        return self._chunk_frame
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        """Rows that were not delivered (invalid, rejected, failed or expired)."""
+        return self.first_failures(None)
+
+    def first_failures(self, n: int | None = 10) -> pd.DataFrame:
+        """The first ``n`` rows that were not delivered (all with ``None``), built alone."""
+        positions = self._book.positions(_NOT_DELIVERED)
+        return self._book.frame_at(positions if n is None else positions[:n])
+
+    def row_frames(self, block: int = 200_000) -> Iterator[pd.DataFrame]:
+        """The per-row frame in blocks, for writing it without holding all of it."""
+        if self._rows is not None:
+            yield self._rows
+            return
+        yield from self._book.frames(block)
+
+    @property
+    def ok(self) -> bool:
+        """Every valid row was acknowledged (invalid rows aside; expired ones were valid)."""
+        c = self.counts
+        return c["rejected"] == c["failed"] == c["expired"] == 0 and not self.dry_run
+
+    @property
+    def exit_code(self) -> int:
+        """The exit codes (docs/reference/exit-codes.md): 2 undelivered valid rows, 1 invalid
+        (or expired) rows, else 0: an expired row is a data problem, like an invalid one, not a
+        delivery one."""
+        if self.counts["rejected"] or self.counts["failed"]:
+            return ExitCode.UNDELIVERED
+        if self.counts["invalid"] or self.counts["expired"]:
+            return ExitCode.INVALID
+        return ExitCode.OK
+
+    def raise_for_failures(self, *, allow_invalid: bool = False) -> None:
+        """Raise DeliveryError when rows were rejected or failed (or invalid or expired,
+        unless ``allow_invalid``)."""
+        bad = self.counts["rejected"] + self.counts["failed"]
+        if not allow_invalid:
+            bad += self.counts["invalid"] + self.counts["expired"]
+        if bad:
+            raise DeliveryError(
+                self.summary(), counts=dict(self.counts), rows=self.failures, chunks=self.chunks
+            )
+
+    def summary(self) -> str:
+        """One line: rows by state, requests by status, seconds."""
+        c = self.counts
+        requests = Counter(ch.status for ch in self._chunks)
+        head = "dry run: " if self.dry_run else ""
+        expired = f", expired {c['expired']}" if c["expired"] else ""
+        text = (
+            f"{head}{self.kind}: {self.n_rows} rows -> sent {c['sent']}, "
+            f"skipped {c['skipped']}, invalid {c['invalid']}, rejected {c['rejected']}, "
+            f"failed {c['failed']}{expired}; "
+            f"{len(self._chunks)} requests "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
+            f"in {self.elapsed_s:.2f} s"
+        )
+        return "\n".join([text, *(f"note: {note['message']}" for note in self.notes)])
+
+    def __repr__(self) -> str:
+        return f"<SendResult {self.summary().splitlines()[0]}>"
+
+    def plot(self, kind: PlotKind = "states", ax: Axes | None = None) -> Axes:
+        """A chart drawn with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure:
+        ``"states"``, rows by state; ``"timeline"``, rows delivered over the send's time
+        (failed and rejected requests marked). Returns the Axes."""
+        if kind == "states":
+            return states_chart(self.counts, self.kind, ax)
+        if kind == "timeline":
+            return timeline_chart(self.chunks, self.kind, ax)
+        raise ValueError(f"kind must be 'states' or 'timeline', not {kind!r}")
+
+    def _repr_html_(self) -> str:
+        if self._groups is None:
+            book = self._book
+            self._groups = undelivered_groups(book.status, book.errors, book.labels.__getitem__)
+        requests = Counter(str(ch.status) for ch in self._chunks)
+        return result_html(
+            self.kind,
+            self.n_rows,
+            self.counts,
+            requests,
+            self.elapsed_s,
+            self._groups,
+            dry_run=self.dry_run,
+            remarks=self.notes,
+        )
+
+
+RESULT_SUFFIXES = (".csv", ".parquet")
+
+
+def check_result_path(path: Path | None) -> None:
+    """Refuse a result file name we cannot write, before anything is sent."""
+    if path is not None and path.suffix.lower() not in RESULT_SUFFIXES:
+        raise ConfigurationError(f"{path}: use a .csv or .parquet file name")
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> None:
+    """Write a result frame as CSV or Parquet, by the file's suffix."""
+    write_frames([frame], path)
+
+
+def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
+    """Write the blocks of one result frame to one CSV or Parquet file, a block at a time,
+    so a frame of millions of rows never has to exist whole."""
+    check_result_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".csv":
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            for k, frame in enumerate(frames):
+                frame.to_csv(fh, index=False, header=k == 0)
+        return
+    writer: pq.ParquetWriter | None = None
+    try:
+        for frame in frames:
+            schema = None if writer is None else writer.schema
+            table = pa.Table.from_pandas(_parquet_ready(frame), schema=schema, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    # labels and values may mix types, which Parquet columns cannot; nulls stay null
+    text = [
+        c
+        for c in frame.columns
+        if frame[c].dtype == object or isinstance(frame[c].dtype, pd.CategoricalDtype)
+    ]
+    return frame.astype(dict.fromkeys(text, "string"))

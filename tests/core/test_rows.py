@@ -1,0 +1,109 @@
+"""The row book and the de-duplication index: compact, exact, and the same whole or in parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import churn_connector as cc
+import churn_connector._events.wire as wire_module
+from churn_connector._core.book import RowBook, Spill
+from churn_connector._events.stream import SeenIds
+from churn_connector._results.result import write_frame, write_frames
+from tests.conftest import MakeEvents
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(min_value=-50, max_value=50), max_size=40), min_size=1, max_size=30
+    )
+)
+def test_seen_ids_finds_the_first_row_of_every_key_across_slices(slices: list[list[int]]) -> None:
+    seen = SeenIds()
+    reference: dict[int, int] = {}
+    position = 0
+    for keys in slices:
+        positions = np.arange(position, position + len(keys), dtype=np.int64)
+        firsts = seen.firsts(np.asarray(keys, dtype=np.int64), positions)
+        for key, pos, first in zip(keys, positions.tolist(), firsts.tolist(), strict=True):
+            assert first == reference.setdefault(key, pos)
+        position += len(keys)
+
+
+def test_a_64_bit_key_collision_never_makes_two_events_one(
+    monkeypatch: pytest.MonkeyPatch, make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    # one key for every event: each collides with the first, yet duplicates are still found
+    monkeypatch.setattr(wire_module, "key64", lambda digests: np.zeros(len(digests), np.int64))
+    events = make_events(now, n=400, users=7)
+    events = pd.concat([events, events.iloc[[3, 5]]], ignore_index=True)  # two true repeats
+    with cc.Sandbox() as sb:
+        result = cc.Client(sb.base_url, sb.api_key).send_events(events, now=now, slice_rows=50)
+        assert len(sb.events()) == 400
+    assert result.counts["sent"] == 400
+    assert result.counts["skipped"] == 2
+    assert list(result.rows.loc[result.rows["status"] == "skipped", "row"]) == [400, 401]
+
+
+def test_the_spill_reads_back_what_was_written() -> None:
+    spill = Spill()
+    first, second = spill.write(b"abc"), spill.write(b"defgh")
+    assert (spill.read(first, 3), spill.read(second + 1, 3)) == (b"abc", b"efg")
+    spill.close()
+
+
+def test_a_frame_of_some_rows_equals_those_rows_of_the_whole_frame(
+    client: cc.Client, make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    events = make_events(now, n=60)
+    events.loc[[4, 40], "event_type"] = "Bad"
+    result = client.send_events(events, now=now, slice_rows=7)
+    book: RowBook = result._book
+    some = np.array([0, 4, 13, 40, 59])
+    whole = book.frame().iloc[some].reset_index(drop=True)
+    pd.testing.assert_frame_equal(book.frame_at(some), whole)
+    pd.testing.assert_frame_equal(
+        result.first_failures(None), book.frame().iloc[[4, 40]].reset_index(drop=True)
+    )
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_rows_written_block_by_block_equal_the_whole_frame(
+    suffix: str, client: cc.Client, make_events: MakeEvents, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    events = make_events(now, n=50)
+    events.loc[7, "event_type"] = "Bad"
+    result = client.send_events(events, now=now)
+    whole, blocks = tmp_path / f"whole{suffix}", tmp_path / f"blocks{suffix}"
+    write_frame(result.rows, whole)
+    write_frames(result._book.frames(block=8), blocks)
+    read = pd.read_csv if suffix == ".csv" else pd.read_parquet
+    pd.testing.assert_frame_equal(read(blocks), read(whole))
+    assert read(blocks)["message_id"].isna().sum() == 1  # the invalid row: null, not "None"
+
+
+def test_a_book_reserved_for_the_input_is_allocated_once() -> None:
+    book = RowBook()
+    book.reserve(5_000)
+    status = book._status
+    for start in range(0, 5_000, 1_000):
+        book.extend(pd.RangeIndex(start, start + 1_000))
+    assert book._status is status
+    assert len(book._status) == 5_000
+
+
+def test_a_book_reserved_too_small_still_takes_every_row() -> None:
+    book = RowBook()
+    book.reserve(10)
+    first = book.extend(pd.RangeIndex(0, 8))
+    second = book.extend(pd.RangeIndex(8, 3_000))
+    book.set(np.arange(2_990, 3_000), cc.RowState.SENT, chunk=7)
+    assert (first, second, len(book)) == (0, 8, 3_000)
+    assert book.counts()["sent"] == 10
+    assert book.chunk[2_999] == 7 and book.chunk[:2_990].max() == -1

@@ -1,0 +1,260 @@
+"""The docs' reference pages follow the code: what is generated is current, what is written
+by hand names everything the code has, and the README's links lead somewhere.
+
+Generated between markers, and checked here: the command line (docs/reference/cli.md, from
+the argparse parsers) and the validation checks (docs/reference/checks.md, from
+``churn_connector._validate.checks``). ``python tests/docs/test_docs_reference.py`` rewrites both
+(``make docs-reference``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import churn_connector as cc
+from churn_connector import _cli
+from churn_connector._client import IdentifyOptions, SendEventsOptions
+from churn_connector._sandbox import _cli as sandbox_cli
+from churn_connector._validate.checks import markdown_table, readme_with_table
+
+ROOT = Path(__file__).parents[2]
+DOCS = ROOT / "docs"
+CLI_PAGE = DOCS / "reference" / "cli.md"
+CHECKS_PAGE = DOCS / "reference" / "checks.md"
+OPTIONS_PAGE = DOCS / "reference" / "options.md"
+API_PAGES = DOCS / "reference" / "api"
+CLI_BLOCK = re.compile(r"(<!-- cli:start -->\n).*?(<!-- cli:end -->)", re.DOTALL)
+
+
+# --------------------------------------------------------------------------- the CLI page
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, Any]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield name, helps.get(name, ""), sub
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _spelling(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest}`"
+    takes_value = action.nargs != 0
+    value = ""
+    if takes_value:
+        if action.metavar is not None:
+            value = f" {action.metavar}"
+        elif action.choices is None:
+            value = f" {action.dest.upper()}"
+    return ", ".join(f"`{flag}{value}`" for flag in action.option_strings)
+
+
+def _meaning(action: argparse.Action) -> str:
+    parts = [action.help % {"default": action.default} if action.help else ""]
+    if action.choices is not None:
+        parts.append("one of " + ", ".join(f"`{c}`" for c in action.choices))
+    if isinstance(action, argparse._AppendAction) and "repeatable" not in (action.help or ""):
+        parts.append("repeatable")
+    default = action.default
+    shown = default not in (None, False, argparse.SUPPRESS) and "default" not in parts[0]
+    if shown and action.option_strings:
+        parts.append(f"default `{default}`")
+    return _cell("; ".join(p for p in parts if p))
+
+
+def _options_table(parser: argparse.ArgumentParser) -> list[str]:
+    rows = [
+        f"| {_spelling(a)} | {_meaning(a)} |"
+        for a in parser._actions
+        if not isinstance(a, argparse._SubParsersAction) and a.help != argparse.SUPPRESS
+    ]
+    return ["| argument | meaning |", "|---|---|", *rows] if rows else []
+
+
+def cli_reference() -> str:
+    """The command line, rendered from its parsers (not from --help, whose layout changes
+    with the terminal's width and the Python version)."""
+    main = _cli.build_parser()
+    out = [
+        "## churn-connector",
+        "",
+        _cell(main.description or ""),
+        "",
+        *_options_table(main),
+        "",
+        "| command | what it does |",
+        "|---|---|",
+    ]
+    subs = list(_subcommands(main))
+    out += [f"| [`{name}`](#churn-connector-{name}) | {_cell(text)} |" for name, text, _ in subs]
+    out += ["", "```text", (main.epilog or "").rstrip(), "```"]
+    for name, text, sub in subs:
+        if name == "sandbox":  # a program of its own, with its own parser
+            sub = sandbox_cli.build_parser()
+            text = sub.description or text
+        out += ["", f"## churn-connector {name}", "", _cell(text), "", *_options_table(sub)]
+    return "\n".join(out) + "\n"
+
+
+def cli_page_with_reference(text: str) -> str:
+    return CLI_BLOCK.sub(lambda m: m.group(1) + cli_reference() + m.group(2), text)
+
+
+def test_the_cli_page_is_the_parsers() -> None:
+    text = CLI_PAGE.read_text()
+    assert CLI_BLOCK.search(text), "docs/reference/cli.md lost its cli:start/cli:end markers"
+    assert cli_page_with_reference(text) == text, (
+        "docs/reference/cli.md is stale: run `make docs-reference`"
+    )
+
+
+def test_the_cli_page_names_every_option_of_every_command() -> None:
+    text = CLI_PAGE.read_text()
+    parsers = [_cli.build_parser(), sandbox_cli.build_parser()]
+    parsers += [sub for _, _, sub in _subcommands(parsers[0])]
+    flags = {f for p in parsers for a in p._actions for f in a.option_strings if f != "-h"}
+    assert {"--rename", "--ledger", "--drop-rate", "--out"} <= flags
+    assert [f for f in sorted(flags) if f"`{f}" not in text] == []
+
+
+# --------------------------------------------------------------------------- the checks page
+
+
+def test_the_checks_page_lists_every_registered_check() -> None:
+    text = CHECKS_PAGE.read_text()
+    assert markdown_table() in text, "docs/reference/checks.md is stale: run `make docs-reference`"
+    assert readme_with_table(text) == text
+
+
+# --------------------------------------------------------------------------- hand-written pages
+
+
+def _documented_objects() -> set[str]:
+    return {
+        m.group(1)
+        for page in API_PAGES.glob("*.md")
+        for m in re.finditer(r"^::: ([\w.]+)", page.read_text(), re.MULTILINE)
+    }
+
+
+def _exports(module: str) -> list[str]:
+    """A package's ``__all__``, read from its source: importing ``churn_connector.spark``
+    needs PySpark, which not every test environment has."""
+    init = ROOT.joinpath(*module.split("."), "__init__.py")
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError(f"{module} has no __all__")
+
+
+def test_exports_read_from_source_are_what_python_imports() -> None:
+    assert _exports("churn_connector") == cc.__all__
+    assert "ChurnHook" in _exports("churn_connector.airflow")
+
+
+@pytest.mark.parametrize(
+    "module", ["churn_connector", "churn_connector.airflow", "churn_connector.spark"]
+)
+def test_the_api_reference_documents_every_public_name(module: str) -> None:
+    public = _exports(module)
+    missing = [
+        n for n in public if n != "__version__" and f"{module}.{n}" not in _documented_objects()
+    ]
+    assert missing == [], f"add `::: {module}.<name>` to a page of docs/reference/api/"
+
+
+def test_the_api_reference_documents_only_public_names() -> None:
+    # a module's entry shows its docstring (the Spark overview, the exception tree)
+    modules = {"churn_connector.spark", "churn_connector._core.exceptions"}
+    for path in _documented_objects() - modules:
+        module, _, name = path.rpartition(".")
+        exported = _exports(module)
+        assert name in exported, f"{path} is not a public name"
+
+
+def _option_names() -> set[str]:
+    names = set(cc.ClientConfig.__dataclass_fields__) | set(cc.RetryPolicy.__dataclass_fields__)
+    for options in (SendEventsOptions, IdentifyOptions):
+        names |= options.__required_keys__ | options.__optional_keys__
+    return names | {"session"}
+
+
+def test_the_options_page_names_every_option() -> None:
+    text = OPTIONS_PAGE.read_text()
+    assert {"deadline", "ledger", "max_attempts", "epoch_unit"} <= _option_names()
+    missing = sorted(n for n in _option_names() if f"| `{n}` |" not in text)
+    assert missing == [], "docs/reference/options.md has no row for these options"
+
+
+def test_the_options_page_names_every_cli_option_of_validate_and_send() -> None:
+    text = OPTIONS_PAGE.read_text()
+    subs = {name: sub for name, _, sub in _subcommands(_cli.build_parser())}
+    flags = {
+        f
+        for name in ("validate", "send")
+        for a in subs[name]._actions
+        for f in a.option_strings
+        if f.startswith("--") and f != "--help"
+    }
+    missing = sorted(f for f in flags if f not in text)
+    assert missing == [], "docs/reference/options.md does not name these CLI options"
+
+
+# --------------------------------------------------------------------------- the README
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_the_readme_links_to_files_that_exist() -> None:
+    links = [m.group(1) for m in LINK.finditer((ROOT / "README.md").read_text())]
+    local = [link.split("#", 1)[0] for link in links if "://" not in link]
+    assert any(link.startswith("docs/") for link in local)
+    assert [link for link in local if link and not (ROOT / link).exists()] == []
+
+
+def test_the_readme_is_one_screen_and_keeps_the_quick_start() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    assert "make demo" in text and "make test" in text
+
+
+def test_the_documentation_url_is_the_docs_folder_not_a_made_up_host() -> None:
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert (ROOT / urls["Documentation"] / "index.md").is_file()
+
+
+def test_no_docstring_cites_a_file_the_repository_does_not_have() -> None:
+    cited = {
+        (path.relative_to(ROOT), name)
+        for path in (ROOT / "churn_connector").rglob("*.py")
+        for name in re.findall(r"\b([A-Z][A-Z_]+\.md)\b", path.read_text())
+        if not (ROOT / name).exists()
+    }
+    assert cited == set()
+
+
+def main() -> int:
+    """Rewrite the generated parts of the reference pages."""
+    CLI_PAGE.write_text(cli_page_with_reference(CLI_PAGE.read_text()))
+    CHECKS_PAGE.write_text(readme_with_table(CHECKS_PAGE.read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

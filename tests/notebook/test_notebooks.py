@@ -1,0 +1,192 @@
+"""The notebooks: walk-throughs that run top to bottom in a real Jupyter kernel, offline.
+
+Each runs in a fresh kernel of this environment (a kernel spec of our own, so that a kernel
+installed elsewhere on the machine is never picked up), with every warning shown, in a
+temporary folder. A cell that raises fails the test, and so does anything on stderr, any
+warning's text in an output, or a key in one. The committed files must be stripped (no
+outputs, no execution counts, ids kept) and use only the package's public names.
+
+``python tests/notebook/test_notebooks.py`` strips the notebooks in place (``make strip-notebooks``).
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import json
+import re
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+import churn_connector as cc
+
+pytestmark = pytest.mark.e2e  # real HTTP or processes throughout
+
+
+NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
+EXPECTED = {"quickstart", "data_quality", "backfill", "identities"}
+CELL_TIMEOUT_S = 300
+# a warning's class name (UserWarning, FutureWarning, TqdmWarning, ...) or tqdm's complaint
+WARNING_TEXT = re.compile(r"\b[A-Z]\w*Warning\b|IProgress not found|Traceback")
+KEY_PREFIX = "sk_test_"  # the sandbox's keys: never in an output
+
+
+@pytest.fixture(scope="module")
+def kernel_specs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ``python3`` kernel spec for this interpreter, with every warning shown."""
+    root = tmp_path_factory.mktemp("kernels")
+    spec = root / "python3"
+    spec.mkdir()
+    argv = [sys.executable, "-W", "default", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "Python 3 (tests)", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    return root
+
+
+def execute(nb: nbformat.NotebookNode, kernel_specs: Path, cwd: Path) -> None:
+    specs = KernelSpecManager(kernel_dirs=[str(kernel_specs)])
+    km = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+    assert km.kernel_spec is not None and km.kernel_spec.argv[0] == sys.executable
+    client = NotebookClient(
+        nb, km=km, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(cwd)}}
+    )
+    client.execute()
+    del client, km
+    with warnings.catch_warnings():
+        # jupyter_client leaves its closed kernel client's sockets to the garbage collector,
+        # which warns about them; collected here, where that is known and harmless
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+def outputs(nb: nbformat.NotebookNode) -> Iterator[tuple[str, dict[str, Any]]]:
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for output in cell.outputs:
+                yield cell.id, output
+
+
+def texts(output: dict[str, Any]) -> list[str]:
+    if output["output_type"] == "stream":
+        return [output["text"]]
+    data = output.get("data", {})
+    return [str(v) for k, v in data.items() if k.startswith("text/")]
+
+
+def check_outputs(nb: nbformat.NotebookNode) -> None:
+    for cell, output in outputs(nb):
+        where = f"cell {cell!r}"
+        assert output["output_type"] != "error", where
+        if output["output_type"] == "stream":
+            assert output["name"] != "stderr", f"{where} printed on stderr: {output['text']}"
+        for text in texts(output):
+            found = WARNING_TEXT.search(text)
+            assert found is None, f"{where}: {found.group(0) if found else ''} in {text[:500]}"
+            assert KEY_PREFIX not in text, f"{where} shows a key"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_notebook_runs_in_a_kernel_without_errors_or_warnings(
+    path: Path, kernel_specs: Path, tmp_path: Path
+) -> None:
+    nb = nbformat.read(path, as_version=4)
+    probe = new_code_cell("import sys\nprint(sys.executable)")
+    probe.id = "which-python"
+    nb.cells.append(probe)
+    execute(nb, kernel_specs, tmp_path)
+    check_outputs(nb)
+    # the kernel was this environment's Python, not one found elsewhere on the machine
+    assert nb.cells[-1].outputs[0]["text"].strip() == sys.executable
+
+
+@pytest.mark.slow
+def test_a_notebook_shows_a_text_bar_without_ipywidgets_and_a_widget_with_it(
+    kernel_specs: Path, tmp_path: Path
+) -> None:
+    cells = [
+        "import sys\nsys.modules['ipywidgets'] = None  # as if the notebook extra were missing",
+        "import pandas as pd\nimport churn_connector as cc\nfrom churn_connector import samples\n"
+        "sb = cc.Sandbox().start()\nclient = cc.Client(sb.base_url, sb.api_key)\n"
+        "events = samples.sample_events(pd.Timestamp.now(tz='UTC'), n_events=600, n_users=50)",
+        "client.send_events(events);",
+        "del sys.modules['ipywidgets']",
+        "client.send_events(events);",
+        "sb.stop()",
+    ]
+    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
+    execute(nb, kernel_specs, tmp_path)
+    check_outputs(nb)
+    text_bar = nb.cells[2].outputs
+    assert {(o["output_type"], o.get("name")) for o in text_bar} == {("stream", "stdout")}
+    frames = "".join(o["text"] for o in text_bar)
+    assert "events: 100%" in frames and "601/601" in frames
+    widget = nb.cells[4].outputs[0]
+    assert "application/vnd.jupyter.widget-view+json" in widget["data"]
+    assert "0/601" in widget["data"]["text/plain"]  # the widget's first frame, with its total
+
+
+def test_there_are_the_four_walk_throughs() -> None:
+    assert {p.stem for p in NOTEBOOKS} == EXPECTED
+
+
+def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook as committed: no outputs, counts or run metadata; cell ids kept."""
+    for cell in nb.cells:
+        cell.metadata = {}
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    nb.metadata = {k: v for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")}
+    return nb
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_committed_notebook_is_stripped(path: Path) -> None:
+    raw = path.read_text()
+    nb = nbformat.reads(raw, as_version=4)
+    nbformat.validate(nb)
+    assert '"output_type"' not in raw, "run `make strip-notebooks`"
+    assert nbformat.writes(strip(nb)) + "\n" == raw, "run `make strip-notebooks`"
+    assert all(cell.get("id") for cell in nb.cells)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_notebook_uses_public_names_and_no_asserts(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    public = set(cc.__all__)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        for node in ast.walk(tree):
+            assert not isinstance(node, ast.Assert), f"{path.stem}:{cell.id}: an assert"
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names += [a.name for a in node.names]
+                assert not any(n.startswith("churn_connector._") for n in names), cell.id
+                if isinstance(node, ast.ImportFrom) and node.module == "churn_connector":
+                    assert {a.name for a in node.names} <= public, cell.id
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "cc"
+            ):
+                assert node.attr in public, f"{path.stem}:{cell.id}: cc.{node.attr}"
+
+
+if __name__ == "__main__":  # make strip-notebooks
+    for notebook in NOTEBOOKS:
+        stripped = strip(nbformat.read(notebook, as_version=4))
+        notebook.write_text(nbformat.writes(stripped) + "\n")
+        print(f"stripped {notebook}")
