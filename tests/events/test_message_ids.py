@@ -329,10 +329,13 @@ def frames_of(number: int, where: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     has a second row with nothing there (a null: what makes pandas read ints as floats)."""
 
     def frame(value: Any, dtype: Any) -> pd.DataFrame:
-        df = pd.concat([one_row(value), one_row(None)], ignore_index=True)
+        # the null is set on the column, not concatenated: pandas 2.2 warns (FutureWarning)
+        # when a frame whose column is all null takes part in a concat's dtype
+        df = pd.concat([one_row(value), one_row(value)], ignore_index=True)
         df["event_type"] = ["login", "logout"]
         if where == "flat":
-            return df.astype({"properties.x": dtype})
+            df["properties.x"] = pd.Series([value, None], dtype=dtype)
+            return df
         df = df.drop(columns="properties.x")
         if where == "dict":
             df["properties"] = pd.Series([{"x": value, "nested": {"y": [value]}}, None])
