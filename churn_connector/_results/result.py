@@ -17,7 +17,7 @@ from .._core.book import RowBook
 from .._core.exceptions import ConfigurationError, DeliveryError
 from .._core.types import ExitCode, Note, RowState
 from .._delivery.sender import ChunkRecord
-from .._notebook.display import Group, result_html, undelivered_groups
+from .._notebook.display import Groups, result_html, undelivered_groups
 from .._notebook.plots import states_chart, timeline_chart
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class SendResult:
         self.n_rows = len(book)
         self._rows: pd.DataFrame | None = None
         self._chunk_frame: pd.DataFrame | None = None
-        self._groups: list[Group] | None = None  # the HTML's failure groups, once
+        self._groups: Groups | None = None  # the HTML's failure groups, once
 
     @property
     def rows(self) -> pd.DataFrame:
@@ -201,7 +201,13 @@ class SendResult:
             self._groups,
             dry_run=self.dry_run,
             remarks=self.notes,
+            retries=self.retries,
         )
+
+    @property
+    def retries(self) -> int:
+        """Attempts beyond the first, over every request (``res.chunks["attempts"]``)."""
+        return sum(max(c.attempts - 1, 0) for c in self._chunks)
 
 
 RESULT_SUFFIXES = (".csv", ".parquet")
