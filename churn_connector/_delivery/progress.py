@@ -181,10 +181,14 @@ class Progress:
         if bar.total:
             # tqdm rounds 99.5% up to 100%: a share short of the whole never reads as it
             share = min(100 * bar.n // bar.total, 99 if bar.n < bar.total else 100)
+            # the ETA and rate give way to the counts, which must not be cut off
             bar.bar_format = (
-                f"{{desc}}: {share:3d}%|{{bar}}| {{n_fmt}}/{{total_fmt}} "
-                "[{elapsed}, {rate_fmt}{postfix}]"
+                f"{{desc}}: {share:3d}%|{{bar}}| {{n_fmt}}/{{total_fmt}} [{{elapsed}}{{postfix}}]"
             )
+        else:
+            bar.bar_format = "{desc}: {n_fmt} [{elapsed}{postfix}]"
+        if in_jupyter_kernel():
+            bar.ncols = None  # an output cell has no width to keep to: the line is whole
         bar.colour = COLOURS[state]
         bar.set_description_str(f"{self.desc} {MARKS[state]} {self.end}", refresh=False)
         bar.set_postfix_str(counts_text(counts, unread, self.retries), refresh=False)

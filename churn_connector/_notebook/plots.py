@@ -53,7 +53,7 @@ def thousands(axis: Any) -> None:
     # optional and heavy (the notebook extra): only reached once a chart is drawn
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter  # noqa: PLC0415
 
-    axis.set_major_locator(MaxNLocator(integer=True))  # rows and failures come whole
+    axis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))  # whole rows
     axis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
 
 

@@ -127,7 +127,7 @@ def test_the_rows_frame_uses_one_missing_value_marker(
     assert rows.index.name == "row" and list(rows.index) == list(events.index)
     assert list(rows.columns) == ["status", "message_id", "chunk", "error"]  # no position
     assert {str(t) for t in rows.dtypes.iloc[1:]} == {"string", "Int64"}
-    missing = rows.loc[3, ["message_id", "chunk"]].tolist() + [rows.loc[0, "error"]]
+    missing = [rows.at[3, "message_id"], rows.at[3, "chunk"], rows.at[0, "error"]]
     assert all(value is pd.NA for value in missing)
 
 
