@@ -368,10 +368,14 @@ def quarantine_frame(
     common_checks = [str(c) for c in table["check"].tolist()]
     common_reasons = [str(m) for m in table["message"].tolist()]
     out = invalid.copy()
-    out["failed_checks"] = [
-        ", ".join(dict.fromkeys(common_checks + checks.get(p, []))) for p in positions.tolist()
-    ]
-    out["reasons"] = [" | ".join(common_reasons + reasons.get(p, [])) for p in positions.tolist()]
+    out["failed_checks"] = pd.array(
+        [", ".join(dict.fromkeys(common_checks + checks.get(p, []))) for p in positions.tolist()],
+        dtype="string",
+    )
+    out["reasons"] = pd.array(
+        [" | ".join(common_reasons + reasons.get(p, [])) for p in positions.tolist()],
+        dtype="string",
+    )
     return out
 
 
