@@ -177,9 +177,8 @@ def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -
     lines = []
     hidden = len(groups) - len(shown)
     if hidden:
-        lines.append(
-            f"… and {_plural(hidden, 'more reason')} ({found.more:,} {unit}) in {code(frame)}"
-        )
+        held = f"{found.more:,} {unit.removesuffix('s') if found.more == 1 else unit}"
+        lines.append(f"… and {_plural(hidden, 'more reason')} ({held}) in {code(frame)}")
     if found.several:
         lines.append(
             f"a row with several reasons is counted under each "
@@ -193,9 +192,9 @@ def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -
 
 
 def _reason_cell(reason: str) -> str:
-    # a check name or a status stays on its line; an error's own text wraps (two lines)
+    # a check name or a status (HTTP 503) stays on its line; an error's own text wraps
     text = esc(reason, LABEL_LIMIT * 2)
-    if " " not in reason:
+    if " " not in reason or _HTTP.fullmatch(reason):
         return f'<td style="{_CELL};white-space:nowrap"><code>{text}</code></td>'
     return f'<td style="{_CELL}"><div style="{_CLAMP}">{text}</div></td>'
 

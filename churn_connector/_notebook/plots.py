@@ -163,5 +163,5 @@ def timeline_chart(chunks: pd.DataFrame, kind: str, ax: Axes | None = None) -> A
     thousands(ax.yaxis)
     ax.set_title(title, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(loc="lower right", frameon=False)
+    ax.legend(loc="upper left", frameon=False)  # the line climbs away from that corner
     return ax

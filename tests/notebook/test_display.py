@@ -54,6 +54,10 @@ def groups_of(page: Page) -> list[tuple[str, str, int, str]]:
     return []
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def rows_per_check(rows: pd.DataFrame) -> Counter[str]:
     """Undelivered rows per check named in their error (a row under each of its checks)."""
     found: Counter[str] = Counter()
@@ -102,7 +106,7 @@ def test_a_report_with_more_checks_than_shown_counts_the_rest_exactly(
     line = page.line_with("… and")
     n = len(hidden)
     assert line == (
-        f"… and {n} more reason{'s' if n > 1 else ''} ({hidden.sum():,} failures) "
+        f"… and {n} more reason{'s' if n > 1 else ''} ({plural(int(hidden.sum()), 'failure')}) "
         "in report.failures"
     )
 
@@ -126,7 +130,7 @@ def test_a_result_counts_rows_per_check_as_the_rows_frame_does(
     line = page.line_with("… and")
     assert line == (
         f"… and {len(hidden)} more reason{'s' if len(hidden) > 1 else ''} "
-        f"({int(rows_hidden.sum()):,} rows) in res.failures"
+        f"({plural(int(rows_hidden.sum()), 'row')}) in res.failures"
     )
     several = int(res.failures["error"].str.count(r"\[[a-z0-9_]+\]").gt(1).sum())
     assert several == 2  # rows 25 and 26
