@@ -62,6 +62,7 @@ class Run:
         self.progress = progress
         self.started = time.monotonic()
         self.size_limit = SizeLimit(config.max_request_bytes)  # learned from 413 answers
+        self.total: int | None = None  # the input's rows, when known up front
 
     def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row."""
@@ -96,16 +97,23 @@ class Run:
         total = row_count(self.stream.data)
         if total is not None:
             book.reserve(total)
+        self.total = total
         bar = Progress(
             self.stream.kind,
             total=None if enabled is False else total,  # a total, and so an ETA
             enabled=enabled,
             done=lambda: _finished(book),
+            counts=None if self.dry_run else book.counts,  # how the bar ends
         )
         poster: Poster = (
             DryRunPoster()
             if self.dry_run
-            else HttpPoster(self.config, self.concurrency, session=self.session)
+            else HttpPoster(
+                self.config,
+                self.concurrency,
+                session=self.session,
+                on_retry=bar.retried if bar.takes_retries else None,
+            )
         )
         sender = Sender(
             poster,
@@ -118,16 +126,18 @@ class Run:
             size_limit=self.size_limit,
             on_sent=stage.acknowledged if stage is not None else None,
         )
+        stopped = True
         try:
             with sigterm_raises():
                 sender.run(requests, feed)
+            stopped = False
         except BaseException as exc:
             if isinstance(exc, Exception) and not isinstance(exc, _RunStopped):
                 raise  # a bug of ours: shown as it is
             raise self._stopped(exc, sender) from exc
         finally:
             poster.close()
-            bar.close()
+            bar.close(stopped=stopped)
         return sender
 
     def _stopped(self, exc: BaseException, sender: Sender) -> _RunStopped:
@@ -145,6 +155,11 @@ class Run:
             return exc.with_results(counts, partial.rows, partial.chunks)
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
         summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
+        if self.total is not None and self.total > len(book):  # the rest was never read
+            summary = (
+                f"interrupted: {counts['sent']:,} of {self.total:,} rows delivered "
+                f"({len(book):,} read, {self.total - len(book):,} never read)"
+            )
         # the exception carries the summary and whoever catches it shows it (the CLI prints
         # it); logged as a warning too, it printed twice, in a notebook as red stderr
         log.info("%s", summary)

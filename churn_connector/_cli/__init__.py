@@ -212,7 +212,8 @@ def _send(args: argparse.Namespace) -> int:
     first = result.first_failures(10)
     if not first.empty:
         width = shutil.get_terminal_size().columns - 1
-        _say(args, text_table(first[["row", "status", "error"]], width, wrap="error"))
+        table = first.reset_index()[["row", "status", "error"]]  # the labels: a column here
+        _say(args, text_table(table, width, wrap="error"))
     if args.results is not None:
         write_frame(result.chunks, args.results)
     if args.rows is not None:

@@ -31,16 +31,6 @@ BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body
 _WATCH_EVERY = 0.1  # seconds between the watchdog's looks at requests in flight
 
 
-# what an echoed answer keeps: enough to read the error, never a whole body
-RESPONSE_TEXT_LIMIT = 300
-
-
-def trim(text: str | None, limit: int = RESPONSE_TEXT_LIMIT) -> str | None:
-    if text is None:
-        return None
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 @dataclass(frozen=True)
 class Abort:
     """End an attempt that has not finished ``after`` seconds from its start, saying why."""
@@ -283,7 +273,8 @@ class ConnectionPool:
         data = resp.read(BODY_LIMIT)
         # what was not read (a huge or endless body) leaves the connection unusable
         reusable = resp.isclosed() and not resp.will_close
-        text = trim(data.decode("utf-8", "replace")) if data else None
+        # whole (at most BODY_LIMIT): the key is masked before anything is trimmed
+        text = data.decode("utf-8", "replace") if data else None
         return Answer(resp.status, text, resp.getheader("Retry-After")), reusable
 
     # -- ending attempts -----------------------------------------------------------------

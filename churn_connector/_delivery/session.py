@@ -25,7 +25,7 @@ import requests  # this module is imported only when a caller hands in a session
 
 from .._core.config import KEY_HEADERS, ClientConfig, SecretHeaders, _is_loopback
 from .._core.exceptions import ConfigurationError
-from .connections import BODY_LIMIT, Abort, Answer, NetworkFailure, _failure, trim
+from .connections import BODY_LIMIT, Abort, Answer, NetworkFailure, _failure
 
 log = logging.getLogger("churn_connector")
 
@@ -164,7 +164,8 @@ class SessionPool:
             if not chunk:
                 break
             data += chunk
-        text = trim(bytes(data).decode("utf-8", "replace")) if data else None
+        # whole (at most BODY_LIMIT): the key is masked before anything is trimmed
+        text = bytes(data).decode("utf-8", "replace") if data else None
         return Answer(resp.status_code, text, resp.headers.get("Retry-After"))
 
     def _failure(self, exc: BaseException, ends: float, abort: Abort) -> NetworkFailure:

@@ -17,7 +17,7 @@ from .._core.book import RowBook
 from .._core.exceptions import ConfigurationError, DeliveryError
 from .._core.types import ExitCode, Note, RowState
 from .._delivery.sender import ChunkRecord
-from .._notebook.display import Group, result_html, undelivered_groups
+from .._notebook.display import Groups, result_html, undelivered_groups
 from .._notebook.plots import states_chart, timeline_chart
 
 if TYPE_CHECKING:
@@ -83,12 +83,14 @@ class SendResult:
         self.n_rows = len(book)
         self._rows: pd.DataFrame | None = None
         self._chunk_frame: pd.DataFrame | None = None
-        self._groups: list[Group] | None = None  # the HTML's failure groups, once
+        self._groups: Groups | None = None  # the HTML's failure groups, once
 
     @property
     def rows(self) -> pd.DataFrame:
-        """One row per input row: ``row`` (its label), ``message_id``, ``chunk`` (the request
-        that carried it), ``status`` and ``error``; built when first read."""
+        """One row per input row, indexed by its label in the input (``row``): ``status``,
+        ``message_id``, ``chunk`` (the request that carried it) and ``error`` (why it was
+        not delivered: a validation message, the API's message, ...); ``<NA>`` where there
+        is none. Built when first read."""
         if self._rows is None:
             self._rows = self._book.frame()
         return self._rows
@@ -101,12 +103,19 @@ class SendResult:
             self._chunk_frame = pd.DataFrame(
                 [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
                 columns=CHUNK_COLUMNS,
-            ).astype({"parent_chunk": "Int64", "http_status": "Int64"})
+            ).astype(
+                {
+                    "parent_chunk": "Int64",
+                    "http_status": "Int64",
+                    "error": "string",
+                    "response": "string",
+                }
+            )
         return self._chunk_frame
 
     @property
     def failures(self) -> pd.DataFrame:
-        """Rows that were not delivered (invalid, rejected, failed or expired)."""
+        """Rows that were not delivered (invalid, rejected, failed or expired), as ``rows``."""
         return self.first_failures(None)
 
     def first_failures(self, n: int | None = 10) -> pd.DataFrame:
@@ -192,7 +201,13 @@ class SendResult:
             self._groups,
             dry_run=self.dry_run,
             remarks=self.notes,
+            retries=self.retries,
         )
+
+    @property
+    def retries(self) -> int:
+        """Attempts beyond the first, over every request (``res.chunks["attempts"]``)."""
+        return sum(max(c.attempts - 1, 0) for c in self._chunks)
 
 
 RESULT_SUFFIXES = (".csv", ".parquet")
@@ -217,11 +232,12 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
     if path.suffix.lower() == ".csv":
         with path.open("w", newline="", encoding="utf-8") as fh:
             for k, frame in enumerate(frames):
-                frame.to_csv(fh, index=False, header=k == 0)
+                _with_labels(frame).to_csv(fh, index=False, header=k == 0)
         return
     writer: pq.ParquetWriter | None = None
     try:
-        for frame in frames:
+        for labelled in frames:
+            frame = _with_labels(labelled)
             schema = None if writer is None else writer.schema
             table = pa.Table.from_pandas(_parquet_ready(frame), schema=schema, preserve_index=False)
             if writer is None:
@@ -230,6 +246,11 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
     finally:
         if writer is not None:
             writer.close()
+
+
+def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    # a named index (the per-row frame's row labels) is the file's first column
+    return frame.reset_index() if frame.index.name is not None else frame
 
 
 def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:

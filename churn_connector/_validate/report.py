@@ -15,7 +15,7 @@ import pyarrow
 from .._core.book import RowBook
 from .._core.exceptions import ConfigurationError, DataValidationError
 from .._core.types import Note, RowState
-from .._core.words import row_label, shown
+from .._core.words import row_label, shown, value_text
 from .._json.values import has_surrogate, mask_unreportable
 from .._notebook.display import report_html
 from .._notebook.plots import failures_chart
@@ -223,10 +223,31 @@ def failure_line(position: Any, row: Any, column: Any, message: str) -> str:
 
 
 def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
-    data = {c: pd.Series([r[c] for r in records], dtype=object) for c in FAILURE_COLUMNS}
-    frame = pd.DataFrame(data)
-    frame["position"] = frame["position"].astype("Int64")
-    return frame
+    """``report.failures``: pandas' nullable dtypes (``<NA>`` where a failure concerns the
+    whole table, or has no value); ``value`` as people read it (``value_text``)."""
+    labels = [pd.NA if r["row"] is None else r["row"] for r in records]
+    return pd.DataFrame(
+        {
+            "row": _labels(labels),
+            "position": pd.array([r["position"] for r in records], dtype="Int64"),
+            "column": pd.array([r["column"] for r in records], dtype="string"),
+            "check": pd.array([r["check"] for r in records], dtype="string"),
+            "value": pd.array([value_text(r["value"]) for r in records], dtype="string"),
+            "message": pd.array([r["message"] for r in records], dtype="string"),
+        },
+        columns=FAILURE_COLUMNS,
+    )
+
+
+def _labels(labels: list[Any]) -> Any:
+    """Row labels as a nullable array: ``Int64`` or ``string`` when they are all of a kind."""
+    try:
+        array = pd.array(labels)
+    except (TypeError, ValueError):
+        array = pd.array(labels, dtype=object)
+    if array.dtype == object and all(isinstance(v, str) for v in labels if v is not pd.NA):
+        array = pd.array(labels, dtype="string")
+    return array
 
 
 class ValidationReport:
@@ -347,10 +368,14 @@ def quarantine_frame(
     common_checks = [str(c) for c in table["check"].tolist()]
     common_reasons = [str(m) for m in table["message"].tolist()]
     out = invalid.copy()
-    out["failed_checks"] = [
-        ", ".join(dict.fromkeys(common_checks + checks.get(p, []))) for p in positions.tolist()
-    ]
-    out["reasons"] = [" | ".join(common_reasons + reasons.get(p, [])) for p in positions.tolist()]
+    out["failed_checks"] = pd.array(
+        [", ".join(dict.fromkeys(common_checks + checks.get(p, []))) for p in positions.tolist()],
+        dtype="string",
+    )
+    out["reasons"] = pd.array(
+        [" | ".join(common_reasons + reasons.get(p, [])) for p in positions.tolist()],
+        dtype="string",
+    )
     return out
 
 
@@ -364,19 +389,33 @@ def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     label = "row" if "row" not in frame.columns else "row_label"
     labelled = frame.rename_axis(label).reset_index()
     if ".csv" in suffixes:
-        labelled.to_csv(target, index=False)
+        # text cells hold objects and lists as people read them (value_text), not reprs
+        labelled.assign(**_as_text(labelled, containers_only=True)).to_csv(target, index=False)
         return target
     try:
         labelled.to_parquet(target, index=False)
     except (pyarrow.ArrowException, TypeError, ValueError):
         # bad rows often mix types in one column (that is why they are bad): Parquet
         # columns cannot, so those columns are written as text (nulls stay null)
-        mixed = {c: labelled[c].map(_text) for c in labelled.columns if labelled[c].dtype == object}
-        labelled.assign(**mixed).to_parquet(target, index=False)
+        labelled.assign(**_as_text(labelled)).to_parquet(target, index=False)
     return target
 
 
-def _text(value: Any) -> str | None:
-    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
-        return None
-    return str(value)
+def _as_text(frame: pd.DataFrame, *, containers_only: bool = False) -> dict[str, pd.Series]:
+    """The object columns of ``frame`` as ``value_text`` writes their cells (only those
+    holding an object or a list, with ``containers_only``)."""
+    out = {}
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object:
+            continue
+        if containers_only and not column.map(_container).any():
+            continue
+        out[str(name)] = pd.Series(
+            pd.array([value_text(v) for v in column.tolist()], dtype="string"), index=frame.index
+        )
+    return out
+
+
+def _container(value: Any) -> bool:
+    return isinstance(value, dict | list | tuple | set | frozenset | np.ndarray)
