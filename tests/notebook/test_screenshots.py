@@ -64,7 +64,6 @@ def photograph(html: str, theme: str, folder: Path) -> Counter[tuple[int, ...]]:
         return Counter(pixels)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian's chromium package)")
 @pytest.mark.parametrize("theme", THEMES)
 def test_a_report_in_a_browser_has_no_striped_rows_and_its_states_colours(
     theme: str, tmp_path: Path, now: pd.Timestamp
