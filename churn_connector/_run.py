@@ -83,7 +83,15 @@ class Run:
                 opened.close()
         elapsed = time.monotonic() - self.started
         kind, book, notes = stream.kind, stream.book, stream.notes()
-        result = SendResult(kind, book, sender.chunks, elapsed, dry_run=self.dry_run, notes=notes)
+        result = SendResult(
+            kind,
+            book,
+            sender.chunks,
+            elapsed,
+            dry_run=self.dry_run,
+            notes=notes,
+            wire_paths=stream.wire_paths,
+        )
         log.info("%s", result.summary())
         return result
 
@@ -139,7 +147,9 @@ class Run:
         pending = np.flatnonzero(book.status == RowState.PENDING)
         book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
         elapsed = time.monotonic() - self.started
-        partial = SendResult(self.stream.kind, book, sender.chunks, elapsed)
+        partial = SendResult(
+            self.stream.kind, book, sender.chunks, elapsed, wire_paths=self.stream.wire_paths
+        )
         counts = dict(partial.counts)
         if isinstance(exc, _RunStopped):
             return exc.with_results(counts, partial.rows, partial.chunks)
