@@ -20,7 +20,7 @@ import numpy as np
 
 from ._core.book import RowBook
 from ._core.config import ClientConfig
-from ._core.exceptions import Interrupted, _RunStopped
+from ._core.exceptions import Interrupted, RunStopped
 from ._core.types import RowState
 from ._delivery.chunking import Request, SizeLimit
 from ._delivery.prefetch import Handoff
@@ -130,7 +130,7 @@ class Run:
             with sigterm_raises():
                 sender.run(requests, feed)
         except BaseException as exc:
-            if isinstance(exc, Exception) and not isinstance(exc, _RunStopped):
+            if isinstance(exc, Exception) and not isinstance(exc, RunStopped):
                 raise  # a bug of ours: shown as it is
             raise self._stopped(exc, sender) from exc
         finally:
@@ -138,11 +138,11 @@ class Run:
             bar.close()
         return sender
 
-    def _stopped(self, exc: BaseException, sender: Sender) -> _RunStopped:
+    def _stopped(self, exc: BaseException, sender: Sender) -> RunStopped:
         """The error a stopped run raises: every row accounted for, the frames attached."""
         book = self.stream.book
         reason = (
-            f"the run stopped ({exc.message})" if isinstance(exc, _RunStopped) else "interrupted"
+            f"the run stopped ({exc.message})" if isinstance(exc, RunStopped) else "interrupted"
         )
         pending = np.flatnonzero(book.status == RowState.PENDING)
         book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
@@ -151,7 +151,7 @@ class Run:
             self.stream.kind, book, sender.chunks, elapsed, wire_paths=self.stream.wire_paths
         )
         counts = dict(partial.counts)
-        if isinstance(exc, _RunStopped):
+        if isinstance(exc, RunStopped):
             return exc.with_results(counts, partial.rows, partial.chunks)
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
         summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"

@@ -161,6 +161,7 @@ class _Attempt:
     text: str | None = None
     retry_after: str | None = None
     unreachable: bool = False
+    retryable: bool = True  # when unreachable: whether a later run may reach the host
 
 
 class HttpPoster:
@@ -230,8 +231,13 @@ class HttpPoster:
             answer: Answer = self.pool.post(path, body, self.headers, Abort(limit, reason))
         except NetworkFailure as exc:
             if exc.unreachable and self.breaker.unreachable():
-                raise self._unreachable(exc.message) from None
-            return _Attempt(decide(None, "network"), error=exc.message, unreachable=exc.unreachable)
+                raise self._unreachable(exc.message, retryable=exc.retryable) from None
+            return _Attempt(
+                decide(None, "network"),
+                error=exc.message,
+                unreachable=exc.unreachable,
+                retryable=exc.retryable,
+            )
         self.breaker.answered()
         text = self.config.api_key.scrub(answer.text) if answer.text is not None else None
         status = answer.status
@@ -272,7 +278,7 @@ class HttpPoster:
                 return Outcome(status, seen.http_status, attempt, elapsed, error, seen.text)
             if attempt >= policy.max_attempts:
                 if seen.unreachable and unreachable_only:
-                    raise self._unreachable(error or "unreachable")
+                    raise self._unreachable(error or "unreachable", retryable=seen.retryable)
                 break
             unreachable_only = unreachable_only and seen.unreachable
             with self._rng_lock:
@@ -289,12 +295,13 @@ class HttpPoster:
         elapsed = time.monotonic() - started
         return Outcome("failed", seen.http_status, attempt, elapsed, error, seen.text)
 
-    def _unreachable(self, cause: str) -> TransportError:
+    def _unreachable(self, cause: str, *, retryable: bool) -> TransportError:
         """Stop the run: the API's host cannot be used at all."""
         self.stop(cause)
         return TransportError(
             f"cannot reach the API at {self.pool.where}: {cause}. The run was stopped.",
             attempts=1,
+            retryable=retryable,
         )
 
 
@@ -320,4 +327,5 @@ def _stop_error(seen: _Attempt, path: str, attempts: int) -> TransportError:
         "The run was stopped.",
         status=seen.http_status,
         attempts=attempts,
+        retryable=False,  # the base URL must change
     )
