@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+import churn_connector as cc
 from churn_connector._core.types import Decimals, EpochUnit, ExtraColumns, IdFormat
 from churn_connector._events import columnar
 from churn_connector._events.api import validate_events
@@ -760,3 +761,17 @@ def test_the_per_row_path_is_declared_counted_and_logged(
     assert report.ok, report.failures
     assert report.wire_paths == {"columnar": 0, "per_row": 1}
     assert f"take the per-row path: {columnar.fallback_reason(df, options)}" in caplog.text
+
+
+def test_a_send_counts_the_slices_each_path_wrote() -> None:
+    def part(k: int) -> pd.DataFrame:  # other users in each part: no row repeats another
+        df = typical()
+        return df.assign(external_user_id=[f"p{k}-{i}" for i in range(len(df))])
+
+    as_objects = part(1).astype({"properties.plan": object})  # the per-row path's
+    client = cc.Client(config=cc.ClientConfig.create(None, None, dry_run=True))
+    result = client.send_events([part(0), as_objects, part(2)], now=NOW, dry_run=True)
+    assert result.counts["would_send"] == 3 * len(as_objects)
+    assert result.wire_paths == {"columnar": 2, "per_row": 1}
+    users = pd.DataFrame({"external_user_id": ["u1", "u2"]})
+    assert client.identify(users, dry_run=True).wire_paths == {}  # events only
