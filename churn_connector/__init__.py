@@ -21,6 +21,7 @@ from ._core.exceptions import (
     InputError,
     Interrupted,
     LedgerError,
+    RunStopped,
     TransportError,
 )
 from ._core.types import RowState
@@ -59,6 +60,7 @@ __all__ = [
     "LedgerError",
     "RetryPolicy",
     "RowState",
+    "RunStopped",
     "Sandbox",
     "Secret",
     "SendResult",

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._core.book import RowBook
 from ._core.config import ClientConfig
-from ._core.exceptions import Interrupted, _RunStopped
+from ._core.exceptions import Interrupted, RunStopped
 from ._core.types import RowState
 from ._delivery.chunking import Request, SizeLimit
 from ._delivery.prefetch import Handoff
@@ -84,7 +84,15 @@ class Run:
                 opened.close()
         elapsed = time.monotonic() - self.started
         kind, book, notes = stream.kind, stream.book, stream.notes()
-        result = SendResult(kind, book, sender.chunks, elapsed, dry_run=self.dry_run, notes=notes)
+        result = SendResult(
+            kind,
+            book,
+            sender.chunks,
+            elapsed,
+            dry_run=self.dry_run,
+            notes=notes,
+            wire_paths=stream.wire_paths,
+        )
         log.info("%s", result.summary())
         return result
 
@@ -132,7 +140,7 @@ class Run:
                 sender.run(requests, feed)
             stopped = False
         except BaseException as exc:
-            if isinstance(exc, Exception) and not isinstance(exc, _RunStopped):
+            if isinstance(exc, Exception) and not isinstance(exc, RunStopped):
                 raise  # a bug of ours: shown as it is
             raise self._stopped(exc, sender) from exc
         finally:
@@ -140,18 +148,20 @@ class Run:
             bar.close(stopped=stopped)
         return sender
 
-    def _stopped(self, exc: BaseException, sender: Sender) -> _RunStopped:
+    def _stopped(self, exc: BaseException, sender: Sender) -> RunStopped:
         """The error a stopped run raises: every row accounted for, the frames attached."""
         book = self.stream.book
         reason = (
-            f"the run stopped ({exc.message})" if isinstance(exc, _RunStopped) else "interrupted"
+            f"the run stopped ({exc.message})" if isinstance(exc, RunStopped) else "interrupted"
         )
         pending = np.flatnonzero(book.status == RowState.PENDING)
         book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
         elapsed = time.monotonic() - self.started
-        partial = SendResult(self.stream.kind, book, sender.chunks, elapsed)
+        partial = SendResult(
+            self.stream.kind, book, sender.chunks, elapsed, wire_paths=self.stream.wire_paths
+        )
         counts = dict(partial.counts)
-        if isinstance(exc, _RunStopped):
+        if isinstance(exc, RunStopped):
             return exc.with_results(counts, partial.rows, partial.chunks)
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
         summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"

@@ -10,6 +10,7 @@ the same results as one whole frame. The ledger and the sender take batches from
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ class Stream(Protocol):
     book: RowBook
     failures: FailureLog
     duplicates: int  # rows skipped as exact repeats of an earlier row
+    wire_paths: Counter[str]  # events: slices by the wire path that wrote them
 
     def slices(self) -> Iterator[pd.DataFrame]:
         """The input, read once more from the start, in slices."""
@@ -98,6 +100,7 @@ class SliceStream:
         self.schema = schema
         self.book = RowBook()
         self.failures = FailureLog(self.book)
+        self.wire_paths: Counter[str] = Counter()
 
     def notes(self) -> list[Note]:
         """None by default; a resource with something to say overrides this."""
@@ -200,6 +203,7 @@ def report(stream: Stream) -> ValidationReport:
             np.concatenate(invalid_positions) if invalid_positions else np.empty(0, np.int64)
         ),
         notes=stream.notes(),
+        wire_paths=stream.wire_paths,
     )
 
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ._client import Client, IdentifyOptions, SendEventsOptions
 from ._core.config import CLIENT_FIELDS, ClientConfig, Secret, as_secret
-from ._core.exceptions import ConfigurationError, DeliveryError, Interrupted, _RunStopped
+from ._core.exceptions import ConfigurationError, DeliveryError, Interrupted, RunStopped
 from ._core.types import DataSource, ExitCode, Kind
 from ._results.result import SendResult, write_frame
 
@@ -54,7 +54,7 @@ class Recorded:
 
     kind: str
     result: SendResult | None
-    error: _RunStopped | None
+    error: RunStopped | None
     files: dict[str, str]
     elapsed_s: float
 
@@ -98,7 +98,7 @@ def record(kind: str, send: Callable[[], SendResult], results_dir: str | Path | 
     started = time.monotonic()
     try:
         result = send()
-    except _RunStopped as exc:
+    except RunStopped as exc:
         files = write_results(kind, exc.chunks, exc.rows, results_dir)
         return Recorded(kind, None, exc, files, time.monotonic() - started)
     files = write_results(kind, result.chunks, result.rows, results_dir)

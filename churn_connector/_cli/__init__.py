@@ -26,13 +26,7 @@ import pyarrow
 from ..__version__ import __version__
 from .._client import Client
 from .._core.config import ClientConfig
-from .._core.exceptions import (
-    ChurnConnectorError,
-    InputError,
-    Interrupted,
-    LedgerError,
-    TransportError,
-)
+from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped
 from .._core.types import ExitCode
 from .._core.words import command_line, text_table
 from .._events.api import validate_events
@@ -200,7 +194,7 @@ def _send(args: argparse.Namespace) -> int:
             progress=False if args.quiet else None,
             **data_options(args),
         )
-    except (TransportError, LedgerError, InputError, Interrupted) as exc:
+    except RunStopped as exc:
         # the run stopped: still leave the record of what was and was not delivered
         for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
             if path is not None and frame is not None:

@@ -117,6 +117,7 @@ class Progress:
         self.total = total
         self.done = 0
         self.retries = 0
+        self._last_retry_drawn = 0.0
         self.end: str | None = None  # the outcome's word, once closed
         self._counter = done
         self._counts = counts
@@ -153,7 +154,13 @@ class Progress:
             said = (
                 f"rate limited: pausing {wait:.1f} s" if rate_limited else f"retrying after {cause}"
             )
-            self._bar.set_postfix_str(f"{said} ({self.retries:,} so far)", refresh=False)
+            # drawn at once the first time (a retry storm can be over before the next row
+            # count is drawn), then at most once a refresh interval
+            now = time.monotonic()
+            draw = self.retries == 1 or now - self._last_retry_drawn >= self._refresh
+            if draw:
+                self._last_retry_drawn = now
+            self._bar.set_postfix_str(f"{said} ({self.retries:,} so far)", refresh=draw)
 
     def close(self, *, stopped: bool | None = None) -> None:
         """The send ended (``stopped``: part way; None: when rows were left unfinished):

@@ -174,7 +174,9 @@ class SessionPool:
         if isinstance(exc, requests.Timeout) and time.monotonic() >= ends - 0.05:
             return NetworkFailure(abort.reason, unreachable=False)
         if isinstance(exc, requests.exceptions.ProxyError):
-            return NetworkFailure(f"cannot use the proxy to reach {self.where}", unreachable=True)
+            return NetworkFailure(
+                f"cannot use the proxy to reach {self.where}", unreachable=True, retryable=False
+            )
         if isinstance(exc, requests.Timeout):
             connect = isinstance(exc, requests.ConnectTimeout)
             return NetworkFailure(f"{'connect' if connect else 'read'} timeout", unreachable=False)
@@ -188,6 +190,7 @@ class SessionPool:
         # TLS failures (a client certificate refused, say) fail every attempt alike
         if isinstance(exc, requests.exceptions.SSLError):
             failure.unreachable = True
+            failure.retryable = False
         return failure
 
     def abort_all(self, reason: str) -> None:

@@ -242,6 +242,7 @@ class _Attempt:
     unreachable: bool = False
     cause: str | None = None
     events: tuple[tuple[int, str], ...] = ()
+    retryable: bool = True  # when unreachable: whether a later run may reach the host
 
 
 class HttpPoster:
@@ -312,12 +313,13 @@ class HttpPoster:
             answer: Answer = self.pool.post(path, body, self.headers, Abort(limit, reason))
         except NetworkFailure as exc:
             if exc.unreachable and self.breaker.unreachable():
-                raise self._unreachable(exc.message) from None
+                raise self._unreachable(exc.message, retryable=exc.retryable) from None
             return _Attempt(
                 decide(None, "network"),
                 error=exc.message,
                 unreachable=exc.unreachable,
                 cause=exc.message,
+                retryable=exc.retryable,
             )
         self.breaker.answered()
         scrub = self.config.api_key.scrub
@@ -372,7 +374,7 @@ class HttpPoster:
                 )
             if attempt >= policy.max_attempts:
                 if seen.unreachable and unreachable_only:
-                    raise self._unreachable(error or "unreachable")
+                    raise self._unreachable(error or "unreachable", retryable=seen.retryable)
                 break
             unreachable_only = unreachable_only and seen.unreachable
             with self._rng_lock:
@@ -390,12 +392,13 @@ class HttpPoster:
         elapsed = time.monotonic() - started
         return Outcome("failed", seen.http_status, attempt, elapsed, error, seen.text, seen.events)
 
-    def _unreachable(self, cause: str) -> TransportError:
+    def _unreachable(self, cause: str, *, retryable: bool) -> TransportError:
         """Stop the run: the API's host cannot be used at all."""
         self.stop(cause)
         return TransportError(
             f"cannot reach the API at {self.pool.where}: {cause}. The run was stopped.",
             attempts=1,
+            retryable=retryable,
         )
 
 
@@ -421,4 +424,5 @@ def _stop_error(seen: _Attempt, path: str, attempts: int) -> TransportError:
         "The run was stopped.",
         status=seen.http_status,
         attempts=attempts,
+        retryable=False,  # the base URL must change
     )

@@ -27,16 +27,20 @@ both formats, so an event whose bytes did not change keeps its recorded digest.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 import numpy as np
 import orjson
+import pyarrow as pa
 
 from .._core.book import Spill
 from .._core.exceptions import ConfigurationError
 from .._core.types import IdFormat
+from .._json.arrow import data_bytes
 from .._json.values import canonical, json_numbers
 
 PREFIXES: dict[IdFormat, bytes] = {
@@ -44,43 +48,86 @@ PREFIXES: dict[IdFormat, bytes] = {
     "v2": b"churn-connector/message-id/v2\n",
 }
 CONTENT_PREFIX = PREFIXES["v1"]  # content digests: a ledger promise, the same in v1 and v2
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
-_DASHES = (8, 12, 16, 20)
+
+# Every canonical event begins with its context ("context" sorts first of the five keys);
+# on the wire the id is spliced in as the context's first member, so each event is
+# serialised once: CANONICAL = CONTEXT_OPEN + tail, WIRE = ID_OPEN + id + [","] + tail.
+CONTEXT_OPEN = b'{"context":{'
+ID_OPEN = CONTEXT_OPEN + b'"$message_id":'
+
+# where each of the 36 UUID characters comes from in 32 hex digits plus a dash (index 32)
+_UUID_IDX = np.array(
+    [*range(0, 8), 32, *range(8, 12), 32, *range(12, 16), 32, *range(16, 20), 32, *range(20, 32)]
+)
 
 
 def digests(
-    rows: Sequence[bytes], namespace: str | None = None, prefix: bytes = PREFIXES["v2"]
+    rows: Sequence[bytes] | pa.BinaryArray,
+    namespace: str | None = None,
+    prefix: bytes = PREFIXES["v2"],
+    *,
+    lead: bytes = b"",
 ) -> np.ndarray:
-    """(n, 16) uint8 array: the UUIDv8 bytes for each canonical row."""
-    base = hashlib.sha256(prefix + (namespace or "").encode("utf-8") + b"\n")
-    out = bytearray()
-    for row in rows:
-        h = base.copy()
-        h.update(row)
-        out += h.digest()[:16]
-    arr = np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, 16).copy()
+    """(n, 16) uint8 array: the UUIDv8 bytes of ``lead + row`` for each row (the
+    column-wise path hashes its rows' tails after the shared ``CONTEXT_OPEN``).
+
+    The one hashing loop of both wire paths: the rows' bytes are sliced out of one buffer,
+    and each hash continues a copy of the hash of what every row shares.
+    """
+    arr = rows if isinstance(rows, pa.Array) else pa.array(rows, pa.binary())
+    base = hashlib.sha256(prefix + (namespace or "").encode("utf-8") + b"\n" + lead)
+    copy = base.copy
+    data = bytes(data_bytes(arr))  # one copy; slicing bytes beats to_pylist/memoryview
+    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    kind = np.int64 if large else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=kind)
+    bounds = (offsets[arr.offset : arr.offset + len(arr) + 1] - offsets[arr.offset]).tolist()
+    out: list[bytes] = []
+    append = out.append
+    for lo, hi in itertools.pairwise(bounds):
+        h = copy()
+        h.update(data[lo:hi])
+        append(h.digest())
+    return uuid8(b"".join(out))
+
+
+def uuid8(sha256_digests: bytes) -> np.ndarray:
+    """Joined 32-byte SHA-256 digests -> (n, 16) uint8: each one's first 16 bytes with the
+    version nibble 8 and the RFC 4122 variant bits."""
+    arr = np.frombuffer(sha256_digests, dtype=np.uint8).reshape(-1, 32)[:, :16].copy()
     arr[:, 6] = (arr[:, 6] & 0x0F) | 0x80
     arr[:, 8] = (arr[:, 8] & 0x3F) | 0x80
     return arr
 
 
+def uuid_text(digests: np.ndarray) -> np.ndarray:
+    """(n, 16) uint8 -> (n, 36) uint8: lowercase 8-4-4-4-12 UUID text (hexlify, one gather)."""
+    n = digests.shape[0]
+    hexed = np.empty((n, 33), dtype=np.uint8)
+    hexed[:, :32] = np.frombuffer(
+        binascii.hexlify(np.ascontiguousarray(digests).tobytes()), dtype=np.uint8
+    ).reshape(n, 32)
+    hexed[:, 32] = 45  # '-'
+    return np.ascontiguousarray(hexed[:, _UUID_IDX])
+
+
 def format_uuids(arr: np.ndarray) -> np.ndarray:
-    """(n, 16) uint8 -> (n,) array of 36-byte lowercase UUID strings (``S36``), vectorised."""
-    n = arr.shape[0]
-    hexed = np.empty((n, 32), dtype=np.uint8)
-    hexed[:, 0::2] = _HEX[arr >> 4]
-    hexed[:, 1::2] = _HEX[arr & 0x0F]
-    parts = np.split(hexed, _DASHES, axis=1)
-    dash = np.full((n, 1), ord("-"), dtype=np.uint8)
-    joined = np.concatenate([p for part in parts for p in (part, dash)][:-1], axis=1)
-    return np.ascontiguousarray(joined).view("S36").ravel()
+    """(n, 16) uint8 -> (n,) array of 36-byte lowercase UUID strings (``S36``)."""
+    return uuid_text(arr).view("S36").ravel()
+
+
+def with_id(row: bytes, id_json: bytes) -> bytes:
+    """The wire bytes of one canonical event: ``id_json`` spliced in as the first member
+    of its context."""
+    tail = row[len(CONTEXT_OPEN) :]
+    return ID_OPEN + id_json + (b"" if tail[:1] == b"}" else b",") + tail
 
 
 def message_ids(
-    rows: Sequence[bytes], namespace: str | None = None, id_format: IdFormat = "v2"
+    rows: Sequence[bytes] | pa.BinaryArray, namespace: str | None = None, id_format: IdFormat = "v2"
 ) -> list[str]:
     """Message ids (str) for canonical rows; see the module docstring for the format."""
-    if not rows:
+    if len(rows) == 0:
         return []
     hashed = digests(rows, namespace, PREFIXES[id_format])
     return format_uuids(hashed).astype("U36").tolist()  # type: ignore[no-any-return]

@@ -146,7 +146,13 @@ def _read_failed(what: str, seen: int, exc: Exception) -> Exception:
         return exc
     name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
     said = str(exc) if isinstance(exc, pa.ArrowException | OSError) else f"it raised {name}: {exc}"
-    return InputError(f"reading {what} failed after {seen:,} rows: {said}")
+    # an I/O error part way (a network file system, an object store) may pass; a file that
+    # is missing or forbidden, or broken content, needs a change first
+    passing = isinstance(exc, OSError) and not isinstance(exc, _LASTING_OS_ERRORS)
+    return InputError(f"reading {what} failed after {seen:,} rows: {said}", retryable=passing)
+
+
+_LASTING_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
 def _kind(data: Any) -> str:

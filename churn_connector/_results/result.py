@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -51,8 +51,10 @@ class SendResult:
     chunk, error); ``counts``: rows per state (they add up to ``n_rows``); ``ok``: every
     valid row was acknowledged; ``exit_code``: the CLI's; ``notes``: what validation noted
     beyond failures (``ValidationReport.notes``); ``plot()``: a chart; ``kind``
-    (``"events"``/``"identities"``), ``elapsed_s`` and ``dry_run`` say what ran. In a
-    notebook it shows itself as a summary.
+    (``"events"``/``"identities"``), ``elapsed_s`` and ``dry_run`` say what ran;
+    ``wire_paths``: events only, how many slices the column-wise path wrote and how many
+    fell back to the per-row one (``{"columnar": 48, "per_row": 2}``; the reason of each
+    fallback is logged at DEBUG). In a notebook it shows itself as a summary.
     """
 
     def __init__(
@@ -64,9 +66,11 @@ class SendResult:
         *,
         dry_run: bool = False,
         notes: Sequence[Note] = (),
+        wire_paths: Mapping[str, int] | None = None,
     ) -> None:
         self.kind = kind
         self.notes: list[Note] = list(notes)
+        self.wire_paths: dict[str, int] = dict(wire_paths or {})
         self._book = book
         self._chunks = chunks
         self.elapsed_s = elapsed_s

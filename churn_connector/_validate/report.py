@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -260,8 +260,10 @@ class ValidationReport:
     ``n_invalid`` count rows; ``duplicates`` counts exact repeats (same message id, sent
     once). ``quarantine()`` joins the invalid rows and their failures; ``plot()`` charts the
     failures. ``notes``: what is worth knowing but is no failure (e.g. channels opted in by
-    default), as dicts with ``kind``, ``column``, ``count`` and ``message``. In a notebook it
-    shows itself as a summary.
+    default), as dicts with ``kind``, ``column``, ``count`` and ``message``. ``wire_paths``
+    (events): slices written by the column-wise path and by the per-row one (its fallback;
+    the reason is logged at DEBUG), as ``SendResult.wire_paths``. In a notebook it shows
+    itself as a summary.
     """
 
     def __init__(
@@ -276,8 +278,10 @@ class ValidationReport:
         invalid: pd.DataFrame | None = None,
         invalid_positions: np.ndarray | None = None,
         notes: Sequence[Note] = (),
+        wire_paths: Mapping[str, int] | None = None,
     ) -> None:
         self.kind = kind
+        self.wire_paths: dict[str, int] = dict(wire_paths or {})
         self.valid = valid
         self.failures = failures
         self.n_rows = n_rows

@@ -13,7 +13,8 @@ from the Connection (``ChurnHook``) and is no argument of these operators.
 
 The task fails with the run's summary when valid rows were not delivered, and, with
 ``fail_on_invalid=True``, when rows were invalid (or expired). Failures a retry cannot mend
-(the key refused, bad options, invalid or rejected rows) fail without retrying.
+(the exception's ``retryable`` is False: the key refused, an untrusted certificate, bad
+options, a broken input, invalid or rejected rows) fail without retrying.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
-from .._core.exceptions import AuthenticationError, ConfigurationError, DeliveryError, _RunStopped
+from .._core.exceptions import ConfigurationError, DeliveryError, RunStopped
 from .._results.result import SendResult
 from .._tasks import Recorded, record
 from .hook import ChurnHook
@@ -214,7 +215,7 @@ class _ChurnSendOperator(BaseOperator):
             cause = error.__cause__
             if cause is not None and not isinstance(cause, Exception | ChurnSendKilled):
                 return cause  # Airflow's own (AirflowTaskTimeout): its handling applies
-            if isinstance(error, AuthenticationError):
+            if not error.retryable:  # the key refused, a TLS setup, a broken file, ...
                 return AirflowFailException(f"churn {self._kind}: {error}{files}")
             return _with_note(error, files)
         assert recorded.result is not None
@@ -222,15 +223,15 @@ class _ChurnSendOperator(BaseOperator):
             recorded.result.raise_for_failures(allow_invalid=not self.fail_on_invalid)
         except DeliveryError as exc:
             message = f"churn {self._kind}: rows not delivered: {exc}{files}"
-            if exc.counts.get("failed"):
-                # outcome unknown or never sent: a retry may deliver them, and message ids
-                # make re-sending what did arrive harmless
+            if exc.retryable:
+                # rows failed (outcome unknown or never sent): a retry may deliver them, and
+                # message ids make re-sending what did arrive harmless
                 return DeliveryError(message, counts=exc.counts)
             return AirflowFailException(message)  # invalid or rejected: the data must change
         return None
 
 
-def _with_note(error: _RunStopped, note: str) -> _RunStopped:
+def _with_note(error: RunStopped, note: str) -> RunStopped:
     if note:
         error.add_note(note.strip())
     return error

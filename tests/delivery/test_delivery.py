@@ -317,6 +317,7 @@ def test_a_wrong_endpoint_stops_the_run_without_bisecting(
     # one request went out; any already queued stop before sending
     assert (chunks["attempts"] > 0).sum() == 1
     assert (rows["status"] == "failed").all()
+    assert info.value.retryable is False  # base_url must change first
 
 
 def test_an_unusable_key_is_refused_before_sending_without_echoing_it() -> None:

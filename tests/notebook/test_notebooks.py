@@ -243,6 +243,59 @@ def test_retries_in_a_notebook_show_in_the_bar_and_the_result_never_on_stderr(
     assert "(3 retries)" in shown["data"]["text/html"]
 
 
+STOP_BUTTON = """
+import _thread, threading, time
+import pandas as pd
+import churn_connector as cc
+from churn_connector import samples
+
+sb = cc.Sandbox(latency=0.2).start()
+client = cc.Client(sb.base_url, sb.api_key, max_concurrency=2)
+events = samples.sample_events(pd.Timestamp.now(tz='UTC'), n_events=2000, n_users=50)
+
+def press_stop_once_stored(n):  # what the stop button does: interrupt the main thread
+    def watch():
+        deadline = time.monotonic() + 60
+        while sb.stats()["stored"] < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _thread.interrupt_main()
+    threading.Thread(target=watch, daemon=True).start()
+"""
+CARELESS_CELL = """
+press_stop_once_stored(200)
+try:
+    client.send_events(events, batch_size=50, progress=False)
+except Exception as exc:  # a careless catch-all: it must not swallow the stop button
+    print("swallowed", type(exc).__name__)
+"""
+
+
+@pytest.mark.slow
+def test_the_stop_button_passes_a_catch_all_and_leaves_the_summary_and_rows(
+    kernel_specs: Path, tmp_path: Path
+) -> None:
+    cells = [
+        new_code_cell(STOP_BUTTON),
+        new_code_cell(CARELESS_CELL, metadata={"tags": ["raises-exception"]}),
+        new_code_cell(
+            "import sys\nstopped = sys.last_value  # the exception the cell ended with\n"
+            "print(type(stopped).__name__, len(stopped.rows), stopped.counts['sent'])"
+        ),
+        new_code_cell("sb.stop()"),
+    ]
+    nb = new_notebook(cells=cells)
+    execute(nb, kernel_specs, tmp_path)
+    (error,) = nb.cells[1].outputs
+    assert error["output_type"] == "error"
+    assert error["ename"] == "Interrupted"
+    found = re.fullmatch(r"interrupted: ([\d,]+) of ([\d,]+) rows delivered", error["evalue"])
+    assert found is not None, error["evalue"]
+    sent, total = (int(n.replace(",", "")) for n in found.groups())
+    assert 0 < sent < total
+    # the next cell still has the accounting: every row, and what was delivered
+    assert nb.cells[2].outputs[0]["text"].split() == ["Interrupted", str(total), str(sent)]
+
+
 def test_there_are_the_four_walk_throughs() -> None:
     assert {p.stem for p in NOTEBOOKS} == EXPECTED
 
