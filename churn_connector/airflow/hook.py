@@ -28,8 +28,9 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from .._client import Client
-from .._core.config import CLIENT_FIELDS, RETRY_FIELDS, Secret, client_options_from
+from .._core.config import Secret
 from .._core.exceptions import ChurnConnectorError, ConfigurationError
+from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from
 from .provider import CONN_TYPE, DEFAULT_CONN_ID, INTEGRATION
 
 __all__ = ["ChurnHook", "base_url_from", "client_options_from_extra"]

@@ -18,7 +18,6 @@ The task fails with the run's summary when valid rows were not delivered, and, w
 
 from __future__ import annotations
 
-import inspect
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -28,7 +27,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
+from .._client import send_keywords
 from .._core.exceptions import AuthenticationError, ConfigurationError, DeliveryError, _RunStopped
+from .._core.text_options import keyword_from_text
+from .._core.types import Kind
 from .._results.result import SendResult
 from .._tasks import Recorded, record
 from .hook import ChurnHook
@@ -69,8 +71,7 @@ def _is_location(value: Any) -> bool:
 class _ChurnSendOperator(BaseOperator):
     """What both operators share; see the module's docstring."""
 
-    _kind: ClassVar[str]  # "events" | "identities": the result files' prefix
-    _method: ClassVar[str]  # the Client method that sends
+    _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
     template_fields: Sequence[str] = ("source", "results_dir", "send_options")
     template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
     ui_color = "#e8f1fb"
@@ -140,13 +141,26 @@ class _ChurnSendOperator(BaseOperator):
             client = ChurnHook(self.churn_conn_id, **self.client_options).get_conn()
         except ConfigurationError as exc:
             raise AirflowFailException(f"churn connection {self.churn_conn_id!r}: {exc}") from None
-        send: Callable[..., SendResult] = getattr(client, self._method)
-        options = dict(self.send_options)
-        known = set(inspect.signature(send).parameters) - {"data"}
-        if unknown := sorted(set(options) - known):
+        send: Callable[..., SendResult] = (
+            client.send_events if self._kind == "events" else client.identify
+        )
+        # the names and types of the send's keywords, from their declarations; a rendered
+        # template is text, read by the keyword's type (a str keyword keeps it as written)
+        declared = {o.name: o for o in send_keywords(self._kind)}
+        known = {*declared, "options"}
+        if unknown := sorted(set(self.send_options) - known):
             raise AirflowFailException(
                 f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
             )
+        try:
+            options = {
+                name: keyword_from_text(name, value, declared[name].hint, "send_options")
+                if name in declared
+                else value
+                for name, value in self.send_options.items()
+            }
+        except ConfigurationError as exc:
+            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
 
         ledger = options.get("ledger")
         if isinstance(ledger, str | os.PathLike) and not options.get("dry_run"):
@@ -247,7 +261,6 @@ class SendEventsOperator(_ChurnSendOperator):
     """
 
     _kind = "events"
-    _method = "send_events"
 
 
 class IdentifyOperator(_ChurnSendOperator):
@@ -256,4 +269,3 @@ class IdentifyOperator(_ChurnSendOperator):
     otherwise as :class:`SendEventsOperator`."""
 
     _kind = "identities"
-    _method = "identify"
