@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -71,7 +72,8 @@ def keyword_from_text(name: str, value: Any, hint: Any, where: str) -> Any:
 def _takes_text(hint: Any) -> bool:
     if hint is str or hint is Any or typing.get_origin(hint) is typing.Literal:
         return True
-    return any(_takes_text(arg) for arg in typing.get_args(hint))
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    return union and any(_takes_text(arg) for arg in typing.get_args(hint))
 
 
 def client_options_from(values: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -144,23 +144,7 @@ class _ChurnSendOperator(BaseOperator):
         send: Callable[..., SendResult] = (
             client.send_events if self._kind == "events" else client.identify
         )
-        # the names and types of the send's keywords, from their declarations; a rendered
-        # template is text, read by the keyword's type (a str keyword keeps it as written)
-        declared = {o.name: o for o in send_keywords(self._kind)}
-        known = {*declared, "options"}
-        if unknown := sorted(set(self.send_options) - known):
-            raise AirflowFailException(
-                f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
-            )
-        try:
-            options = {
-                name: keyword_from_text(name, value, declared[name].hint, "send_options")
-                if name in declared
-                else value
-                for name, value in self.send_options.items()
-            }
-        except ConfigurationError as exc:
-            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
+        options = self._send_options()
 
         ledger = options.get("ledger")
         if isinstance(ledger, str | os.PathLike) and not options.get("dry_run"):
@@ -203,6 +187,26 @@ class _ChurnSendOperator(BaseOperator):
                 recorded.files.get("rows", "the rows file: results_dir is off"),
             )
         return summary
+
+    def _send_options(self) -> dict[str, Any]:
+        """``send_options`` by the names and types of the send's declared keywords: an
+        unknown name fails the task; a rendered template is text, read by the keyword's type
+        (``"false"`` for a bool, JSON for a mapping; a str keyword keeps it as written)."""
+        declared = {o.name: o for o in send_keywords(self._kind)}
+        known = {*declared, "options"}
+        if unknown := sorted(set(self.send_options) - known):
+            raise AirflowFailException(
+                f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
+            )
+        try:
+            return {
+                name: keyword_from_text(name, value, declared[name].hint, "send_options")
+                if name in declared
+                else value
+                for name, value in self.send_options.items()
+            }
+        except ConfigurationError as exc:
+            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
 
     def on_kill(self) -> None:
         """Stop a send in progress. Airflow 3 calls this from its SIGTERM handler in the main

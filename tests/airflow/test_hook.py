@@ -112,6 +112,15 @@ def test_hook_options_override_the_connection(monkeypatch: pytest.MonkeyPatch) -
         ChurnHook(base_url="https://elsewhere.example.com").get_conn()
 
 
+def test_a_timeouts_override_replaces_the_connections_four(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"read_timeout": 7, "deadline": 60}
+    conn = {"conn_type": "churn", "host": "http://127.0.0.1:1", "password": KEY, "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_CHURN_DEFAULT", json.dumps(conn))
+    assert ChurnHook().get_conn().config.timeouts == cc.Timeouts(read=7, deadline=60)
+    config = ChurnHook(timeouts=cc.Timeouts(read=10)).get_conn().config
+    assert config.timeouts == cc.Timeouts(read=10)
+
+
 def test_test_connection_names_the_problem_without_sending(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
