@@ -124,7 +124,7 @@ def literal_values(hint: Any) -> tuple[Any, ...]:
     return found
 
 
-def options_of(cls: type) -> list[Option]:
+def options_of(cls: type) -> tuple[Option, ...]:
     """The options ``cls`` declares (its own and its bases'), in field order."""
     found = _DECLARED.get(cls)
     if found is None:
@@ -132,10 +132,10 @@ def options_of(cls: type) -> list[Option]:
     return found
 
 
-_DECLARED: dict[type, list[Option]] = {}
+_DECLARED: dict[type, tuple[Option, ...]] = {}
 
 
-def _declared(cls: type) -> list[Option]:
+def _declared(cls: type) -> tuple[Option, ...]:
     found = []
     for f in dataclasses.fields(cls):
         declared = f.metadata.get(KEY)
@@ -149,7 +149,7 @@ def _declared(cls: type) -> list[Option]:
             default = MISSING  # a required field (ClientConfig's base_url and api_key)
         owner = next(c for c in cls.__mro__ if f.name in inspect.get_annotations(c))
         found.append(Option(f.name, str(f.type), default, declared, owner))
-    return found
+    return tuple(found)
 
 
 def registered(cls: type[T]) -> type[T]:
