@@ -14,7 +14,6 @@ fails at once with ``ConfigurationError`` instead of deep inside a run.
 
 from __future__ import annotations
 
-import argparse
 import codecs
 import zoneinfo
 from collections.abc import Iterable, Iterator, Mapping
@@ -72,10 +71,11 @@ def pairs(name: str, mapping: Mapping[str, str] | None) -> Pairs | None:
 
 
 def pair(text: str) -> tuple[str, str]:
-    """``NAME=VALUE`` (``--rename``, ``--dtype``) as a pair."""
+    """``NAME=VALUE`` (``--rename``, ``--dtype``) as a pair (a ValueError if not: the
+    command line says its message)."""
     source, sep, target = text.partition("=")
     if not sep or not source or not target:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+        raise ValueError(f"expected NAME=VALUE, got {text!r}")
     return source, target
 
 

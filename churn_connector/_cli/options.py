@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,20 @@ def _is_mapping(hint: Any) -> bool:
     return any((typing.get_origin(a) or a) is Mapping for a in args)
 
 
+def _reading(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A declared parser as argparse calls it: its ValueError's message is the usage error
+    (argparse would say only "invalid <function name> value")."""
+
+    def read(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    read.__name__ = getattr(parse, "__name__", "value")
+    return read
+
+
 def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Option) -> None:
     """The flag of one declared option: its spelling, help, metavar, choices and type."""
     declared, flag = option.declared, option.flag
@@ -78,7 +92,7 @@ def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Optio
     else:
         if declared.repeat:
             settings["action"] = "append"
-        settings["type"] = declared.parse or _value_type(option.hint)
+        settings["type"] = _reading(declared.parse) if declared.parse else _value_type(option.hint)
         settings["choices"] = option.choices
         settings["metavar"] = declared.metavar
     p.add_argument(flag, **settings)

@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, field
 from functools import cache
 from typing import Any, Literal, TypeVar
 
@@ -33,20 +33,46 @@ T = TypeVar("T")
 FLAGS: dict[str, str] = {}
 
 
-@dataclass(frozen=True)
 class Declared:
-    """What one option says of itself beyond its name, type hint and default."""
+    """What one option says of itself beyond its name, type hint and default.
 
-    doc: str  # the options page: one line, Markdown
-    help: str | None = None  # --help; set: the command line's flag is derived from this
-    flag: str | None = None  # the flag's spelling when not --<name-with-dashes>
-    metavar: str | None = None
-    parse: Callable[[str], Any] | None = None  # the flag's text -> the value (else by hint)
-    repeat: bool = False  # the flag may be given again (values collected in a list)
-    kinds: tuple[Kind, ...] = KINDS  # the tables it applies to (options of a wing: its kind)
-    spark: bool = True  # a Spark data source option (False: it means nothing for a frame)
-    shown_default: str | None = None  # the default as the options page says it
-    shown_flag: str | None = None  # the options page's command-line column, when special
+    A plain class, not a dataclass: ~60 of them are made as the package is imported, and
+    making a dataclass type costs about a millisecond.
+    """
+
+    __slots__ = (
+        "doc",
+        "flag",
+        "help",
+        "kinds",
+        "metavar",
+        "parse",
+        "repeat",
+        "shown_default",
+        "shown_flag",
+        "spark",
+    )
+
+    def __init__(
+        self,
+        *,
+        doc: str,  # the options page: one line, Markdown
+        help: str | None = None,  # --help; set: the command line's flag is derived from it
+        flag: str | None = None,  # the flag's spelling when not --<name-with-dashes>
+        metavar: str | None = None,
+        parse: Callable[[str], Any] | None = None,  # the flag's text -> value (else by hint)
+        repeat: bool = False,  # the flag may be given again (values collected in a list)
+        kinds: tuple[Kind, ...] = KINDS,  # the tables it applies to (a wing's own: its kind)
+        spark: bool = True,  # a Spark data source option (False: meaningless for a frame)
+        shown_default: str | None = None,  # the default as the options page says it
+        shown_flag: str | None = None,  # the options page's command-line column, if special
+    ) -> None:
+        self.doc, self.help, self.flag, self.metavar = doc, help, flag, metavar
+        self.parse, self.repeat, self.kinds, self.spark = parse, repeat, kinds, spark
+        self.shown_default, self.shown_flag = shown_default, shown_flag
+
+    def __repr__(self) -> str:
+        return f"Declared({self.doc!r})"
 
     def flag_for(self, name: str) -> str | None:
         """The command line's spelling of option ``name`` (None: it has none).
@@ -73,15 +99,22 @@ def meta(**declared: Any) -> dict[str, Declared]:
     return {KEY: Declared(**declared)}
 
 
-@dataclass(frozen=True)
 class Option:
-    """One declared option, as the derivations see it."""
+    """One declared option, as the derivations see it (made when they first ask)."""
 
-    name: str
-    annotation: str  # the hint as written (``"str | None"``)
-    default: Any
-    declared: Declared
-    owner: type  # the class that declares it
+    __slots__ = ("annotation", "declared", "default", "name", "owner")
+
+    def __init__(
+        self, name: str, annotation: str, default: Any, declared: Declared, owner: type
+    ) -> None:
+        self.name = name
+        self.annotation = annotation  # the hint as written (``"str | None"``)
+        self.default = default
+        self.declared = declared
+        self.owner = owner  # the class that declares it
+
+    def __repr__(self) -> str:
+        return f"Option({self.owner.__name__}.{self.name})"
 
     @property
     def hint(self) -> Any:
@@ -158,12 +191,9 @@ def registered(cls: type[T]) -> type[T]:
     One name has one flag everywhere (``batch_size`` of the config and of a call alike);
     a second spelling is a mistake, refused when the class is made.
     """
-    for option in options_of(cls):
-        flag = option.flag
-        if flag is None:
-            continue
-        if FLAGS.setdefault(option.name, flag) != flag:
-            raise TypeError(
-                f"{cls.__name__}.{option.name}: flag {flag} differs from {FLAGS[option.name]}"
-            )
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        declared = f.metadata.get(KEY)
+        flag = None if declared is None else declared.flag_for(f.name)
+        if flag is not None and FLAGS.setdefault(f.name, flag) != flag:
+            raise TypeError(f"{cls.__name__}.{f.name}: flag {flag} differs from {FLAGS[f.name]}")
     return cls
