@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
 from ._client import Client, identify, send_events
-from ._core.config import ClientConfig, RetryPolicy, Secret
+from ._core.config import ClientConfig, RetryPolicy, Secret, Timeouts
 from ._core.exceptions import (
     AuthenticationError,
     ChurnConnectorError,
@@ -28,10 +28,13 @@ from ._core.types import RowState
 from ._delivery.retry import instant_retries, set_retry_testing
 from ._events.api import events_to_wire, validate_events
 from ._events.ids import message_id
+from ._events.options import EventOptions
 from ._events.schema import EVENT_TYPE_PATTERN, events_schema
 from ._identities.api import identities_to_wire, validate_identities
+from ._identities.options import IdentityOptions
 from ._identities.schema import identities_schema
 from ._ledger import Ledger
+from ._read.text import TextFormat
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
 from ._validate.report import ValidationReport
@@ -53,7 +56,9 @@ __all__ = [
     "ConfigurationError",
     "DataValidationError",
     "DeliveryError",
+    "EventOptions",
     "Fault",
+    "IdentityOptions",
     "InputError",
     "Interrupted",
     "Ledger",
@@ -64,6 +69,8 @@ __all__ = [
     "Sandbox",
     "Secret",
     "SendResult",
+    "TextFormat",
+    "Timeouts",
     "TransportError",
     "ValidationReport",
     "__version__",

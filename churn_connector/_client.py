@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ._core.config import ClientConfig, ClientOptions, Secret, as_secret
+from ._core.declare import Option, options_of
 from ._core.types import (
     BlankConsent,
     DataSource,
@@ -19,14 +20,16 @@ from ._core.types import (
     EpochUnit,
     ExtraColumns,
     IdFormat,
+    Kind,
 )
 from ._delivery.chunking import Request, chunk_events, identify_requests
-from ._events.api import event_options
+from ._delivery.options import SendOptions
+from ._events.options import EventOptions
 from ._events.stream import EventStream
-from ._identities.api import identity_options
+from ._identities.options import IdentityOptions
 from ._identities.stream import IdentityStream
 from ._ledger import LedgerArg
-from ._read import DEFAULT_SLICE_ROWS, text_format
+from ._read import DEFAULT_SLICE_ROWS
 from ._read.names import NameStyle
 from ._read.text import Format, TextOptions
 from ._results.result import SendResult
@@ -105,6 +108,7 @@ class Client:
         format: Format | None = None,
         rename_style: NameStyle | None = None,
         event_type_style: NameStyle | None = None,
+        options: EventOptions | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -115,40 +119,31 @@ class Client:
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
         ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
         (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
-        ``format``), ``rename_style`` and ``event_type_style``: as for ``validate_events``.
-        Input that breaks part way raises InputError carrying what was delivered.
+        ``format``), ``rename_style``, ``event_type_style`` and ``options`` (all of them as
+        one :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
+        1) and ``batch_size`` default to the client's. Input that breaks part way raises
+        InputError carrying what was delivered.
         """
+        keywords = locals()  # first: the keywords by name, checked as two values below
+        table, send = EventOptions.given(keywords), SendOptions.given(keywords)
         config = self.config
-        if batch_size is not None:
-            config = config.with_options(batch_size=batch_size)
-        options = event_options(
-            now=now,
-            naive_timezone=naive_timezone,
-            extra_columns=extra_columns,
-            namespace=namespace,
-            id_columns=id_columns,
-            slice_rows=slice_rows,
-            rename=rename,
-            dtypes=dtypes,
-            encoding=encoding,
-            decimals=decimals,
-            epoch_unit=epoch_unit,
-            id_format=id_format,
-            text=text_format(delimiter, header, columns, escape, null, quote, format),
-            rename_style=rename_style,
-            event_type_style=event_type_style,
-        )
-        stream = EventStream(data, options)
-
-        concurrency = max_concurrency or config.max_concurrency
+        if send.batch_size is not None:
+            config = config.with_options(batch_size=send.batch_size)
+        stream = EventStream(data, table)
+        concurrency = send.max_concurrency or config.max_concurrency  # None: the client's
         run = Run(
-            config, stream, concurrency, dry_run=dry_run, progress=progress, session=self.session
+            config,
+            stream,
+            concurrency,
+            dry_run=send.dry_run,
+            progress=send.progress,
+            session=self.session,
         )
 
         def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
             return chunk_events(wire, config.batch_size, run.size_limit)
 
-        return run.deliver(requests, ledger)
+        return run.deliver(requests, send.ledger)
 
     def identify(
         self,
@@ -177,6 +172,7 @@ class Client:
         blank_consent: BlankConsent = "error",
         require_consent: bool = False,
         rename_style: NameStyle | None = None,
+        options: IdentityOptions | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -186,34 +182,23 @@ class Client:
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``. ``rename``, ``rename_style``, ``dtypes``, ``encoding``,
         ``decimals`` and the text options: as for ``validate_events``; ``blank_consent``,
-        ``require_consent``: as for ``validate_identities``.
+        ``require_consent`` and ``options`` (all of them as one :class:`IdentityOptions`): as
+        for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
+        client's ``identify_concurrency``.
         """
-        options = identity_options(
-            naive_timezone=naive_timezone,
-            extra_columns=extra_columns,
-            phone_region=phone_region,
-            duplicates=duplicates,
-            slice_rows=slice_rows,
-            rename=rename,
-            dtypes=dtypes,
-            encoding=encoding,
-            decimals=decimals,
-            text=text_format(delimiter, header, columns, escape, null, quote, format),
-            blank_consent=blank_consent,
-            require_consent=require_consent,
-            rename_style=rename_style,
-        )
-        stream = IdentityStream(data, options)
-        concurrency = max_concurrency or self.config.identify_concurrency
+        keywords = locals()  # first: the keywords by name, checked as two values below
+        table, send = IdentityOptions.given(keywords), SendOptions.given(keywords)
+        stream = IdentityStream(data, table)
+        concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
         run = Run(
             self.config,
             stream,
             concurrency,
-            dry_run=dry_run,
-            progress=progress,
+            dry_run=send.dry_run,
+            progress=send.progress,
             session=self.session,
         )
-        return run.deliver(identify_requests, ledger)
+        return run.deliver(identify_requests, send.ledger)
 
 
 class SendEventsOptions(TextOptions, total=False):
@@ -238,6 +223,7 @@ class SendEventsOptions(TextOptions, total=False):
     rename_style: NameStyle | None
     event_type_style: NameStyle | None
     id_format: IdFormat
+    options: EventOptions | None
 
 
 class IdentifyOptions(TextOptions, total=False):
@@ -259,6 +245,7 @@ class IdentifyOptions(TextOptions, total=False):
     blank_consent: BlankConsent
     require_consent: bool
     rename_style: NameStyle | None
+    options: IdentityOptions | None
 
 
 def send_events(
@@ -293,3 +280,12 @@ def identify(
     if config is None and options.get("dry_run"):
         config = ClientConfig.create(base_url, api_key, dry_run=True)
     return Client(base_url, api_key, config=config, session=session).identify(data, **options)
+
+
+def send_keywords(kind: Kind) -> list[Option]:
+    """The declared keywords of :meth:`Client.send_events` (``"events"``) or
+    :meth:`Client.identify` (``"identities"``): the table's, then the send's. With
+    ``options``, these are what Airflow's ``send_options``, Spark's options and
+    ``send_partition`` take by name."""
+    table = EventOptions if kind == "events" else IdentityOptions
+    return [*table.keywords(), *(o for o in options_of(SendOptions) if kind in o.declared.kinds)]

@@ -32,7 +32,13 @@ from .._core.words import command_line, text_table
 from .._events.api import validate_events
 from .._identities.api import validate_identities
 from .._results.result import check_result_path, write_frame, write_frames
-from .options import add_data_arguments, data_options
+from .options import (
+    add_data_arguments,
+    add_send_arguments,
+    client_options,
+    data_options,
+    send_options,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,46 +53,6 @@ def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
         "-v", "--verbose", action="store_true", default=default, help="log progress to stderr"
     )
     p.add_argument("-q", "--quiet", action="store_true", default=default, help="print errors only")
-
-
-def _add_network_options(p: argparse.ArgumentParser) -> None:
-    for flag, text in (
-        ("--deadline", "end the whole run after S seconds (default 3600)"),
-        ("--connect-timeout", "seconds to connect (default 5)"),
-        ("--read-timeout", "seconds to wait for each read of an answer (default 30)"),
-        ("--request-timeout", "seconds for one whole request, answer included (default 120)"),
-    ):
-        p.add_argument(flag, type=float, metavar="S", help=text)
-    p.add_argument(
-        "--max-request-bytes", type=int, metavar="N", help="keep every request body under N bytes"
-    )
-    p.add_argument("--ca-bundle", metavar="PEM", help="trust the CAs in this file (private CA)")
-    p.add_argument(
-        "--proxy",
-        metavar="URL",
-        help="http://[user:password@]host:port; a CONNECT tunnel, for https base URLs only",
-    )
-    p.add_argument(
-        "--trust-env", action="store_true", help="use HTTPS_PROXY / NO_PROXY from the environment"
-    )
-    p.add_argument(
-        "--allow-insecure-http",
-        action="store_true",
-        help="allow a plain http:// base URL for a host other than this machine (the key "
-        "travels in clear text)",
-    )
-
-
-# ClientConfig fields set by the options of the same name
-_NETWORK_FIELDS = (
-    "deadline",
-    "connect_timeout",
-    "read_timeout",
-    "request_timeout",
-    "max_request_bytes",
-    "ca_bundle",
-    "proxy",
-)
 
 
 _EPILOG = """\
@@ -125,21 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity(send, argparse.SUPPRESS)
     add_data_arguments(send)
     send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    send.add_argument("--concurrency", type=int, help="requests in flight at most")
-    send.add_argument("--batch-size", type=int, help="events per request (at most 500)")
+    # one flag, max_concurrency or identify_concurrency by kind
+    send.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
-    send.add_argument("--dry-run", action="store_true", help="build every request, send none")
-    send.add_argument(
-        "--ledger", type=Path, help="SQLite file of acknowledged data: skip it on re-runs"
-    )
-    _add_network_options(send)
-    send.add_argument(
-        "--auth-header",
-        choices=["bearer", "x-api-key"],
-        default="bearer",
-        help="how to send the key",
-    )
+    add_send_arguments(send)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -170,28 +126,19 @@ def _validate(args: argparse.Namespace) -> int:
 def _send(args: argparse.Namespace) -> int:
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
-    client_options: dict[str, Any] = {"auth_header": args.auth_header}
-    client_options.update(
-        {name: getattr(args, name) for name in _NETWORK_FIELDS if getattr(args, name) is not None}
-    )
-    for flag in ("trust_env", "allow_insecure_http"):
-        if getattr(args, flag):
-            client_options[flag] = True
+    client = client_options(args)
     if args.concurrency is not None:
         key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
-        client_options[key] = args.concurrency
-    if args.batch_size is not None:
-        client_options["batch_size"] = args.batch_size
+        client[key] = args.concurrency
     # a dry run contacts nothing: it needs no base URL and no key
-    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client_options)
-    client = Client(config=config)
-    send = client.send_events if args.kind == "events" else client.identify
+    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client)
+    sender = Client(config=config)
+    send = sender.send_events if args.kind == "events" else sender.identify
     try:
         result = send(
             args.file,
-            dry_run=args.dry_run,
-            ledger=args.ledger,
             progress=False if args.quiet else None,
+            **send_options(args),
             **data_options(args),
         )
     except RunStopped as exc:

@@ -28,35 +28,10 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from .declare import FLAGS  # keyword -> flag, from the options' declarations
+
 _COMMAND_LINE: ContextVar[bool] = ContextVar("churn_connector_command_line", default=False)
 
-# keyword of the Python calls -> the command line's flag for it
-FLAGS: dict[str, str] = {
-    "allow_insecure_http": "--allow-insecure-http",
-    "base_url": "--base-url",
-    "batch_size": "--batch-size",
-    "blank_consent": "--blank-consent",
-    "ca_bundle": "--ca-bundle",
-    "columns": "--columns",
-    "decimals": "--decimals",
-    "dtypes": "--dtype",
-    "duplicates": "--duplicates",
-    "encoding": "--encoding",
-    "epoch_unit": "--epoch-unit",
-    "event_type_style": "--event-type-style",
-    "extra_columns": "--extra-columns",
-    "format": "--format",
-    "header": "--no-header",  # the flag sets it to False
-    "ledger": "--ledger",
-    "max_concurrency": "--concurrency",
-    "naive_timezone": "--naive-timezone",
-    "namespace": "--namespace",
-    "phone_region": "--phone-region",
-    "rename": "--rename",
-    "rename_style": "--rename-style",
-    "require_consent": "--require-consent",
-    "slice_rows": "--slice-rows",
-}
 _PLAIN_LABEL = re.compile(r"[\w.:/+-]+")
 
 

@@ -38,7 +38,7 @@ from .files import expand, format_of, read_paths
 from .manifest import is_manifest_name, manifests_in, read_manifest
 from .names import NameStyle, styler
 from .spool import SpooledArrow, replayable
-from .text import DEFAULT_TEXT, TEXT_ONLY, TextFormat, text_format, typed
+from .text import DEFAULT_TEXT, TEXT_ONLY, TextFormat, typed
 
 __all__ = [
     "DEFAULT_SLICE_ROWS",
@@ -47,7 +47,6 @@ __all__ = [
     "iter_frames",
     "replayable",
     "row_count",
-    "text_format",
 ]
 
 DEFAULT_SLICE_ROWS = 50_000

@@ -19,7 +19,6 @@ options, a broken input, invalid or rejected rows) fail without retrying.
 
 from __future__ import annotations
 
-import inspect
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -29,7 +28,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
+from .._client import send_keywords
 from .._core.exceptions import ConfigurationError, DeliveryError, RunStopped
+from .._core.text_options import keyword_from_text
+from .._core.types import Kind
 from .._results.result import SendResult
 from .._tasks import Recorded, record
 from .hook import ChurnHook
@@ -70,8 +72,7 @@ def _is_location(value: Any) -> bool:
 class _ChurnSendOperator(BaseOperator):
     """What both operators share; see the module's docstring."""
 
-    _kind: ClassVar[str]  # "events" | "identities": the result files' prefix
-    _method: ClassVar[str]  # the Client method that sends
+    _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
     template_fields: Sequence[str] = ("source", "results_dir", "send_options")
     template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
     ui_color = "#e8f1fb"
@@ -141,13 +142,10 @@ class _ChurnSendOperator(BaseOperator):
             client = ChurnHook(self.churn_conn_id, **self.client_options).get_conn()
         except ConfigurationError as exc:
             raise AirflowFailException(f"churn connection {self.churn_conn_id!r}: {exc}") from None
-        send: Callable[..., SendResult] = getattr(client, self._method)
-        options = dict(self.send_options)
-        known = set(inspect.signature(send).parameters) - {"data"}
-        if unknown := sorted(set(options) - known):
-            raise AirflowFailException(
-                f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
-            )
+        send: Callable[..., SendResult] = (
+            client.send_events if self._kind == "events" else client.identify
+        )
+        options = self._send_options()
 
         ledger = options.get("ledger")
         if isinstance(ledger, str | os.PathLike) and not options.get("dry_run"):
@@ -190,6 +188,26 @@ class _ChurnSendOperator(BaseOperator):
                 recorded.files.get("rows", "the rows file: results_dir is off"),
             )
         return summary
+
+    def _send_options(self) -> dict[str, Any]:
+        """``send_options`` by the names and types of the send's declared keywords: an
+        unknown name fails the task; a rendered template is text, read by the keyword's type
+        (``"false"`` for a bool, JSON for a mapping; a str keyword keeps it as written)."""
+        declared = {o.name: o for o in send_keywords(self._kind)}
+        known = {*declared, "options"}
+        if unknown := sorted(set(self.send_options) - known):
+            raise AirflowFailException(
+                f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
+            )
+        try:
+            return {
+                name: keyword_from_text(name, value, declared[name].hint, "send_options")
+                if name in declared
+                else value
+                for name, value in self.send_options.items()
+            }
+        except ConfigurationError as exc:
+            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
 
     def on_kill(self) -> None:
         """Stop a send in progress. Airflow 3 calls this from its SIGTERM handler in the main
@@ -248,7 +266,6 @@ class SendEventsOperator(_ChurnSendOperator):
     """
 
     _kind = "events"
-    _method = "send_events"
 
 
 class IdentifyOperator(_ChurnSendOperator):
@@ -257,4 +274,3 @@ class IdentifyOperator(_ChurnSendOperator):
     otherwise as :class:`SendEventsOperator`."""
 
     _kind = "identities"
-    _method = "identify"

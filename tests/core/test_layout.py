@@ -111,7 +111,7 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
     code = (
         "import sys, churn_connector\n"
         "heavy = ['pandera', 'phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
-        "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb']\n"
+        "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb', 'argparse']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(

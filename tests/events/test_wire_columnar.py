@@ -622,10 +622,10 @@ def inputs_and_options(draw: st.DrawFn) -> tuple[pd.DataFrame, EventOptions]:
     if draw(SOMETIMES):
         named = [c for c in data if c in WIRE_FIELDS or c.startswith(("properties.", "context."))]
         id_columns = tuple(draw(st.lists(st.sampled_from(named), min_size=1, unique=True)))
-    rename: tuple[tuple[str, str], ...] = ()
+    rename: dict[str, str] = {}
     if draw(st.booleans()):  # the caller's own name for a column
         data["user"] = data.pop("external_user_id")
-        rename = (("user", "external_user_id"),)
+        rename = {"user": "external_user_id"}
     order = draw(st.permutations(list(data)))
     df = pd.DataFrame({c: data[c].reset_index(drop=True) for c in order})
     return df, dataclasses.replace(base, id_columns=id_columns, rename=rename)
@@ -691,7 +691,7 @@ def typical(n: int = 6) -> pd.DataFrame:
         ("slice_rows", {"slice_rows": 4}),
         ("extra_columns", {"extra_columns": "ignore"}),
         ("event_type_style", {"event_type_style": "snake"}),
-        ("rename", {"rename": (("user", "external_user_id"),)}),
+        ("rename", {"rename": {"user": "external_user_id"}}),
     ],
 )
 def test_each_option_runs_column_wise_and_matches_the_per_row_path(
