@@ -32,6 +32,8 @@ from .._core.words import command_line, text_table
 from .._events.api import validate_events
 from .._identities.api import validate_identities
 from .._results.result import check_result_path, write_frame, write_frames
+from .ledger import add_ledger_parser
+from .ledger import run as ledger_command
 from .options import (
     add_data_arguments,
     add_send_arguments,
@@ -96,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
     add_send_arguments(send)
+
+    add_ledger_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -182,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _validate(args)
             if args.command == "send":
                 return _send(args)
+            if args.command == "ledger":
+                return ledger_command(args, lambda text: _say(args, text))
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))

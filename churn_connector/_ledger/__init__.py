@@ -20,11 +20,13 @@ from .base import (
     Ledger,
     LedgerUnavailable,
     backend_of,
+    command_line_location,
     digest,
     password_in,
     redact,
     scheme_of,
     scope_of,
+    without_password,
 )
 from .scoped import LedgerArg, ScopedLedger, open_ledger
 from .stage import LedgerStage
@@ -38,10 +40,12 @@ __all__ = [
     "LedgerUnavailable",
     "ScopedLedger",
     "backend_of",
+    "command_line_location",
     "digest",
     "open_ledger",
     "password_in",
     "redact",
     "scheme_of",
     "scope_of",
+    "without_password",
 ]

@@ -10,10 +10,10 @@ acknowledgement, nothing else.
 
 from __future__ import annotations
 
-import abc
 import hashlib
 import importlib
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, ClassVar, Self
@@ -76,6 +76,10 @@ def scheme_of(location: str | os.PathLike[str]) -> str | None:
     return location.split("://", 1)[0].lower()
 
 
+_USER_PASSWORD = re.compile(r"(://[^/:@?#]*):[^@/?#]*@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
 def redact(url: str) -> str:
     """``url`` as messages show it: a password in it (user info or query) replaced by ***."""
     try:
@@ -92,8 +96,9 @@ def redact(url: str) -> str:
                 [(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*/:"
             )
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:  # not even a URL: show its scheme only
-        return url.split("://", 1)[0] + "://…"
+    except ValueError:  # a URL urllib cannot split (a broken IPv6 host): by pattern
+        url = _USER_PASSWORD.sub(r"\1:***@", url)
+        return _QUERY_PASSWORD.sub(r"\1***", url)
 
 
 def password_in(url: str) -> str | None:
@@ -110,7 +115,28 @@ def password_in(url: str) -> str | None:
     return None
 
 
-class LedgerUnavailable(Exception):  # noqa: N818 - internal: becomes a warning or LedgerError
+PASSWORD_ADVICE = (
+    "give the password through PGPASSWORD or ~/.pgpass (libpq reads both), or an open "  # noqa: S105 - advice
+    "cc.Ledger(url, password=...)"
+)
+
+
+def without_password(location: str, where: str, advice: str = PASSWORD_ADVICE) -> str:
+    """``location``, refused (ValueError) when it holds a password: ``where`` says why a
+    password must not be given there (never echoing it)."""
+    if isinstance(location, str) and password_in(location):
+        raise ValueError(f"ledger {redact(location)}: a password in a ledger URL {where}: {advice}")
+    return location
+
+
+def command_line_location(text: str) -> str:
+    """A ledger location given on the command line (``--ledger``, ``churn-connector ledger``)."""
+    return without_password(
+        text, "is not taken from the command line (shell history and process lists keep it)"
+    )
+
+
+class LedgerUnavailable(Exception):
     """A backend could not read or write just now: ``message`` names the ledger (never its
     password); ``retryable`` says whether a later try may succeed as things are."""
 
@@ -144,7 +170,7 @@ def backend_of(location: str | os.PathLike[str]) -> type[Ledger]:
     return backend
 
 
-class Ledger(abc.ABC):
+class Ledger:
     """What the API acknowledged, by scope, kind (``events``/``identities``) and key.
 
     ``Ledger(location)`` opens the backend the location names: a SQLite file path (or
@@ -158,6 +184,9 @@ class Ledger(abc.ABC):
     location: str  # how messages name it: a path, or the URL without its password
     read_only: bool
     kind_name: ClassVar[str] = "ledger"  # "SQLite file", "PostgreSQL table", ...
+
+    # the backends implement every method below but flush and count (a plain class, not
+    # an ABC: ``cc.Ledger(location)`` must type-check where users call it)
 
     def __new__(
         cls, location: str | os.PathLike[str] | None = None, *args: Any, **options: Any
@@ -179,51 +208,51 @@ class Ledger(abc.ABC):
 
     # ---------------------------------------------------------------- what a run uses
 
-    @abc.abstractmethod
     def known(self, scope: str, kind: str, keys: Sequence[str]) -> dict[str, str]:
         """The recorded digest of each of ``keys`` that was acknowledged before (one query
         for all of them, not one per key)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def record(self, scope: str, kind: str, entries: Iterable[tuple[str, str]]) -> None:
         """Record acknowledged (key, digest) pairs; a later acknowledgement replaces one."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
         """Drop records before their keys are sent again: if that send's outcome is
         unknown (stored, response lost), an old record must not make a later run skip."""
+        raise NotImplementedError
 
     def flush(self) -> None:
         """Write what is buffered (object storage buffers records; the others write each
         acknowledgement as it comes)."""
 
-    @abc.abstractmethod
     def close(self) -> None:
         """Release the file, connection or buffers (a ledger given by location is closed
         after each run)."""
+        raise NotImplementedError
 
     # ---------------------------------------------------------------- operations
 
-    @abc.abstractmethod
     def stats(self) -> pd.DataFrame:
         """Records per scope and kind, and the last acknowledgement of each (UTC)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def drop(
         self, scope: str, *, kind: str | None = None, before: datetime | date | None = None
     ) -> int:
         """Forget the records of ``scope`` (of ``kind`` only; acknowledged before
         ``before`` only): retention. Returns how many were dropped."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Every live record, as batches of :data:`EXPORT_SCHEMA` (``ledger export``)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def compact(self, *, keep_events_days: int = EVENT_RETENTION_DAYS) -> str:
         """Apply the retention default (drop event records acknowledged more than
         ``keep_events_days`` ago) and tidy the storage; safe while others write. Returns
         one line saying what was done."""
+        raise NotImplementedError
 
     def count(self, kind: str) -> int:
         """How many keys of ``kind`` (``"events"``/``"identities"``) are recorded, all scopes."""
@@ -256,6 +285,16 @@ def retention_cutoff(keep_events_days: int) -> datetime:
             f"younger record may still skip a re-sent event), not {keep_events_days!r}"
         )
     return datetime.now(UTC) - timedelta(days=keep_events_days)
+
+
+def export_batch(rows: Sequence[tuple[Any, ...]] | pd.DataFrame) -> pa.RecordBatch:
+    """Records (scope, kind, key, digest, acknowledged_at) as a batch of EXPORT_SCHEMA."""
+    frame = pd.DataFrame(rows, columns=EXPORT_SCHEMA.names)
+    at = pd.to_datetime(frame["acknowledged_at"], utc=True)
+    frame["acknowledged_at"] = at.dt.floor("ms")
+    table = pa.Table.from_pandas(frame, schema=EXPORT_SCHEMA, preserve_index=False)
+    batches = table.combine_chunks().to_batches()  # pandas' Arrow-backed text: chunked
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=EXPORT_SCHEMA)
 
 
 def stats_frame(rows: Iterable[tuple[str, str, int, Any]]) -> pd.DataFrame:

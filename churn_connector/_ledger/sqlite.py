@@ -11,6 +11,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,10 +22,10 @@ import pyarrow as pa
 from .._core.exceptions import ConfigurationError
 from .base import (
     EVENT_RETENTION_DAYS,
-    EXPORT_SCHEMA,
     Ledger,
     LedgerUnavailable,
     cutoff,
+    export_batch,
     retention_cutoff,
     stats_frame,
 )
@@ -90,7 +91,7 @@ class SqliteLedger(Ledger):
 
     def known(self, scope: str, kind: str, keys: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
-        with self._lock, self._failing("read"):
+        with self._lock, _failing("read"):
             for lo in range(0, len(keys), _BATCH):
                 part = list(keys[lo : lo + _BATCH])
                 marks = ",".join("?" * len(part))
@@ -115,7 +116,7 @@ class SqliteLedger(Ledger):
         """One transaction for all ``rows`` (one per acknowledged request, not per row)."""
         if self.read_only or not rows:
             return
-        with self._lock, self._failing("write"):
+        with self._lock, _failing("write"):
             self._transaction(lambda db: db.executemany(sql, rows))
 
     def _transaction(self, work: Any) -> Any:
@@ -129,13 +130,10 @@ class SqliteLedger(Ledger):
                 self._db.execute("ROLLBACK")
             raise
 
-    def _failing(self, what: str) -> _Failing:
-        return _Failing(self.location, what)
-
     # ---------------------------------------------------------------- operations
 
     def stats(self) -> pd.DataFrame:
-        with self._lock, self._failing("read"):
+        with self._lock, _failing("read"):
             rows = self._db.execute(
                 "SELECT scope, kind, COUNT(*), MAX(acknowledged_at) FROM acknowledged "
                 "GROUP BY scope, kind"
@@ -152,29 +150,29 @@ class SqliteLedger(Ledger):
         moment = cutoff(before)
         if moment is not None:
             sql, args = sql + " AND acknowledged_at < ?", [*args, _iso(moment)]
-        with self._lock, self._failing("write"):
+        with self._lock, _failing("write"):
             return int(self._transaction(lambda db: db.execute(sql, args).rowcount))
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        with self._lock, self._failing("read"):
+        with self._lock, _failing("read"):
             rows = self._db.execute(
                 "SELECT scope, kind, key, digest, acknowledged_at FROM acknowledged "
                 "ORDER BY scope, kind, key"
             )
             while chunk := rows.fetchmany(_EXPORT_ROWS):
-                frame = pd.DataFrame(chunk, columns=EXPORT_SCHEMA.names)
-                frame["acknowledged_at"] = pd.to_datetime(frame["acknowledged_at"], utc=True)
-                yield pa.RecordBatch.from_pandas(frame, schema=EXPORT_SCHEMA, preserve_index=False)
+                yield export_batch(chunk)
 
     def compact(self, *, keep_events_days: int = EVENT_RETENTION_DAYS) -> str:
         self._writable()
         old = _iso(retention_cutoff(keep_events_days))
-        with self._lock, self._failing("write"):
+        with self._lock, _failing("write"):
             dropped = self._transaction(
-                lambda db: db.execute(
-                    "DELETE FROM acknowledged WHERE kind = 'events' AND acknowledged_at < ?",
-                    [old],
-                ).rowcount
+                lambda db: (
+                    db.execute(
+                        "DELETE FROM acknowledged WHERE kind = 'events' AND acknowledged_at < ?",
+                        [old],
+                    ).rowcount
+                )
             )
             self._db.execute("VACUUM")  # hands the freed pages back to the file system
         return (
@@ -187,22 +185,14 @@ class SqliteLedger(Ledger):
             raise ConfigurationError(f"ledger {self.location} was opened read-only")
 
 
-class _Failing:
-    """Turns SQLite's errors into the ledger's own (``LedgerUnavailable``), judging whether
-    a later try may succeed."""
-
-    def __init__(self, location: str, what: str) -> None:
-        self.location, self.what = location, what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        if isinstance(exc, sqlite3.Error):
-            raise LedgerUnavailable(
-                f"{self.what} failed: {exc}", retryable=_may_heal(exc)
-            ) from None
-        return False
+@contextmanager
+def _failing(what: str) -> Iterator[None]:
+    """SQLite's errors as the ledger's own (``LedgerUnavailable``), judging whether a later
+    try may succeed."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise LedgerUnavailable(f"{what} failed: {exc}", retryable=_may_heal(exc)) from None
 
 
 # SQLite's primary result codes of a write that a later run may find possible: the file
