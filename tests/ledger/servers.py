@@ -49,36 +49,40 @@ def wait_for_port(port: int, seconds: float) -> None:
             time.sleep(0.05)
 
 
+class ServerMissing(RuntimeError):
+    """What a server needs is not on this machine (the message says what)."""
+
+
 class PostgresServer:
     """A PostgreSQL server of our own in a temporary folder, on a free port of 127.0.0.1.
 
     The role ``churn`` logs in over TCP with a password (SCRAM); the superuser ``postgres``
-    without one (trust, for the tests' own set-up). ``fsync=off``: a test server's data need
-    not survive a power cut, and tests run faster without the disk waits.
+    without one (trust, for the tests' own set-up). ``fsync=False`` (the tests'): a test
+    server's data need not survive a power cut, and tests run faster without the disk
+    waits; the benchmarks keep PostgreSQL's default.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync: bool = False) -> None:
+        self.fsync = fsync
         missing = [n for n in ("initdb", "pg_ctl", "postgres") if not (PG_BIN / n).exists()]
         if missing:
-            pytest.fail(
+            raise ServerMissing(
                 f"the ledger's tests need PostgreSQL's server binaries in {PG_BIN} "
                 f"({', '.join(missing)} missing): apt-get install postgresql-15 (or set "
-                "CHURN_TEST_PG_BIN to their folder)",
-                pytrace=False,
+                "CHURN_TEST_PG_BIN to their folder)"
             )
         self.as_root = os.geteuid() == 0
         if self.as_root:
             try:
                 account = pwd.getpwnam("postgres")
             except KeyError:
-                pytest.fail(
+                raise ServerMissing(
                     "the ledger's tests run PostgreSQL as the unprivileged system user "
                     "'postgres' (it refuses to run as root), and there is none: "
-                    "apt-get install postgresql-15 creates it",
-                    pytrace=False,
-                )
+                    "apt-get install postgresql-15 creates it"
+                ) from None
             if shutil.which("runuser") is None:
-                pytest.fail("the ledger's tests need runuser (util-linux)", pytrace=False)
+                raise ServerMissing("the ledger's tests need runuser (util-linux)")
         self.home = Path(tempfile.mkdtemp(prefix="churn-pg-"))
         if self.as_root:
             os.chown(self.home, account.pw_uid, account.pw_gid)
@@ -112,8 +116,8 @@ class PostgresServer:
 
     def start(self) -> None:
         options = (
-            f"-p {self.port} -k {self.home} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c max_connections=200"
+            f"-p {self.port} -k {self.home} -c listen_addresses=127.0.0.1 "
+            f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200"
         )
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.home / "log"), "-w", "-t",
                   "60", "-o", options, "start")  # fmt: skip
@@ -188,7 +192,10 @@ class S3Server:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
     """The session's PostgreSQL server (started on first use)."""
-    server = PostgresServer()
+    try:
+        server = PostgresServer()
+    except ServerMissing as exc:
+        pytest.fail(str(exc), pytrace=False)  # never a skip: CI must have it
     try:
         yield server
     finally:
