@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,13 +74,25 @@ def test_concurrent_workers_sharing_a_ledger_record_exactly_what_was_acknowledge
     # overlaps a neighbour's, so workers race on the same keys
     writers = start_writer(url, sandbox, now, "--events", "0", "200", "--users", "0", "20",
                            "--workers", str(workers))  # fmt: skip
-    results = finished(writers)
+    exactly_right(url, sandbox, now, finished(writers), workers)
+
+
+def exactly_right(
+    url: str,
+    sandbox: cc.Sandbox,
+    now: pd.Timestamp,
+    results: list[dict[str, dict[str, int]]],
+    workers: int,
+    events_span: int = 200,
+    users_span: int = 20,
+) -> None:
+    """Every worker delivered its share; the API and the ledger hold each row once."""
     assert len(results) == workers
     for counts in results:
-        assert delivered(counts["events"]) == 200
-        assert delivered(counts["identities"]) == delivered(counts["changed"]) == 20
-    events = events_table(now, 0, 100 * (workers + 1))
-    users = users_table(0, 10 * (workers + 1), changed=True)
+        assert delivered(counts["events"]) == events_span
+        assert delivered(counts["identities"]) == delivered(counts["changed"]) == users_span
+    events = events_table(now, 0, events_span // 2 * (workers + 1))
+    users = users_table(0, users_span // 2 * (workers + 1), changed=True)
     stats = sandbox.stats()
     assert (stats["stored"], stats["conflicts"]) == (len(events), 0)
     with cc.Ledger(url) as ledger:
@@ -95,6 +108,38 @@ def test_concurrent_workers_sharing_a_ledger_record_exactly_what_was_acknowledge
         held[u] == {"plan": p}
         for u, p in zip(users["external_user_id"], users["traits.plan"], strict=True)
     )
+
+
+MERGED = re.compile(r"^merged ([\d,]+) segment files")
+
+
+@pytest.mark.parametrize(("backend", "workers"), [("file", 4), ("s3", 2)])
+def test_compaction_while_workers_write_loses_nothing_and_resurrects_nothing(
+    backend: str,
+    workers: int,
+    sandbox: cc.Sandbox,
+    now: pd.Timestamp,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    figures: Any,
+) -> None:
+    url = location(backend, request, tmp_path)
+    # a segment per acknowledged request, tombstones before changed users: many small
+    # files appear while the compactions below merge and delete the ones they listed
+    writers = start_writer(url, sandbox, now, "--events", "0", "200", "--users", "0", "20",
+                           "--workers", str(workers), "--batch-size", "10",
+                           "--segment-requests", "1")  # fmt: skip
+    compactions = merged = 0
+    deadline = time.monotonic() + 150
+    with cc.Ledger(url) as ledger:
+        while writers.poll() is None and time.monotonic() < deadline:
+            found = MERGED.match(ledger.compact())
+            assert found is not None
+            compactions += 1
+            merged += int(found.group(1).replace(",", ""))
+    assert compactions >= 2 and merged > 0  # they ran while the workers wrote
+    exactly_right(url, sandbox, now, finished(writers), workers)
+    figures(f"{backend}: {compactions} compactions merged {merged} segments during the writes")
 
 
 def count_when(url: str, kind: str, at_least: int, process: subprocess.Popen[str]) -> int:

@@ -3,9 +3,16 @@ deterministic events table and identifies a range of users, twice (the second ti
 half the users changed), through one shared ledger, and prints its counts as JSON.
 
     python -m tests.ledger.writer LEDGER_URL NOW --events A B [--users A B] [--workers N]
+        [--segment-requests N]
 
 With ``--workers N``, N worker processes forked from this one send at once, worker i its
-ranges shifted by i half-spans; it prints their counts as a JSON list.
+ranges shifted by i half-spans; it prints their counts as a JSON list. The workers change
+their users only once all have identified them (a barrier), as two runs a day apart do:
+two workers sending *different* bodies for one user at the same moment race at the API
+itself, which keeps whichever arrives last, and no ledger can know which one that was.
+
+``--segment-requests N`` (object storage): a segment every N acknowledged requests, so a
+worker writes many while a compaction runs beside it.
 
 The API is CHURN_BASE_URL with CHURN_API_KEY (a sandbox of the test process).
 """
@@ -17,6 +24,7 @@ import json
 import os
 import sys
 import traceback
+from typing import Any
 
 import pandas as pd
 
@@ -48,24 +56,63 @@ def users_table(start: int, stop: int, *, changed: bool = False) -> pd.DataFrame
     )
 
 
-def work(args: argparse.Namespace, worker: int) -> dict[str, dict[str, int]]:
+class Barrier:
+    """All forked workers wait here until each has arrived (or died: it arrives as it ends)."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.ready = os.pipe()
+        self.go = os.pipe()
+        self.arrived = False
+
+    def wait(self) -> None:
+        """In a worker: arrive, then wait for the others."""
+        if not self.arrived:
+            self.arrived = True
+            os.write(self.ready[1], b".")
+            os.read(self.go[0], 1)
+
+    def release(self) -> None:
+        """In the parent, once every worker is forked: open the gate when all arrived."""
+        os.close(self.ready[1])
+        count = 0
+        while count < self.parties:
+            got = os.read(self.ready[0], self.parties)
+            if not got:
+                break
+            count += len(got)
+        os.write(self.go[1], b"." * self.parties)
+
+
+def work(args: argparse.Namespace, worker: int, barrier: Barrier | None = None) -> dict[str, Any]:
     """Worker ``worker``'s share: the ranges shifted by half their span per worker, so each
     half overlaps a neighbour's and workers race on the same keys."""
+    if args.segment_requests:
+        with cc.Ledger(args.ledger, segment_requests=args.segment_requests) as ledger:
+            return share(args, worker, ledger, barrier)
+    return share(args, worker, args.ledger, barrier)
+
+
+def share(
+    args: argparse.Namespace, worker: int, ledger: str | cc.Ledger, barrier: Barrier | None
+) -> dict[str, Any]:
     now = pd.Timestamp(args.now)
     client = cc.Client(max_concurrency=4, identify_concurrency=8)
     start, stop = args.events
     shift = (stop - start) // 2 * worker
     events = events_table(now, start + shift, stop + shift)
     result = client.send_events(
-        events, now=now, ledger=args.ledger, batch_size=args.batch_size, progress=False
+        events, now=now, ledger=ledger, batch_size=args.batch_size, progress=False
     )
-    counts = {"events": result.counts}
+    counts: dict[str, Any] = {"events": result.counts}
     if args.users:
         first, last = args.users
         first, last = first + (last - first) // 2 * worker, last + (last - first) // 2 * worker
-        plain = client.identify(users_table(first, last), ledger=args.ledger, progress=False)
+        plain = client.identify(users_table(first, last), ledger=ledger, progress=False)
+        if barrier is not None:
+            barrier.wait()
         changed = users_table(first, last, changed=True)
-        again = client.identify(changed, ledger=args.ledger, progress=False)
+        again = client.identify(changed, ledger=ledger, progress=False)
         counts["identities"] = plain.counts
         counts["changed"] = again.counts
     return counts
@@ -79,6 +126,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--users", type=int, nargs=2)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=25)
+    parser.add_argument("--segment-requests", type=int)
     args = parser.parse_args(argv)
     if args.workers == 1:
         print(json.dumps([work(args, 0)]), flush=True)
@@ -86,6 +134,7 @@ def main(argv: list[str]) -> int:
     # the workers are forked from this process once the package is imported: processes of
     # their own (own connections, own buffers), without paying for the imports N times
     children = []
+    barrier = Barrier(args.workers)
     for worker in range(args.workers):
         read, write = os.pipe()
         pid = os.fork()
@@ -93,14 +142,16 @@ def main(argv: list[str]) -> int:
             os.close(read)
             code = 1
             try:
-                os.write(write, json.dumps(work(args, worker)).encode())
+                os.write(write, json.dumps(work(args, worker, barrier)).encode())
                 code = 0
             except BaseException:
                 traceback.print_exc()
             finally:
+                barrier.wait()  # a worker that failed early must not hold the others back
                 os._exit(code)
         os.close(write)
         children.append((pid, read))
+    barrier.release()
     results = []
     failed = 0
     for pid, read in children:
