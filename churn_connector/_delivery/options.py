@@ -40,7 +40,7 @@ class SendOptions:
         "([the ledger](../concepts/ledger.md))",
         help="SQLite file or ledger URL (postgresql://, s3://, ...) of acknowledged data: "
         "skip it on re-runs",
-        metavar="PATH|URL",
+        metavar="LEDGER",
         parse=command_line_location,
     )
     progress: bool | None = declare(
