@@ -146,6 +146,17 @@ class LedgerUnavailable(Exception):
         self.retryable = retryable
 
 
+def extra_of(location: str | os.PathLike[str]) -> str:
+    """The extra that installs what ``location``'s backend needs ("" for SQLite)."""
+    scheme = scheme_of(location)
+    return _SCHEMES[scheme][2] if scheme in _SCHEMES else ""
+
+
+def install_advice(location: str | os.PathLike[str]) -> str:
+    """``pip install "churn-connector[extra]"`` for ``location``'s backend."""
+    return f'pip install "churn-connector[{extra_of(location)}]"'
+
+
 def backend_of(location: str | os.PathLike[str]) -> type[Ledger]:
     """The Ledger class for ``location`` (its library imported only now)."""
     scheme = scheme_of(location)
@@ -164,7 +175,7 @@ def backend_of(location: str | os.PathLike[str]) -> type[Ledger]:
     except ImportError as exc:
         raise ConfigurationError(
             f"ledger {redact(str(location))} needs the {extra!r} extra ({exc}): "
-            f'pip install "churn-connector[{extra}]"'
+            + install_advice(location)
         ) from None
     backend: type[Ledger] = getattr(found, name)
     return backend

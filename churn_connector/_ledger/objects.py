@@ -43,6 +43,7 @@ from .base import (
     LedgerUnavailable,
     cutoff,
     export_batch,
+    install_advice,
     redact,
     retention_cutoff,
     stats_frame,
@@ -120,8 +121,7 @@ class ObjectLedger(Ledger):
             fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
         except ImportError as exc:
             raise ConfigurationError(
-                f'ledger {self.location}: {exc} (pip install "churn-connector[s3]" for s3://, '
-                '"[gcs]" for gs://, "[azure]" for az://)'
+                f"ledger {self.location}: {exc}: {install_advice(url)}"
             ) from None
         except (ValueError, TypeError) as exc:
             raise ConfigurationError(f"ledger {self.location}: {exc}") from None

@@ -64,6 +64,19 @@ def test_a_missing_extra_is_a_configuration_error_naming_the_pip_install(
     assert "secret" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("location", "extra"), [("gs://bucket/prefix/", "gcs"), ("az://container/prefix/", "azure")]
+)
+def test_a_store_whose_fsspec_library_is_missing_names_its_own_extra(
+    monkeypatch: pytest.MonkeyPatch, location: str, extra: str
+) -> None:
+    for library in ("gcsfs", "adlfs"):
+        monkeypatch.setitem(sys.modules, library, None)  # as if it were not installed
+    with pytest.raises(cc.ConfigurationError) as info:
+        cc.Ledger(location)
+    assert str(info.value).endswith(f'pip install "churn-connector[{extra}]"')
+
+
 def test_a_rerun_with_any_ledger_sends_nothing_already_acknowledged(
     client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, ledger_url: str
 ) -> None:
