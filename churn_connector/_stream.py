@@ -116,7 +116,9 @@ class SliceStream:
         if found is None:
             options = getattr(self, "options", None)
             text = options.text if options is not None else DEFAULT_TEXT
-            found = self.__dict__["_fingerprinter"] = Fingerprinter(getattr(self, "data", None), text)
+            found = self.__dict__["_fingerprinter"] = Fingerprinter(
+                getattr(self, "data", None), text
+            )
         return found
 
     def begin(self, df: pd.DataFrame) -> SliceStart:

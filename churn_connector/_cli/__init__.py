@@ -29,8 +29,6 @@ from .._core.config import ClientConfig
 from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped
 from .._core.types import ExitCode
 from .._core.words import command_line, text_table
-from .._events.api import validate_events
-from .._identities.api import validate_identities
 from .._results.result import check_result_path, write_frame, write_frames
 from .options import (
     add_data_arguments,
@@ -39,6 +37,7 @@ from .options import (
     data_options,
     send_options,
 )
+from .validate import add_validate, run_validate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,10 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    validate = sub.add_parser("validate", help="check a file; send nothing")
-    _add_verbosity(validate, argparse.SUPPRESS)
-    add_data_arguments(validate)
-    validate.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
+    add_validate(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
 
     send = sub.add_parser("send", help="validate, then send the valid rows")
     _add_verbosity(send, argparse.SUPPRESS)
@@ -109,18 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _say(args: argparse.Namespace, text: str) -> None:
     if not args.quiet:
         print(text)
-
-
-def _validate(args: argparse.Namespace) -> int:
-    validate = validate_events if args.kind == "events" else validate_identities
-    report = validate(args.file, **data_options(args))
-    _say(args, report.summary())
-    if report.n_rows == 0:
-        _say(args, "the input holds no rows: nothing to validate")
-    if args.report is not None:
-        write_frame(report.failures, args.report)
-        _say(args, f"failures written to {args.report}")
-    return ExitCode.OK if report.ok else ExitCode.INVALID
 
 
 def _send(args: argparse.Namespace) -> int:
@@ -179,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with command_line():  # messages name options by their flags
             if args.command == "validate":
-                return _validate(args)
+                return run_validate(args)
             if args.command == "send":
                 return _send(args)
             # the demo starts a sandbox: loaded only when asked for

@@ -127,7 +127,12 @@ class Fingerprinter:
     def result(self) -> dict[str, Any]:
         """``{"kind", "size", "rows", "sha256"}`` (see the module)."""
         if self._tables:
-            return {"kind": "table", "size": None, "rows": self.rows, "sha256": self._hash.hexdigest()}
+            return {
+                "kind": "table",
+                "size": None,
+                "rows": self.rows,
+                "sha256": self._hash.hexdigest(),
+            }
         source = self.source
         lines = [f"{file_sha256(p.path)}  {p.name}\n" for p in source.parts]
         if source.kind == "file":
@@ -152,14 +157,18 @@ def file_sha256(path: Path) -> str:
 
 def frame_hashes(df: pd.DataFrame) -> np.ndarray:
     """One 64-bit hash per row (its label and cells, column by column), as pandas hashes
-    them; a column pandas cannot hash (dicts, lists, mixed objects) by its cells' text."""
+    them; a column pandas cannot hash (dicts, lists, mixed objects, lone surrogates) by its
+    cells' text."""
     with np.errstate(over="ignore"):
-        out = pd.util.hash_pandas_object(df.index.to_series(), index=False).to_numpy(np.uint64)
+        out = _hashed(df.index.to_series())
         for i in range(df.shape[1]):
-            column = df.iloc[:, i]
-            try:
-                hashed = pd.util.hash_pandas_object(column, index=False)
-            except (TypeError, ValueError):
-                hashed = pd.util.hash_pandas_object(column.map(value_text), index=False)
-            out = out * np.uint64(1_000_003) ^ hashed.to_numpy(np.uint64)
+            out = out * np.uint64(1_000_003) ^ _hashed(df.iloc[:, i])
     return out
+
+
+def _hashed(column: pd.Series) -> np.ndarray:
+    try:
+        return pd.util.hash_pandas_object(column, index=False).to_numpy(np.uint64)
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        text = column.map(lambda v: ascii(value_text(v)))
+        return pd.util.hash_pandas_object(text, index=False).to_numpy(np.uint64)

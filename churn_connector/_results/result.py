@@ -265,3 +265,17 @@ def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
         if frame[c].dtype == object or isinstance(frame[c].dtype, pd.CategoricalDtype)
     ]
     return frame.astype(dict.fromkeys(text, "string"))
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write a text report (JSON, JUnit XML) as UTF-8, its folder made if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def append_line(line: str, path: Path) -> None:
+    """Append one line (a receipt) to ``path``, its folder made if needed: one ``write`` in
+    append mode, so lines of runs that finish together do not interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line.rstrip("\n") + "\n")

@@ -92,6 +92,16 @@ def _threshold_text(text: str) -> str:
     return text
 
 
+def _check_name(text: str) -> str:
+    """A ``--warn-on`` name, checked as the command line reads it (a ValueError naming
+    close matches)."""
+    try:
+        refuse_unknown_check(text)
+    except ConfigurationError as exc:
+        raise ValueError(exc.message) from None
+    return text
+
+
 @registered
 @dataclass(frozen=True, kw_only=True)
 class GateOptions:
@@ -99,7 +109,7 @@ class GateOptions:
 
     max_invalid: ThresholdArg = declare(
         None,
-        doc="fail above this many invalid rows (`10`) or this share of the rows (`\"0.5%\"`); "
+        doc='fail above this many invalid rows (`10`) or this share of the rows (`"0.5%"`); '
         "unset: any invalid row fails ([Data-quality gate](../guides/ci-gate.md))",
         help="fail only above N invalid rows, or above P%% of the rows (default: any invalid "
         "row fails)",
@@ -123,6 +133,7 @@ class GateOptions:
         "quarantined) but do not count against `max_invalid`",
         help="a check whose failures only warn (repeatable), e.g. --warn-on occurred_at_window",
         metavar="CHECK",
+        parse=_check_name,
         repeat=True,
         spark=False,
     )
@@ -282,4 +293,3 @@ def check_of_kind(check: str, kind: str) -> None:
         raise ConfigurationError(
             f"{named('warn_on')}: {check!r} is a check of {applies}, not of {kind}"
         )
-

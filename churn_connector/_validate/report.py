@@ -440,15 +440,16 @@ def quarantine_frame(
     return out
 
 
-def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``frame`` with its row labels (first column ``row``) as CSV or Parquet."""
+def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str], *, labels: bool = True) -> Path:
+    """Write ``frame`` with its row labels (first column ``row``; none without ``labels``)
+    as CSV or Parquet."""
     target = Path(path)
     suffixes = [s.lower() for s in target.suffixes]
     if ".parquet" not in suffixes and ".csv" not in suffixes:
         raise ConfigurationError(f"{target}: use a .csv or .parquet file name")
     target.parent.mkdir(parents=True, exist_ok=True)
     label = "row" if "row" not in frame.columns else "row_label"
-    labelled = frame.rename_axis(label).reset_index()
+    labelled = frame.rename_axis(label).reset_index() if labels else frame.reset_index(drop=True)
     if ".csv" in suffixes:
         # text cells hold objects and lists as people read them (value_text), not reprs
         labelled.assign(**_as_text(labelled, containers_only=True)).to_csv(target, index=False)
