@@ -34,9 +34,11 @@ from ._identities.api import identities_to_wire, validate_identities
 from ._identities.options import IdentityOptions
 from ._identities.schema import identities_schema
 from ._ledger import Ledger
+from ._resend import resend
 from ._read.text import TextFormat
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
+from ._validate.gate import GateVerdict
 from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ __all__ = [
     "DeliveryError",
     "EventOptions",
     "Fault",
+    "GateVerdict",
     "IdentityOptions",
     "InputError",
     "Interrupted",
@@ -82,6 +85,7 @@ __all__ = [
     "identities_to_wire",
     "instant_retries",
     "message_id",
+    "resend",
     "samples",
     "send_events",
     "send_events_task",

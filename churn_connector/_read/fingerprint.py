@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._core.exceptions import InputError
 from .._core.words import value_text
 from .files import expand, format_of
 from .text import DEFAULT_TEXT, TextFormat
@@ -98,9 +99,12 @@ def _int(value: Any) -> int | None:
 class Fingerprinter:
     """Accumulates an input's fingerprint while its slices are read (see the module)."""
 
-    def __init__(self, data: Any, text: TextFormat = DEFAULT_TEXT) -> None:
+    def __init__(
+        self, data: Any, text: TextFormat = DEFAULT_TEXT, *, upto: int | None = None
+    ) -> None:
         self.data = data
         self.text = text
+        self.upto = upto  # a table: hash its first rows only (what a stopped run read)
         self.rows = 0
         self._tables = not isinstance(data, str | os.PathLike)
         self._hash = hashlib.sha256()
@@ -115,9 +119,14 @@ class Fingerprinter:
 
     def add(self, df: pd.DataFrame) -> None:
         """Count one slice's rows (and hash them, for a table)."""
+        seen = self.rows
         self.rows += len(df)
         if not self._tables:
             return
+        if self.upto is not None:
+            if seen >= self.upto:
+                return
+            df = df.iloc[: self.upto - seen]
         columns = [str(c) for c in df.columns]
         if columns != self._columns:
             self._columns = columns
@@ -125,14 +134,18 @@ class Fingerprinter:
         self._hash.update(frame_hashes(df).tobytes())
 
     def result(self) -> dict[str, Any]:
-        """``{"kind", "size", "rows", "sha256"}`` (see the module)."""
+        """``{"kind", "size", "rows", "sha256"}`` (see the module); files that can no longer
+        be read (a run stopped by a broken input) have a ``sha256`` of None."""
         if self._tables:
-            return {
-                "kind": "table",
-                "size": None,
-                "rows": self.rows,
-                "sha256": self._hash.hexdigest(),
-            }
+            rows = self.rows if self.upto is None else min(self.rows, self.upto)
+            return {"kind": "table", "size": None, "rows": rows, "sha256": self._hash.hexdigest()}
+        try:
+            return self._of_files()
+        except (OSError, InputError):
+            kind = "file" if not isinstance(self._source, Source) else self._source.kind
+            return {"kind": kind, "size": None, "rows": self.rows, "sha256": None}
+
+    def _of_files(self) -> dict[str, Any]:
         source = self.source
         lines = [f"{file_sha256(p.path)}  {p.name}\n" for p in source.parts]
         if source.kind == "file":
