@@ -34,8 +34,8 @@ from ._identities.api import identities_to_wire, validate_identities
 from ._identities.options import IdentityOptions
 from ._identities.schema import identities_schema
 from ._ledger import Ledger
-from ._resend import resend
 from ._read.text import TextFormat
+from ._resend import resend
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
 from ._validate.gate import GateVerdict

@@ -128,7 +128,9 @@ def plan_resend(
     status = recorded["status"].astype(str).to_numpy()
     states = ["failed", "rejected"] if include_rejected else ["failed"]
     chosen = np.flatnonzero(np.isin(status, states))
-    frames = list(_selected(stream.slices(), found, chosen, len(recorded), complete=header["complete"]))
+    frames = list(
+        _selected(stream.slices(), found, chosen, len(recorded), complete=header["complete"])
+    )
     _same_input(fingerprint, found.result(), len(recorded), where)
     positions = np.concatenate(
         [chosen, np.arange(len(recorded), found.rows)] if not header["complete"] else [chosen]
@@ -300,7 +302,7 @@ def merged_rows(plan: Resend, resent: pd.DataFrame) -> pd.DataFrame:
     recorded, positions = plan.recorded, plan.positions
     inside = int((positions < len(recorded)).sum())
     columns = {
-        name: recorded[name].astype(object).where(recorded[name].notna(), None).to_numpy()
+        name: recorded[name].astype(object).where(recorded[name].notna(), None).to_numpy().copy()
         for name in ("status", "message_id", "chunk", "error")
     }
     new = {

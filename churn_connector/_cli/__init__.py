@@ -30,6 +30,7 @@ from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped
 from .._core.types import ExitCode
 from .._core.words import command_line, text_table
 from .._results.result import check_result_path, write_frame, write_frames
+from .._results.runs import now_utc
 from .options import (
     add_data_arguments,
     add_send_arguments,
@@ -37,6 +38,7 @@ from .options import (
     data_options,
     send_options,
 )
+from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
 from .validate import add_validate, run_validate
 
 
@@ -91,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
+    add_receipts(send)
     add_send_arguments(send)
+    add_resend(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -108,6 +112,7 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 
 def _send(args: argparse.Namespace) -> int:
+    started = now_utc()
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
     client = client_options(args)
@@ -130,6 +135,7 @@ def _send(args: argparse.Namespace) -> int:
         for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
             if path is not None and frame is not None:
                 write_frame(frame, path)
+        stopped_receipt(args, "send", args.kind, exc, started)
         raise
     _say(args, result.summary())
     if result.n_rows == 0:
@@ -143,6 +149,7 @@ def _send(args: argparse.Namespace) -> int:
         write_frame(result.chunks, args.results)
     if args.rows is not None:
         write_frames(result.row_frames(), args.rows)  # block by block: flat memory
+    result_receipt(args, "send", result)
     return result.exit_code
 
 
@@ -166,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_validate(args)
             if args.command == "send":
                 return _send(args)
+            if args.command == "resend":
+                return run_resend(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))

@@ -98,16 +98,20 @@ def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Optio
     p.add_argument(flag, **settings)
 
 
-def add_data_arguments(p: argparse.ArgumentParser, *, skip: Iterable[str] = ()) -> None:
+def add_data_arguments(
+    p: argparse.ArgumentParser, *, skip: Iterable[str] = (), positional: bool = True
+) -> None:
     """The input and its reading and validation, as ``validate`` and ``send`` take them
-    (but the options named in ``skip``, whose flags the command adds itself)."""
-    p.add_argument("kind", choices=list(_TABLES))
-    p.add_argument(
-        "file",
-        type=Path,
-        help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
-        "a folder of part files (or a Redshift manifest), or a glob (quote it)",
-    )
+    (but the options named in ``skip``, whose flags the command adds itself; without
+    ``positional``, the kind and the input too)."""
+    if positional:
+        p.add_argument("kind", choices=list(_TABLES))
+        p.add_argument(
+            "file",
+            type=Path,
+            help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
+            "a folder of part files (or a Redshift manifest), or a glob (quote it)",
+        )
     text = p.add_argument_group(_TEXT_GROUP)
     layout = {o.name for o in options_of(TextFormat)}
     for option in data_flags():

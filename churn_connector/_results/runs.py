@@ -87,7 +87,7 @@ def read_rows_file(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | Non
             frame = table.to_pandas()
         elif suffix == ".csv":
             frame = pd.read_csv(
-                target, dtype={"status": str, "message_id": str}, keep_default_na=False
+                target, dtype=dict.fromkeys(("status", "message_id", "error"), "string")
             )
             beside = sidecar(target)
             header = json.loads(beside.read_text(encoding="utf-8")) if beside.is_file() else None
