@@ -228,16 +228,20 @@ def judge(
     if invalid > fail.limit(rows):
         status = "fail"
         limit = "any" if options.max_invalid is None else f"more than {fail}"
-        reasons.append(f"{invalid:,} invalid rows{share}: the gate fails on {limit}")
+        reasons.append(f"{_rows(invalid)}{share}: the gate fails on {limit}")
     elif invalid > warn.limit(rows):
         status = "warn"
         within = "" if options.max_invalid is None else f", within max_invalid {fail}"
-        reasons.append(f"{invalid:,} invalid rows{share}{within}")
+        reasons.append(f"{_rows(invalid)}{share}{within}")
     if warned:
         if status == "pass":
             status = "warn"
         checks = ", ".join(options.warn_on)
-        reasons.append(f"{warned:,} rows fail only checks that warn ({checks}): not sent")
+        fail_ = "fails" if warned == 1 else "fail"
+        reasons.append(
+            f"{warned:,} {'row' if warned == 1 else 'rows'} {fail_} only checks that warn "
+            f"({checks}): not sent"
+        )
     return GateVerdict(
         status=status,
         exit_code=int(ExitCode.INVALID if status == "fail" else ExitCode.OK),
@@ -249,6 +253,10 @@ def judge(
         warn_invalid=None if options.warn_invalid is None else str(warn),
         warn_on=tuple(options.warn_on),
     )
+
+
+def _rows(invalid: int) -> str:
+    return f"{invalid:,} invalid {'row' if invalid == 1 else 'rows'}"
 
 
 def _percent(part: int, whole: int) -> str:
