@@ -127,8 +127,8 @@ class GateOptions:
         parse=_threshold_text,
         spark=False,
     )
-    warn_on: Sequence[str] = declare(
-        (),
+    warn_on: Sequence[str] | None = declare(
+        None,
         doc="checks whose failures only warn: their rows stay invalid (never sent, "
         "quarantined) but do not count against `max_invalid`",
         help="a check whose failures only warn (repeatable), e.g. --warn-on occurred_at_window",
@@ -150,8 +150,8 @@ class GateOptions:
             raise ConfigurationError(
                 f"{named('warn_on')} takes a list of check names, not the text {self.warn_on!r}"
             )
-        object.__setattr__(self, "warn_on", tuple(self.warn_on))
-        for check in self.warn_on:
+        object.__setattr__(self, "warn_on", tuple(self.warn_on or ()))
+        for check in self.warn_on or ():
             refuse_unknown_check(check)
 
     @property
@@ -236,7 +236,7 @@ def judge(
     if warned:
         if status == "pass":
             status = "warn"
-        checks = ", ".join(options.warn_on)
+        checks = ", ".join(options.warn_on or ())
         fail_ = "fails" if warned == 1 else "fail"
         reasons.append(
             f"{warned:,} {'row' if warned == 1 else 'rows'} {fail_} only checks that warn "
@@ -251,7 +251,7 @@ def judge(
         reasons=tuple(reasons),
         max_invalid=None if options.max_invalid is None else str(fail),
         warn_invalid=None if options.warn_invalid is None else str(warn),
-        warn_on=tuple(options.warn_on),
+        warn_on=tuple(options.warn_on or ()),
     )
 
 

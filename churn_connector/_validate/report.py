@@ -323,7 +323,7 @@ class ValidationReport:
         *,
         max_invalid: ThresholdArg = None,
         warn_invalid: ThresholdArg = None,
-        warn_on: Sequence[str] = (),
+        warn_on: Sequence[str] | None = None,
     ) -> GateVerdict:
         """The data-quality gate's verdict on this report, with its reasons.
 
@@ -335,9 +335,10 @@ class ValidationReport:
         ``verdict.exit_code`` is the command line's (0, or 1 when it fails).
         """
         options = GateOptions(max_invalid=max_invalid, warn_invalid=warn_invalid, warn_on=warn_on)
-        for check in options.warn_on:
+        warned_checks = tuple(options.warn_on or ())
+        for check in warned_checks:
             check_of_kind(check, self.kind)
-        invalid, warned = counted_rows(self, options.warn_on)
+        invalid, warned = counted_rows(self, warned_checks)
         return judge(self.n_rows, invalid, warned, options)
 
     def to_json(
@@ -345,7 +346,7 @@ class ValidationReport:
         *,
         max_invalid: ThresholdArg = None,
         warn_invalid: ThresholdArg = None,
-        warn_on: Sequence[str] = (),
+        warn_on: Sequence[str] | None = None,
         first: int = FIRST_FAILURES,
     ) -> str:
         """The report as the JSON document of contract ``v1`` (its JSON Schema:
