@@ -121,7 +121,9 @@ def plan_resend(
     header = _checked_header(header, where)
     kind: Kind = header["kind"]
     table = _table_options(kind, options)
-    stream = (EventStream if kind == "events" else IdentityStream)(data, table)
+    stream: EventStream | IdentityStream = (
+        EventStream(data, table) if isinstance(table, EventOptions) else IdentityStream(data, table)
+    )
     fingerprint = header["input"]
     upto = None if header["complete"] or fingerprint["kind"] != "table" else fingerprint["rows"]
     found = Fingerprinter(stream.data, table.text, upto=upto)
@@ -253,7 +255,9 @@ def _same_ids(plan: Resend, table: EventOptions | IdentityOptions, where: str) -
     inside = plan.positions < len(plan.recorded)
     if not inside.any():
         return
-    stream = EventStream(plan.frames, _as_read(table))  # type: ignore[arg-type]
+    neutral = _as_read(table)
+    assert isinstance(neutral, EventOptions)
+    stream = EventStream(plan.frames, neutral)
     for _ in batches(stream):
         pass
     ids = stream.book.message_ids(0, int(inside.sum()))

@@ -70,7 +70,11 @@ class Stream(Protocol):
     failures: FailureLog
     duplicates: int  # rows skipped as exact repeats of an earlier row
     wire_paths: Counter[str]  # events: slices by the wire path that wrote them
-    fingerprinter: Fingerprinter  # what was read, for reports, rows files and receipts
+
+    @property
+    def fingerprinter(self) -> Fingerprinter:
+        """What was read, for reports, rows files and receipts."""
+        ...
 
     def slices(self) -> Iterator[pd.DataFrame]:
         """The input, read once more from the start, in slices."""

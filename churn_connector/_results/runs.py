@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ def header_bytes(header: Mapping[str, Any]) -> bytes:
     return json.dumps(header, sort_keys=True).encode()
 
 
-def read_rows_file(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+def read_rows_file(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """A rows file (``--rows``) and its header (None: it has none)."""
     target = Path(path)
     if not target.is_file():

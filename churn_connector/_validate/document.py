@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -115,7 +115,7 @@ def failure_items(
                 "row": None if at_table else label_value(rec.row),
                 "file": file,
                 "line": line,
-                "position": None if at_table else int(rec.position),
+                "position": None if at_table else int(cast(int, rec.position)),
                 "column": None if rec.column is pd.NA else str(rec.column),
                 "check": str(rec.check),
                 "severity": "warning" if str(rec.check) in warn else "error",

@@ -56,14 +56,23 @@ def test_the_exit_code_is_the_gates(
     ],
 )
 def test_a_bad_gate_option_exits_3_and_says_why(
-    now: pd.Timestamp, tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], said: str
+    now: pd.Timestamp,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    said: str,
 ) -> None:
     path = _csv(tmp_path / "e.csv", now, 5, 1)
-    with pytest.raises(SystemExit) as exc:  # argparse's usage errors exit by themselves
-        code = main(["validate", "events", str(path), *flags])
-        raise SystemExit(code)
-    assert exc.value.code == 3
+    assert _exit_code(["validate", "events", str(path), *flags]) == 3
     assert said in capsys.readouterr().err
+
+
+def _exit_code(argv: list[str]) -> int | str | None:
+    """main's return value, or the code argparse exits with on a usage error."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
 
 
 def test_an_unreadable_input_exits_3_never_0(tmp_path: Path) -> None:
@@ -113,8 +122,7 @@ def test_the_report_files_are_written(now: pd.Timestamp, tmp_path: Path) -> None
     assert code == 0
     assert json.loads((out / "report.json").read_text())["verdict"]["status"] == "warn"
     xml = junitparser.JUnitXml.fromfile(str(out / "junit.xml"))
-    xml.update_statistics()
-    assert xml.failures == 0  # within the threshold
+    assert sum(s.failures for s in xml) == 0  # within the threshold
 
 
 def test_format_github_prints_annotations(

@@ -103,9 +103,7 @@ def test_resend_refuses_a_rows_file_without_a_fingerprint(
         cc.resend(old, export, sandbox.base_url, sandbox.api_key)
 
 
-def test_resend_refuses_other_id_options(
-    sandbox: cc.Sandbox, export: Path, tmp_path: Path
-) -> None:
+def test_resend_refuses_other_id_options(sandbox: cc.Sandbox, export: Path, tmp_path: Path) -> None:
     first = _faulty_send(sandbox, export)
     with pytest.raises(cc.InputError, match="give the same id options"):
         cc.resend(first.rows, export, sandbox.base_url, sandbox.api_key, namespace="other")
@@ -123,9 +121,7 @@ def test_the_csv_rows_files_header_is_beside_it(
     assert list(pd.read_csv(rows).columns) == ["row", "status", "message_id", "chunk", "error"]
 
 
-def test_resend_includes_rejected_rows_only_when_asked(
-    sandbox: cc.Sandbox, export: Path
-) -> None:
+def test_resend_includes_rejected_rows_only_when_asked(sandbox: cc.Sandbox, export: Path) -> None:
     first = _faulty_send(sandbox, export)
     rows = first.rows.copy()
     rows.loc[rows.index[-1], "status"] = "rejected"  # as if the API had refused it

@@ -273,9 +273,7 @@ def test_the_schema_in_the_docs_is_the_packages() -> None:
     assert json.loads(docs.read_text()) == schema()
 
 
-def test_a_table_level_failure_counts_the_rows_it_marked(
-    now: pd.Timestamp, tmp_path: Path
-) -> None:
+def test_a_table_level_failure_counts_the_rows_it_marked(now: pd.Timestamp, tmp_path: Path) -> None:
     folder = tmp_path / "export"
     folder.mkdir()
     _events(now, 4, 0).to_csv(folder / "part-0.csv", index=False)
@@ -407,8 +405,8 @@ def test_the_junit_report_has_a_case_per_check_and_the_failures(messy_csv: Path)
     assert suites[0].tests == len(events_checks) and suites[0].failures == 2
     gate = next(iter(suites[1]))
     assert not gate.is_passed
-    xml.update_statistics()
-    assert (xml.tests, xml.failures) == (len(events_checks) + 1, 3)
+    totals = (sum(s.tests for s in suites), sum(s.failures for s in suites))
+    assert totals == (len(events_checks) + 1, 3)
 
 
 def test_the_junit_report_has_a_suite_per_part_file(now: pd.Timestamp, tmp_path: Path) -> None:
@@ -420,7 +418,11 @@ def test_the_junit_report_has_a_suite_per_part_file(now: pd.Timestamp, tmp_path:
     out = tmp_path / "junit.xml"
     out.write_text(junit_xml(report, report.gate()))
     suites = list(junitparser.JUnitXml.fromfile(str(out)))
-    assert [(s.name, s.failures) for s in suites] == [("part-0.csv", 0), ("part-1.csv", 1), ("gate", 1)]
+    assert [(s.name, s.failures) for s in suites] == [
+        ("part-0.csv", 0),
+        ("part-1.csv", 1),
+        ("gate", 1),
+    ]
 
 
 def test_within_the_threshold_no_junit_case_fails(messy_csv: Path) -> None:
@@ -428,8 +430,7 @@ def test_within_the_threshold_no_junit_case_fails(messy_csv: Path) -> None:
     out = messy_csv.with_suffix(".xml")
     out.write_text(junit_xml(report, report.gate(max_invalid="50%")))
     xml = junitparser.JUnitXml.fromfile(str(out))
-    xml.update_statistics()
-    assert xml.failures == 0
+    assert sum(s.failures for s in xml) == 0
     cases = {case.name: case for case in next(iter(xml))}
     assert "within the gate's threshold" in (cases["occurred_at_naive"].system_out or "")
 
