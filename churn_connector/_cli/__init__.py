@@ -58,10 +58,13 @@ def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
 
 _EPILOG = """\
 exit codes:
-  0  every row delivered (or skipped as already delivered); validate: every row valid
-  1  some rows were invalid (or expired) and not sent, the rest delivered
+  0  every row delivered (or skipped as already delivered); validate: the gate passes
+     (no invalid row, or none above --max-invalid; warnings allowed)
+  1  some rows were invalid (or expired) and not sent, the rest delivered; validate:
+     invalid rows above --max-invalid (any invalid row without it)
   2  some valid rows could not be delivered
-  3  usage, configuration, input, authentication or ledger error; the API unreachable
+  3  usage, configuration, input, authentication or ledger error; the API unreachable;
+     validate: the check could not run (it never passes then)
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; the result files are still written
   the highest that applies wins
 

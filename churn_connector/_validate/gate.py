@@ -111,9 +111,9 @@ class GateOptions:
         None,
         doc='fail above this many invalid rows (`10`) or this share of the rows (`"0.5%"`); '
         "unset: any invalid row fails ([Data-quality gate](../guides/ci-gate.md))",
-        help="fail only above N invalid rows, or above P%% of the rows (default: any invalid "
+        help="fail only above N invalid rows, or above N%% of the rows (default: any invalid "
         "row fails)",
-        metavar="N|P%",
+        metavar="N[%]",
         parse=_threshold_text,
         shown_default="`None`: any invalid row fails",
         spark=False,
@@ -122,8 +122,8 @@ class GateOptions:
         None,
         doc="warn above this many invalid rows, or this share (at or below it the gate passes "
         "without a warning); unset: any invalid row within `max_invalid` warns",
-        help="warn only above N invalid rows, or above P%% of the rows",
-        metavar="N|P%",
+        help="warn only above N invalid rows, or above N%% of the rows",
+        metavar="N[%]",
         parse=_threshold_text,
         spark=False,
     )
