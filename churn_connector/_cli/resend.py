@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import signal
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from .._client import Client
 from .._core.config import ClientConfig
-from .._core.exceptions import Interrupted, RunStopped
-from .._core.types import ExitCode, Kind
+from .._core.exceptions import RunStopped
+from .._core.types import Kind
 from .._resend import merged_rows, plan_resend, send_plan
 from .._results.result import SendResult, append_line, check_result_path, write_frame, write_frames
-from .._results.runs import header_of, now_utc, read_rows_file, receipt, receipts_path
+from .._results.runs import now_utc, read_rows_file, receipt_line, receipts_path
+from .._results.runs import stopped_receipt as receipt_of_stopped
 from .options import (
     add_data_arguments,
     add_send_arguments,
@@ -116,7 +113,7 @@ def result_receipt(args: argparse.Namespace, command: str, result: SendResult) -
     """Append the receipt of a run that finished (``--receipts``)."""
     if getattr(args, "receipts", None) is None:
         return
-    append_line(_line(result.receipt(command=command)), receipts_path(args.receipts))
+    append_line(receipt_line(result.receipt(command=command)), receipts_path(args.receipts))
 
 
 def stopped_receipt(
@@ -125,24 +122,5 @@ def stopped_receipt(
     """Append the receipt of a run that stopped part way (``--receipts``)."""
     if getattr(args, "receipts", None) is None:
         return
-    chunks = exc.chunks if exc.chunks is not None else pd.DataFrame({"attempts": []})
-    attempts = chunks["attempts"].astype("int64")
-    code: int = ExitCode.STOPPED
-    if isinstance(exc, Interrupted):
-        code = ExitCode.interrupted(exc.signal or signal.SIGINT)
-    made = receipt(
-        command=command,
-        kind=kind,
-        header=None if exc.rows is None else header_of(exc.rows),
-        counts=exc.counts or {},
-        requests=len(chunks),
-        retries=int((attempts - 1).clip(lower=0).sum()),
-        exit_code=code,
-        started_at=started,
-        finished_at=now_utc(),
-    )
-    append_line(_line(made), receipts_path(args.receipts))
-
-
-def _line(made: dict[str, Any]) -> str:
-    return json.dumps(made, sort_keys=False, separators=(",", ":"))
+    made = receipt_of_stopped(command, kind, exc, started)
+    append_line(receipt_line(made), receipts_path(args.receipts))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..__version__ import __version__
-from .._core.exceptions import ConfigurationError, InputError
+from .._core.exceptions import ConfigurationError, InputError, Interrupted, RunStopped
+from .._core.types import ExitCode
 
 HEADER = "churn_connector"  # the frame's attrs key, and the Parquet metadata key
 ROWS_FORMAT = "churn-connector rows"
@@ -149,3 +151,30 @@ def receipts_path(path: str | Path) -> Path:
     if target.is_dir() or (not target.exists() and not target.suffix):
         return target / RECEIPTS_FILE
     return target
+
+
+def stopped_receipt(
+    command: str, kind: str, error: RunStopped, started_at: dt.datetime
+) -> dict[str, Any]:
+    """The receipt of a run that stopped part way (its exit code: 3, or 128 + the signal)."""
+    chunks = error.chunks if error.chunks is not None else pd.DataFrame({"attempts": []})
+    attempts = chunks["attempts"].astype("int64")
+    code: int = ExitCode.STOPPED
+    if isinstance(error, Interrupted):
+        code = ExitCode.interrupted(error.signal or signal.SIGINT)
+    return receipt(
+        command=command,
+        kind=kind,
+        header=None if error.rows is None else header_of(error.rows),
+        counts=error.counts or {},
+        requests=len(chunks),
+        retries=int((attempts - 1).clip(lower=0).sum()),
+        exit_code=code,
+        started_at=started_at,
+        finished_at=now_utc(),
+    )
+
+
+def receipt_line(made: Mapping[str, Any]) -> str:
+    """A receipt as the one line ``--receipts`` appends."""
+    return json.dumps(made, separators=(",", ":"))

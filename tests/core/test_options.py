@@ -211,9 +211,7 @@ def test_the_gates_keywords_are_its_declared_options() -> None:
     declared = {o.name: (o.annotation, o.default) for o in options_of(GateOptions)}
     for method in (cc.ValidationReport.gate, cc.ValidationReport.to_json):
         parameters = inspect.signature(method).parameters
-        found = {
-            n: (str(p.annotation), p.default) for n, p in parameters.items() if n in declared
-        }
+        found = {n: (str(p.annotation), p.default) for n, p in parameters.items() if n in declared}
         assert found == declared, method.__name__
 
 
