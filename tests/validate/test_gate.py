@@ -437,3 +437,16 @@ def test_within_the_threshold_no_junit_case_fails(messy_csv: Path) -> None:
 
 def cc_checks() -> list[CheckInfo]:
     return list(CHECKS.values())
+
+
+def test_an_identities_report_carries_its_notes_and_checks(tmp_path: Path) -> None:
+    users = cc.samples.sample_users(60)
+    path = tmp_path / "users.parquet"
+    users.to_parquet(path)
+    report = cc.validate_identities(path)
+    doc = json.loads(report.to_json(max_invalid="10%"))
+    jsonschema.validate(doc, schema(), cls=jsonschema.Draft202012Validator)
+    assert doc["kind"] == "identities"
+    assert doc["notes"] == [dict(note) for note in report.notes] != []
+    assert sum(c["rows"] for c in doc["checks"]) >= doc["counts"]["invalid"] > 0
+    assert all(f["line"] is None for f in doc["failures"])  # Parquet rows have no lines
