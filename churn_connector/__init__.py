@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
-from ._client import Client, identify, send_events
+from ._client import Client, identify, send_events, track
 from ._core.config import ClientConfig, RetryPolicy, Secret, Timeouts
 from ._core.exceptions import (
     AuthenticationError,
@@ -37,6 +37,7 @@ from ._ledger import Ledger
 from ._read.text import TextFormat
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
+from ._track.send import TrackResult
 from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ __all__ = [
     "SendResult",
     "TextFormat",
     "Timeouts",
+    "TrackResult",
     "TransportError",
     "ValidationReport",
     "__version__",
@@ -87,6 +89,7 @@ __all__ = [
     "send_events_task",
     "send_partition",
     "set_retry_testing",
+    "track",
     "validate_events",
     "validate_identities",
 ]

@@ -148,12 +148,16 @@ class ConfigurationError(ChurnConnectorError):
 
 
 class DataValidationError(ChurnConnectorError):
-    """Some rows are invalid (``ValidationReport.raise_for_failures``)."""
+    """Some rows are invalid (``ValidationReport.raise_for_failures``), or one event
+    (``track``); ``checks`` then names the checks it failed."""
 
-    def __init__(self, message: str, *, n_invalid: int, n_rows: int) -> None:
+    def __init__(
+        self, message: str, *, n_invalid: int, n_rows: int, checks: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.n_invalid = n_invalid
         self.n_rows = n_rows
+        self.checks = checks
 
 
 class InputError(ChurnConnectorError, RunStopped):
