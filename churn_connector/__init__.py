@@ -21,6 +21,7 @@ from ._core.exceptions import (
     InputError,
     Interrupted,
     LedgerError,
+    QueueFull,
     RunStopped,
     TransportError,
 )
@@ -37,7 +38,9 @@ from ._ledger import Ledger
 from ._read.text import TextFormat
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
+from ._track.book import FlushReport, Undelivered
 from ._track.send import TrackResult
+from ._track.tracker import Tracker, TrackHandle
 from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -59,11 +62,13 @@ __all__ = [
     "DeliveryError",
     "EventOptions",
     "Fault",
+    "FlushReport",
     "IdentityOptions",
     "InputError",
     "Interrupted",
     "Ledger",
     "LedgerError",
+    "QueueFull",
     "RetryPolicy",
     "RowState",
     "RunStopped",
@@ -72,8 +77,11 @@ __all__ = [
     "SendResult",
     "TextFormat",
     "Timeouts",
+    "TrackHandle",
     "TrackResult",
+    "Tracker",
     "TransportError",
+    "Undelivered",
     "ValidationReport",
     "__version__",
     "events_schema",

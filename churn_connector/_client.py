@@ -7,6 +7,7 @@ the SendResult that accounts for every row.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -37,6 +38,7 @@ from ._run import Run
 from ._stream import WireBatch
 from ._track.scalar import event_of
 from ._track.send import OneOff, TrackResult
+from ._track.tracker import OnFull, Tracker
 
 if TYPE_CHECKING:
     import requests
@@ -208,7 +210,6 @@ class Client:
         )
         return run.deliver(identify_requests, send.ledger)
 
-
     def track(
         self,
         external_user_id: str | int,
@@ -255,6 +256,40 @@ class Client:
         if self._one_off is None:
             self._one_off = OneOff(self.config, self.session)
         return self._one_off.send(event)
+
+    def tracker(
+        self,
+        spool: str | os.PathLike[str] | None = None,
+        *,
+        max_queue: int = 10_000,
+        on_full: OnFull = "block",
+        block_timeout: float = 30.0,
+        flush_timeout: float = 5.0,
+        max_concurrency: int | None = None,
+    ) -> Tracker:
+        """A buffered :class:`Tracker`: ``t.track(...)`` (the arguments of :meth:`track`)
+        validates and queues, background threads send batches of up to 500 to
+        ``/v1/events/batch``; use it as ``with client.tracker() as t:``.
+
+        ``spool``: a SQLite file every event is written to before ``track`` returns (a
+        process killed with ``kill -9`` loses nothing; the next tracker on it sends what is
+        left first). A full queue (``max_queue`` events) is never a silent drop:
+        ``on_full="block"`` waits up to ``block_timeout`` seconds then raises
+        ``QueueFull``, ``"raise"`` raises at once, ``"spill"`` (with a spool) keeps the
+        overflow on disk only. At exit an open tracker flushes for ``flush_timeout``
+        seconds, then warns with what is left. ``max_concurrency``: requests in flight
+        (default: the client's, at most 4).
+        """
+        return Tracker(
+            self.config,
+            self.session,
+            spool=spool,
+            max_queue=max_queue,
+            on_full=on_full,
+            block_timeout=block_timeout,
+            flush_timeout=flush_timeout,
+            max_concurrency=max_concurrency,
+        )
 
 
 class SendEventsOptions(TextOptions, total=False):

@@ -143,7 +143,9 @@ class OneOff:
             ) from exc
         if outcome.status != "sent":
             raise undelivered(event.message_id, outcome)
-        return TrackResult(event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s)
+        return TrackResult(
+            event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
+        )
 
     def _nudge(self) -> None:
         """One INFO line when track() runs many times a second: a loop wants a batch."""
