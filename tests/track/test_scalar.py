@@ -37,16 +37,16 @@ json_values = st.recursive(
         st.floats(allow_nan=True, allow_infinity=True),
         st.text(max_size=6),
     ),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 objects = st.one_of(
     st.none(),
     st.dictionaries(st.text(max_size=5), json_values, max_size=4),
     st.dictionaries(st.sampled_from(["$message_id", "page"]), json_values, max_size=2),
-    st.dictionaries(st.text(max_size=5), json_values, max_size=3).map(
-        lambda d: json.dumps(d)
-    ),
+    st.dictionaries(st.text(max_size=5), json_values, max_size=3).map(lambda d: json.dumps(d)),
     st.sampled_from(['{"a": NaN}', "[1, 2]", "not json", '{"n": 123456789012345678901}', "", "{}"]),
     st.lists(st.integers(), max_size=2),
     st.integers(),
@@ -74,8 +74,10 @@ offsets = st.integers(-31 * 86_400_000, 6 * 60_000)  # around the window's two e
 
 @st.composite
 def instants(draw: st.DrawFn) -> Any:
-    when = NOW - pd.Timedelta(milliseconds=draw(offsets)) - pd.Timedelta(
-        microseconds=draw(st.integers(0, 999))
+    when = (
+        NOW
+        - pd.Timedelta(milliseconds=draw(offsets))
+        - pd.Timedelta(microseconds=draw(st.integers(0, 999)))
     )
     zone = draw(st.sampled_from(ZONES))
     local = when.tz_convert(zone).to_pydatetime()
