@@ -25,7 +25,7 @@ from .spool import Spool
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["REPORT_LIMIT", "Book", "Entry", "FlushReport", "Undelivered"]
+__all__ = ["REPORT_LIMIT", "Book", "Entry", "FlushReport", "State", "Undelivered"]
 
 log = logging.getLogger("churn_connector")
 
@@ -91,7 +91,9 @@ class FlushReport:
         import pandas as pd  # noqa: PLC0415 - pandas (heavy) for the failure path only
 
         pending = [(m, "pending", "not delivered when the flush ended") for m in self.pending]
-        items = [(u.message_id, u.state, u.error) for u in self.undelivered]
+        items: list[tuple[str, str, str]] = [
+            (u.message_id, u.state, u.error) for u in self.undelivered
+        ]
         return pd.DataFrame(items + pending, columns=["message_id", "status", "error"])
 
     def raise_for_failures(self) -> None:

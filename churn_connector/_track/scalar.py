@@ -269,7 +269,9 @@ def problems(
     given = _given_id(message_id, found) if given_id else None
     if found:
         return found, None
-    assert user is not None and kind is not None and ms is not None
+    assert user is not None
+    assert kind is not None
+    assert ms is not None
     wire = {
         "context": ctx,
         "event_type": kind,

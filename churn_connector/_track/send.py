@@ -21,7 +21,7 @@ from .._core.config import ClientConfig
 from .._core.contract import TRACK_PATH
 from .._core.exceptions import ChurnConnectorError, DeliveryError, Interrupted, TransportError
 from .._delivery.transport import HttpPoster, Outcome
-from .._run import sigterm_raises, signal_of
+from .._run import signal_of, sigterm_raises
 from .scalar import Event
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class CallPoster(HttpPoster):
         self._local = threading.local()
         super().__init__(config, pool_size, session=session)
 
-    @property  # type: ignore[override]
+    @property
     def deadline(self) -> float | None:
         value: float | None = getattr(self._local, "deadline", None)
         return value

@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS owner (
 # a forked child keeps the parent's connection object alive and unused: closing it there
 # would run SQLite's last-connection cleanup on a database the parent still writes
 _inherited: list[sqlite3.Connection] = []
+_UNSTAMP = "DELETE FROM owner"
 _open_here: set[str] = set()  # spools open in this process (a second tracker is refused)
 _open_lock = threading.Lock()
 
@@ -153,7 +154,7 @@ class Spool:
                         f"the spool {self.path} belongs to a running process (pid {held.pid} "
                         f"on {held.host}): give each process its own spool. If that process "
                         "is gone (another host cannot be checked), remove its stamp: "
-                        f"sqlite3 {self.path} 'DELETE FROM owner'"
+                        f"sqlite3 {self.path} {_UNSTAMP!r}"
                     )
             db.execute(
                 "INSERT OR REPLACE INTO owner VALUES (1, ?, ?, ?, ?, ?)",

@@ -38,7 +38,7 @@ from .._core.exceptions import (
     TransportError,
 )
 from .._core.types import IdFormat
-from .book import Book, Entry, FlushReport
+from .book import Book, Entry, FlushReport, State
 from .scalar import event_of
 from .send import CallPoster, TrackResult, undelivered
 from .spool import Spool
@@ -310,7 +310,7 @@ class Tracker:
             self._send(chunk[:half])
             self._send(chunk[half:])
             return
-        state = "rejected" if outcome.status == "rejected" else "failed"
+        state: State = "rejected" if outcome.status == "rejected" else "failed"
         for entry in chunk:
             self._book.settle([entry], None, state, undelivered(entry.message_id, outcome))
 

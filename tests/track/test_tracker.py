@@ -231,7 +231,7 @@ def test_an_open_tracker_flushes_at_exit(sandbox: cc.Sandbox) -> None:
         """,
         sandbox,
     )
-    out, err = child.communicate(timeout=60)
+    _, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
     assert err == ""
     assert len(sandbox.events()) == 50
