@@ -46,13 +46,25 @@ from ._validate.report import ValidationReport
 if TYPE_CHECKING:
     from . import samples
     from ._sandbox import Fault, Sandbox
+    from ._track.async_client import AsyncClient, AsyncTracker, AsyncTrackHandle
 
 # loaded on first use: most runs never start a sandbox or build sample data
-_LAZY = {"Sandbox": "._sandbox", "Fault": "._sandbox", "samples": ".samples"}
+# (and httpx, an optional extra, only for the async client)
+_LAZY = {
+    "Sandbox": "._sandbox",
+    "Fault": "._sandbox",
+    "samples": ".samples",
+    "AsyncClient": "._track.async_client",
+    "AsyncTracker": "._track.async_client",
+    "AsyncTrackHandle": "._track.async_client",
+}
 
 __all__ = [
     "EVENT_TYPE_PATTERN",
     "PARTITION_RESULT_META",
+    "AsyncClient",
+    "AsyncTrackHandle",
+    "AsyncTracker",
     "AuthenticationError",
     "ChurnConnectorError",
     "Client",
