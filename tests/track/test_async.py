@@ -90,7 +90,7 @@ def served(sandbox: cc.Sandbox) -> Iterator[str]:
 def test_concurrent_webhooks_are_each_stored_once(
     served: str, sandbox: cc.Sandbox, now: pd.Timestamp
 ) -> None:
-    hooks = [
+    hooks: list[dict[str, Any]] = [
         {
             "id": f"evt_{i}",
             "created": (now - pd.Timedelta(seconds=i)).isoformat(),
