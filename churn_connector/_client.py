@@ -8,6 +8,7 @@ the SendResult that accounts for every row.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -42,6 +43,9 @@ from ._track.tracker import OnFull, Tracker
 
 if TYPE_CHECKING:
     import requests
+
+
+_ONE_OFF_LOCK = threading.Lock()
 
 
 class Client:
@@ -253,8 +257,9 @@ class Client:
             namespace=namespace,
             id_format=id_format,
         )
-        if self._one_off is None:
-            self._one_off = OneOff(self.config, self.session)
+        with _ONE_OFF_LOCK:  # threads of a web server may make the first call together
+            if self._one_off is None:
+                self._one_off = OneOff(self.config, self.session)
         return self._one_off.send(event)
 
     def tracker(

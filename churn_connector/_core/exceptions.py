@@ -14,7 +14,7 @@ notebook's stop button or an orchestrator's kill::
         ├── TransportError ─────┤    the API unusable      .status .attempts    yes*
         │   └── AuthenticationError  401/403: the key refused; stops at once    no
         ├── LedgerError ────────┤    the ledger unwritable .path                no*
-        ├── QueueFull           │    a tracker's queue full (not queued)         yes
+        ├── QueueFull           │    a tracker's queue full .max_queue          yes
         └── DeliveryError       │    rows not delivered  .counts .rows .chunks  *
     KeyboardInterrupt           │
     └── Interrupted ────────────┤    Ctrl-C, SIGTERM, an orchestrator's kill    yes

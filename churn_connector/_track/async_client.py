@@ -140,7 +140,7 @@ class AsyncClient:
 class AsyncTrackHandle:
     """One event tracked from async code: its ``message_id``, then its TrackResult."""
 
-    __slots__ = ("_done", "_error", "_result", "message_id")
+    __slots__ = ("__weakref__", "_done", "_error", "_result", "message_id")
 
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id

@@ -13,9 +13,10 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from .._core.contract import PAST_WINDOW
 from .._core.exceptions import ChurnConnectorError, DeliveryError
@@ -36,6 +37,9 @@ REPORT_LIMIT = 100_000
 _PAST_MS = int(PAST_WINDOW.total_seconds() * 1000)
 
 
+Resolve = Callable[["TrackResult | None", "BaseException | None"], None]
+
+
 @dataclass(eq=False)
 class Entry:
     """One event in a tracker: its id, wire bytes, occurred_at (ms) and spool row."""
@@ -44,7 +48,7 @@ class Entry:
     body: bytes
     ms: int
     seq: int | None = None
-    resolve: Callable[[TrackResult | None, BaseException | None], None] | None = None
+    resolve: Resolve | None = None  # a handle's bound method
 
 
 @dataclass(frozen=True)
@@ -140,8 +144,9 @@ class Book:
         self.backlog = spool.count() if spool is not None else 0
         self.loading = False
         self.accounts = _Accounts()
-        # spilled events' handles, resolved when their rows come back from the spool
-        self.spilled: dict[int, Callable[[TrackResult | None, BaseException | None], None]] = {}
+        # spilled events' handles, resolved when their rows come back from the spool; held
+        # weakly: a handle nobody keeps costs no memory (spilling is for bounded memory)
+        self.spilled: dict[int, weakref.WeakMethod[Resolve]] = {}
 
     # -- admitting (lock held) ----------------------------------------------------------
     def pending(self) -> int:
@@ -160,7 +165,7 @@ class Book:
             assert entry.seq is not None, "only a spooled event may wait on disk only"
             self.backlog += 1
             if entry.resolve is not None:
-                self.spilled[entry.seq] = entry.resolve
+                self.spilled[entry.seq] = weakref.WeakMethod(entry.resolve)
 
     # -- taking (lock held) ---------------------------------------------------------------
     def needs_load(self) -> bool:
@@ -172,7 +177,8 @@ class Book:
         rows = self.spool.after(self.loaded, min(self.batch_size * 4, max(self.max_queue, 1)))
         with self.lock:
             for row in rows:
-                resolve = self.spilled.pop(row.seq, None)
+                held = self.spilled.pop(row.seq, None)
+                resolve = held() if held is not None else None
                 self.waiting.append(Entry(row.message_id, row.body, row.ms, row.seq, resolve))
                 self.loaded = row.seq
             self.backlog = max(0, self.backlog - len(rows)) if rows else 0
@@ -246,8 +252,10 @@ class Book:
         with self.lock:
             for message_id in backlog_ids:
                 self.accounts.undelivered.append(Undelivered(message_id, "failed", str(error)))
-        for resolve in spilled.values():
-            resolve(None, error)
+        for held in spilled.values():
+            resolve = held()
+            if resolve is not None:
+                resolve(None, error)
         return left
 
     def report(self, *, reset: bool = True) -> FlushReport:
@@ -267,8 +275,3 @@ class Book:
             accounts.n_delivered,
             self.spool.path if self.spool is not None else None,
         )
-
-
-def describe(exc: BaseException) -> Any:
-    """The text of an error for a report line."""
-    return exc.message if isinstance(exc, ChurnConnectorError) else str(exc)

@@ -57,7 +57,7 @@ _OPEN, _CLOSE = b'{"events":[', b"]}"
 class TrackHandle:
     """One tracked event: its ``message_id`` now, its :class:`TrackResult` once sent."""
 
-    __slots__ = ("_done", "_error", "_result", "message_id")
+    __slots__ = ("__weakref__", "_done", "_error", "_result", "message_id")
 
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
