@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -72,6 +73,11 @@ class CallPoster(HttpPoster):
         self.deadline = None if seconds is None else time.monotonic() + seconds
 
 
+def _close_in(pid: int, poster: CallPoster) -> None:
+    if os.getpid() == pid:  # never the parent's connections from a forked child
+        poster.close()
+
+
 def undelivered(message_id: str, outcome: Outcome) -> DeliveryError:
     """The error of an event the API refused (``rejected``) or that was never acknowledged
     (``failed``: outcome unknown, safe to re-send with the same id)."""
@@ -103,8 +109,11 @@ class OneOff:
         with self._lock:
             if self._poster is None or self._pid != os.getpid():
                 # after a fork the parent's sockets are the parent's: never shared
-                self._poster = CallPoster(self.config, self.config.max_concurrency, self.session)
-                self._pid = os.getpid()
+                poster = CallPoster(self.config, self.config.max_concurrency, self.session)
+                # a client dropped without close() must not leave its connections (and
+                # their watchdog thread) behind
+                weakref.finalize(self, _close_in, os.getpid(), poster)
+                self._poster, self._pid = poster, os.getpid()
             return self._poster
 
     def _drop(self, poster: CallPoster) -> None:
