@@ -314,3 +314,42 @@ def test_reports_and_results_never_show_the_key() -> None:
     texts = [str(caught.value), repr(client), repr(tracker), repr(handle), repr(report)]
     texts.append(orjson.dumps(report.rows().to_dict("records")).decode())
     assert not any(canary in text for text in texts)
+
+
+def test_each_call_has_the_whole_deadline_however_old_the_client(sandbox: cc.Sandbox) -> None:
+    client = cc.Client(sandbox.base_url, sandbox.api_key, deadline=1.0)
+    client.track("u1", "login")
+    time.sleep(1.2)  # older than its deadline: a run's deadline would have passed
+    assert client.track("u1", "logout").status == 200
+
+
+def test_many_calls_a_second_log_one_line_pointing_to_batches(
+    client: cc.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("INFO", logger="churn_connector"):
+        for i in range(60):
+            client.track("u1", "page_view", properties={"i": i})
+    nudges = [r for r in caplog.records if "client.track() was called" in r.getMessage()]
+    assert len(nudges) == 1
+    assert "send_events" in nudges[0].getMessage() and "tracker()" in nudges[0].getMessage()
+
+
+def test_ctrl_c_during_a_call_raises_interrupted_with_the_id() -> None:
+    with slow_client(latency=2.5) as (sandbox, _):
+        child = run_child(
+            """
+            print("sending", flush=True)
+            try:
+                client.track("u1", "login", message_id="m-1")
+            except cc.Interrupted as exc:
+                print(type(exc).__name__, exc.signal, exc, flush=True)
+            """,
+            sandbox,
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "sending"
+        time.sleep(0.8)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    assert out.startswith("Interrupted 2 interrupted: event m-1 may or may not have been stored"), (
+        err
+    )
