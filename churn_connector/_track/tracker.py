@@ -248,8 +248,12 @@ class Tracker:
                 return
             for i in range(self.concurrency):
                 thread = threading.Thread(target=self._work, name=f"churn-tracker-{i}", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # at interpreter exit (3.12+): what is queued is reported
+                    log.warning("tracker: cannot start a sender at interpreter exit")
+                    return
                 self._threads.append(thread)
-                thread.start()
 
     def _sender(self) -> CallPoster:
         with self._cond:
@@ -318,7 +322,8 @@ class Tracker:
     def flush(self, timeout: float | None = None) -> FlushReport:
         """Wait until every queued event is delivered or has failed (at most ``timeout``
         seconds); the report of what happened since the previous one."""
-        self._start()
+        if not self._book.idle():
+            self._start()  # never a thread for nothing: at exit, 3.12 refuses new ones
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while not self._book.idle():
