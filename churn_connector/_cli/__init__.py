@@ -39,6 +39,7 @@ from .options import (
     data_options,
     send_options,
 )
+from .track import add_track_parser, run_track
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
     add_send_arguments(send)
+
+    add_track_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -182,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _validate(args)
             if args.command == "send":
                 return _send(args)
+            if args.command == "track":
+                return run_track(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))
