@@ -39,6 +39,7 @@ from .options import (
     send_options,
 )
 from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
+from .track import add_track_parser, run_track
 from .validate import add_validate, run_validate
 
 
@@ -99,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_receipts(send)
     add_send_arguments(send)
     add_resend(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
+
+    add_track_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -178,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _send(args)
             if args.command == "resend":
                 return run_resend(args)
+            if args.command == "track":
+                return run_track(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))
