@@ -36,11 +36,13 @@ from ._identities.options import IdentityOptions
 from ._identities.schema import identities_schema
 from ._ledger import Ledger
 from ._read.text import TextFormat
+from ._resend import resend
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
 from ._track.book import FlushReport, Undelivered
 from ._track.send import TrackResult
 from ._track.tracker import Tracker, TrackHandle
+from ._validate.gate import GateVerdict
 from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ __all__ = [
     "EventOptions",
     "Fault",
     "FlushReport",
+    "GateVerdict",
     "IdentityOptions",
     "InputError",
     "Interrupted",
@@ -104,6 +107,7 @@ __all__ = [
     "identities_to_wire",
     "instant_retries",
     "message_id",
+    "resend",
     "samples",
     "send_events",
     "send_events_task",

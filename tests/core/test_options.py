@@ -24,6 +24,7 @@ from churn_connector._core.declare import FLAGS, Option, options_of
 from churn_connector._core.types import Kind
 from churn_connector._delivery.options import SendOptions
 from churn_connector._read.text import TextOptions
+from churn_connector._validate.gate import GateOptions
 
 DF = pd.DataFrame({"external_user_id": ["u"], "event_type": ["login"]})
 
@@ -84,6 +85,7 @@ def test_client_options_typed_dict_matches_the_config_fields() -> None:
 # --------------------------------------------------------------------------- declared once
 
 DECLARING = [
+    GateOptions,
     cc.TextFormat,
     cc.EventOptions,
     cc.IdentityOptions,
@@ -182,18 +184,35 @@ def test_every_declared_flag_is_on_the_command_line_and_nothing_else_is_undeclar
     declared = {o.flag for cls in DECLARING for o in options_of(cls) if o.flag is not None}
     assert declared <= flags
     own = {"-h", "--help", "-v", "--verbose", "-q", "--quiet", "--report", "--results", "--rows"}
+    own |= {"--json", "--junit", "--first", "--passed", "--quarantine", "--receipts"}
     assert flags - declared == own, "a flag that sets an option must be declared with it"
 
 
 def test_each_data_flag_is_spelled_and_checked_as_declared() -> None:
-    for parser in _parsers().values():
+    for name, parser in _parsers().items():
         actions = _flags(parser)
         for option in data_flags():
+            if name == "validate" and option.name == "format":
+                continue  # validate's --format takes the report's format too: below
             action = actions[str(option.flag)]
             assert action.dest == option.name
             assert option.is_default(action.default), option.name
             assert tuple(action.choices or ()) == (option.choices or ()), option.name
             assert action.metavar == option.declared.metavar, option.name
+
+
+def test_validates_format_flag_takes_the_declared_input_formats_and_the_reports() -> None:
+    action = _flags(_parsers()["validate"])["--format"]
+    inputs = next(o for o in options_of(cc.TextFormat) if o.name == "format").choices or ()
+    assert set(action.choices or ()) == {*inputs, "text", "json", "github"}
+
+
+def test_the_gates_keywords_are_its_declared_options() -> None:
+    declared = {o.name: (o.annotation, o.default) for o in options_of(GateOptions)}
+    for method in (cc.ValidationReport.gate, cc.ValidationReport.to_json):
+        parameters = inspect.signature(method).parameters
+        found = {n: (str(p.annotation), p.default) for n, p in parameters.items() if n in declared}
+        assert found == declared, method.__name__
 
 
 def test_messages_name_each_option_by_its_declared_flag() -> None:
