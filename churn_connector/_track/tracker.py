@@ -34,6 +34,7 @@ from .._core.contract import EVENTS_PATH
 from .._core.exceptions import (
     ChurnConnectorError,
     ConfigurationError,
+    DeliveryError,
     QueueFull,
     TransportError,
 )
@@ -419,9 +420,11 @@ def _left_behind(report: FlushReport) -> str:
     )
 
 
-def _expired() -> ChurnConnectorError:
-    return ChurnConnectorError(
-        "expired: older than the API's 30-day window when its request was built; never sent"
+def _expired() -> DeliveryError:
+    # a DeliveryError like every other undelivered event, not retryable: the data must change
+    return DeliveryError(
+        "expired: older than the API's 30-day window when its request was built; never sent",
+        counts={"expired": 1},
     )
 
 

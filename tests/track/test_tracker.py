@@ -353,3 +353,24 @@ def test_ctrl_c_during_a_call_raises_interrupted_with_the_id() -> None:
     assert out.startswith("Interrupted 2 interrupted: event m-1 may or may not have been stored"), (
         err
     )
+
+
+def test_a_spooled_event_past_the_window_is_reported_expired_not_sent(
+    tmp_path: Path, sandbox: cc.Sandbox, client: cc.Client, now: pd.Timestamp
+) -> None:
+    # an event valid when it was tracked (``now`` 40 days ago) has aged out by the time a
+    # request is built for it, as a spool's leftovers do after a long outage
+    then = now - pd.Timedelta(days=40)
+    spool = tmp_path / "spool.sqlite"
+    with client.tracker(spool) as tracker:
+        old = tracker.track("u1", "login", occurred_at=then - pd.Timedelta(hours=1), now=then)
+        fresh = tracker.track("u1", "logout")
+        report = tracker.flush(timeout=30)
+        with pytest.raises(cc.DeliveryError, match="expired"):
+            old.result(timeout=0)
+        assert fresh.result(timeout=0).status == 200
+    assert report.counts["expired"] == 1 and report.counts["sent"] == 1
+    assert [u.message_id for u in report.undelivered] == [old.message_id]
+    assert list(sandbox.events()["message_id"]) == [fresh.message_id]
+    with client.tracker(spool) as again:  # the expired event left the spool
+        assert again.flush(timeout=30).counts["sent"] == 0
