@@ -24,6 +24,8 @@ from churn_connector._core.declare import FLAGS, Option, options_of
 from churn_connector._core.types import Kind
 from churn_connector._delivery.options import SendOptions
 from churn_connector._read.text import TextOptions
+from churn_connector._track.async_client import AsyncTracker
+from churn_connector._track.scalar import event_of
 from churn_connector._validate.gate import GateOptions
 
 DF = pd.DataFrame({"external_user_id": ["u"], "event_type": ["login"]})
@@ -373,3 +375,26 @@ def test_every_declaring_class_has_type_hints_the_derivations_can_read() -> None
     # the derivations read each option's type hint: every declaring class's evaluates
     for cls in DECLARING:
         assert typing.get_type_hints(cls)
+
+
+def _event_parameters(function: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+    return [
+        (p.name, p.annotation, p.default)
+        for p in inspect.signature(function).parameters.values()
+        if p.name not in ("self", "base_url", "api_key", "config")
+    ]
+
+
+@pytest.mark.parametrize(
+    "function",
+    [cc.track, cc.Tracker.track, cc.AsyncClient.track, AsyncTracker.track],
+    ids=["cc.track", "Tracker.track", "AsyncClient.track", "AsyncTracker.track"],
+)
+def test_every_track_form_takes_the_one_events_arguments(function: Callable[..., Any]) -> None:
+    # the public signatures are spelled out for readers and editors; this keeps them one
+    assert _event_parameters(function) == _event_parameters(cc.Client.track)
+
+
+def test_the_scalar_engine_takes_what_track_takes() -> None:
+    names = [(name, default) for name, _, default in _event_parameters(event_of)]
+    assert names == [(name, default) for name, _, default in _event_parameters(cc.Client.track)]
