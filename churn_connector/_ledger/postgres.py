@@ -3,7 +3,9 @@ tasks, Spark's tasks, two runs of one DAG at once).
 
 Each acknowledged request is one statement, so one transaction (``INSERT … ON CONFLICT``,
 keys sorted so that concurrent upserts lock rows in one order and never deadlock); each
-slice is read with one query (``key = ANY(…)``). Records are committed without waiting for
+slice is read with one query (``key = ANY(…)``) on a covering index. A scope and kind are
+a small integer of their own (table ``churn_ledger_scopes``): a long scope text in every
+index entry made each key's lookup several times slower. Records are committed without waiting for
 the server's disk (``synchronous_commit = off``): a server crash may lose the last few,
 which costs a re-send that the API de-duplicates, never a loss. Dropping a record before a
 changed identity is sent waits for the disk: it must hold, or a later run could skip.
@@ -43,25 +45,46 @@ from .base import (
 
 T = TypeVar("T")
 TABLE = "churn_ledger"
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
+SCOPES = "churn_ledger_scopes"
+_SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {SCOPES} (
+    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     scope text NOT NULL,
     kind text NOT NULL,
+    UNIQUE (scope, kind)
+)""",
+    # the digest rides in the index: a run's reads are index-only scans
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+    scope_id integer NOT NULL REFERENCES {SCOPES} (id),
     key text NOT NULL,
     digest text NOT NULL,
     acknowledged_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (scope, kind, key)
+    PRIMARY KEY (scope_id, key) INCLUDE (digest)
+)""",
 )
-"""
 _LOCK_ID = 0x63687572  # pg_advisory_xact_lock: one worker creates the table at a time
 _RECORD = f"""
-INSERT INTO {TABLE} (scope, kind, key, digest, acknowledged_at)
-SELECT %s, %s, u.key, u.digest, now() FROM unnest(%s::text[], %s::text[]) AS u(key, digest)
-ON CONFLICT (scope, kind, key)
+INSERT INTO {TABLE} (scope_id, key, digest, acknowledged_at)
+SELECT %s, u.key, u.digest, now() FROM unnest(%s::text[], %s::text[]) AS u(key, digest)
+ON CONFLICT (scope_id, key)
 DO UPDATE SET digest = EXCLUDED.digest, acknowledged_at = EXCLUDED.acknowledged_at
 """  # noqa: S608 - the table's name is ours; values are parameters
-_KNOWN = f"SELECT key, digest FROM {TABLE} WHERE scope = %s AND kind = %s AND key = ANY(%s)"  # noqa: S608
-_FORGET = f"DELETE FROM {TABLE} WHERE scope = %s AND kind = %s AND key = ANY(%s)"  # noqa: S608
+# one index probe per key, the keys sorted so that probes walk the index in its order
+_KNOWN = (
+    f"SELECT l.key, l.digest FROM unnest(%s::text[]) AS u(key) "  # noqa: S608
+    f"JOIN {TABLE} AS l ON l.scope_id = %s AND l.key = u.key"
+)
+# the planner prices many probes as a scan of the whole table (or of its whole index); the
+# index answers each key at once, however large the table grows
+_PROBES = (
+    "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', "
+    "true), set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', "
+    "'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
+)
+_FORGET = f"DELETE FROM {TABLE} WHERE scope_id = %s AND key = ANY(%s)"  # noqa: S608
+_SCOPE_ID = f"SELECT id FROM {SCOPES} WHERE scope = %s AND kind = %s"  # noqa: S608
+_NEW_SCOPE = f"INSERT INTO {SCOPES} (scope, kind) VALUES (%s, %s) ON CONFLICT DO NOTHING"  # noqa: S608
+_JOINED = f"{TABLE} AS l JOIN {SCOPES} AS s ON s.id = l.scope_id"
 _POOL = 4  # connections at most: sender threads record at once, each on its own
 _ATTEMPTS = 3  # a deadlock or serialisation failure is tried again, then reported
 _EXPORT_ROWS = 100_000
@@ -105,6 +128,7 @@ class PostgresLedger(Ledger):
         self._opened = 0
         self._closed = False
         self._missing = False  # read-only and no table yet: nothing was ever recorded
+        self._scope_ids: dict[tuple[str, str], int] = {}
         try:
             conn = self._connect()
         except LedgerUnavailable as exc:
@@ -162,7 +186,8 @@ class PostgresLedger(Ledger):
             return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_ID])
-            conn.execute(_SCHEMA)
+            for statement in _SCHEMA:
+                conn.execute(statement)
 
     @contextmanager
     def _connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:
@@ -258,13 +283,34 @@ class PostgresLedger(Ledger):
     def known(self, scope: str, kind: str, keys: Sequence[str]) -> dict[str, str]:
         if self._missing or not keys:
             return {}
-        wanted = list(keys)
+        wanted = sorted(set(keys))
 
         def read(conn: psycopg.Connection[Any]) -> dict[str, str]:
-            rows = conn.execute(_KNOWN, [scope, kind, wanted]).fetchall()
-            return {str(k): str(d) for k, d in rows}
+            scope_id = self._scope_id(conn, scope, kind, create=False)
+            if scope_id is None:
+                return {}
+            with conn.transaction():
+                conn.execute(_PROBES)  # for this transaction only
+                rows = conn.execute(_KNOWN, [wanted, scope_id], binary=True).fetchall()
+            return dict(rows)
 
         return self._retrying("read", read)
+
+    def _scope_id(
+        self, conn: psycopg.Connection[Any], scope: str, kind: str, *, create: bool
+    ) -> int | None:
+        """The number of ``scope`` and ``kind`` (made on first write); None before any."""
+        known = self._scope_ids.get((scope, kind))
+        if known is not None:
+            return known
+        if create:
+            conn.execute(_NEW_SCOPE, [scope, kind])
+        row = conn.execute(_SCOPE_ID, [scope, kind]).fetchone()
+        if row is None:
+            return None
+        with self._lock:
+            self._scope_ids[(scope, kind)] = int(row[0])
+        return int(row[0])
 
     def record(self, scope: str, kind: str, entries: Iterable[tuple[str, str]]) -> None:
         if self.read_only:
@@ -275,7 +321,12 @@ class PostgresLedger(Ledger):
             return
         keys = sorted(latest)
         digests = [latest[k] for k in keys]
-        self._retrying("write", lambda conn: conn.execute(_RECORD, [scope, kind, keys, digests]))
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            scope_id = self._scope_id(conn, scope, kind, create=True)
+            conn.execute(_RECORD, [scope_id, keys, digests])
+
+        self._retrying("write", write)
 
     def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
         if self.read_only:
@@ -285,9 +336,12 @@ class PostgresLedger(Ledger):
             return
 
         def delete(conn: psycopg.Connection[Any]) -> None:
+            scope_id = self._scope_id(conn, scope, kind, create=False)
+            if scope_id is None:
+                return
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit TO on")  # see the docstring
-                conn.execute(_FORGET, [scope, kind, wanted])
+                conn.execute(_FORGET, [scope_id, wanted])
 
         self._retrying("write", delete)
 
@@ -310,8 +364,8 @@ class PostgresLedger(Ledger):
         rows = self._operate(
             "read",
             lambda conn: conn.execute(
-                f"SELECT scope, kind, count(*), max(acknowledged_at) FROM {TABLE} "  # noqa: S608
-                "GROUP BY scope, kind"
+                f"SELECT s.scope, s.kind, count(*), max(l.acknowledged_at) FROM {_JOINED} "  # noqa: S608
+                "GROUP BY s.scope, s.kind"
             ).fetchall(),
         )
         return stats_frame(rows)
@@ -320,13 +374,16 @@ class PostgresLedger(Ledger):
         self, scope: str, *, kind: str | None = None, before: datetime | date | None = None
     ) -> int:
         self._writable()
-        sql = f"DELETE FROM {TABLE} WHERE scope = %s"  # noqa: S608
+        sql = (
+            f"DELETE FROM {TABLE} AS l USING {SCOPES} AS s "  # noqa: S608
+            "WHERE s.id = l.scope_id AND s.scope = %s"
+        )
         args: list[Any] = [scope]
         if kind is not None:
-            sql, args = sql + " AND kind = %s", [*args, kind]
+            sql, args = sql + " AND s.kind = %s", [*args, kind]
         moment = cutoff(before)
         if moment is not None:
-            sql, args = sql + " AND acknowledged_at < %s", [*args, moment]
+            sql, args = sql + " AND l.acknowledged_at < %s", [*args, moment]
         return int(self._operate("write", lambda conn: conn.execute(sql, args).rowcount))
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -340,8 +397,8 @@ class PostgresLedger(Ledger):
                 conn.cursor(name="churn_ledger_export") as cursor,
             ):
                 cursor.execute(
-                    f"SELECT scope, kind, key, digest, acknowledged_at FROM {TABLE} "  # noqa: S608
-                    "ORDER BY scope, kind, key"
+                    f"SELECT s.scope, s.kind, l.key, l.digest, l.acknowledged_at FROM {_JOINED} "  # noqa: S608
+                    "ORDER BY s.scope, s.kind, l.key"
                 )
                 while chunk := cursor.fetchmany(_EXPORT_ROWS):
                     yield export_batch(chunk)
@@ -359,7 +416,8 @@ class PostgresLedger(Ledger):
             "write",
             lambda conn: (
                 conn.execute(
-                    f"DELETE FROM {TABLE} WHERE kind = 'events' AND acknowledged_at < %s",  # noqa: S608
+                    f"DELETE FROM {TABLE} AS l USING {SCOPES} AS s "  # noqa: S608
+                    "WHERE s.id = l.scope_id AND s.kind = 'events' AND l.acknowledged_at < %s",
                     [old],
                 ).rowcount
             ),
