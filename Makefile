@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: chromium demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
+.PHONY: chromium postgresql demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -50,7 +50,18 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-pytest: $(STAMP) chromium
+# the ledger's tests start a PostgreSQL 15 server of their own on 127.0.0.1, as the system user
+# postgres (the server refuses root): Debian's postgresql-15 package brings the binaries and
+# the user (installed here when missing; apt needs root, as on the CI machine). Without them
+# those tests fail saying what is missing: they never skip
+PG_BIN ?= /usr/lib/postgresql/15/bin
+export CHURN_TEST_PG_BIN := $(PG_BIN)
+
+postgresql:
+	@{ test -x $(PG_BIN)/pg_ctl && id -u postgres >/dev/null 2>&1; } || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null; }
+
+pytest: $(STAMP) chromium postgresql
 	$(BIN)/python -m pytest -q --ignore=tests/airflow --ignore=tests/spark \
 		--cov=churn_connector --cov-report=
 	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append --cov-report=
@@ -72,7 +83,7 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 	$(MIN_VENV)/bin/python -m pip check
 	@touch $(MIN_STAMP)
 
-test-min: $(MIN_STAMP) chromium
+test-min: $(MIN_STAMP) chromium postgresql
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/notebook/test_notebooks.py
 
 test: lint typecheck docs pytest test-min
@@ -88,7 +99,7 @@ docs-reference: $(STAMP)
 	$(BIN)/python tests/docs/test_docs_reference.py
 
 # not part of make test: ~4 min here (BENCH_ARGS="--quick": smaller sizes; see benchmarks/README.md)
-bench: $(STAMP)
+bench: $(STAMP) postgresql
 	@test $(VENV)/.bench-installed -nt pyproject.toml || { \
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)

@@ -24,6 +24,9 @@ import trustme
 import churn_connector as cc
 from churn_connector._core.types import ExtraColumns
 
+# the ledger's PostgreSQL and S3-compatible servers, started when a test first needs them
+pytest_plugins = ["tests.ledger.servers"]
+
 
 class MakeEvents(Protocol):
     """The type of the ``make_events`` fixture (the module-level ``make_events`` below)."""

@@ -30,13 +30,14 @@ from airflow.sdk import BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from .._client import send_keywords
-from .._core.exceptions import ConfigurationError, DeliveryError, RunStopped
+from .._core.exceptions import ChurnConnectorError, ConfigurationError, DeliveryError, RunStopped
 from .._core.text_options import keyword_from_text
 from .._core.types import Kind
+from .._ledger import Ledger, redact, scheme_of, without_password
 from .._results.result import SendResult, append_line
 from .._results.runs import now_utc, receipt_line, receipts_path, stopped_receipt
 from .._tasks import Recorded, record
-from .hook import ChurnHook
+from .hook import ChurnHook, ledger_from_connection
 from .provider import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
@@ -89,10 +90,19 @@ class _ChurnSendOperator(BaseOperator):
         results_dir: str | None = DEFAULT_RESULTS_DIR,
         results_base: str | None = None,
         fail_on_invalid: bool = False,
+        ledger_conn_id: str | None = None,
         receipts: str | bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if ledger_conn_id is not None and (send_options or {}).get("ledger") is not None:
+            raise TypeError(
+                f"{type(self).__name__}: give the ledger once, as ledger_conn_id= or as "
+                "send_options['ledger'], not both"
+            )
+        ledger = (send_options or {}).get("ledger")
+        if not (isinstance(ledger, str) and "{{" in ledger):  # a template: once rendered
+            _refuse_ledger_password(send_options or {})
         self._upstream: XComArg | None = None
         if isinstance(source, XComArg):
             # resolved in execute(), never rendered: see the module's docstring
@@ -113,6 +123,7 @@ class _ChurnSendOperator(BaseOperator):
         self.results_dir = results_dir
         self._results_base = results_base
         self.fail_on_invalid = fail_on_invalid
+        self.ledger_conn_id = ledger_conn_id
         # True: receipts.jsonl in results_dir; a path: that file (or folder); False: none
         self.receipts = receipts
         self._sending = False
@@ -131,6 +142,12 @@ class _ChurnSendOperator(BaseOperator):
         self, context: Context, jinja_env: jinja2.Environment | None = None
     ) -> None:
         super().render_template_fields(context, jinja_env)
+        # a ledger URL whose template put a password in it must not be stored either
+        try:
+            _refuse_ledger_password(self.send_options)
+        except AirflowFailException:
+            self.send_options = {**self.send_options, "ledger": redact(self.send_options["ledger"])}
+            raise
         # a native-object template (render_template_as_native_obj) can render a table; it
         # must not reach the rendered fields Airflow stores next
         if not (self.source is None or _is_location(self.source)):
@@ -153,7 +170,15 @@ class _ChurnSendOperator(BaseOperator):
         options = self._send_options()
 
         ledger = options.get("ledger")
-        if isinstance(ledger, str | os.PathLike) and not options.get("dry_run"):
+        opened: Ledger | None = None
+        if self.ledger_conn_id is not None:
+            opened = self._ledger_of_connection(dry_run=bool(options.get("dry_run")))
+            options["ledger"] = opened  # an open Ledger: the password stays in it
+        elif (
+            isinstance(ledger, str | os.PathLike)
+            and scheme_of(ledger) is None
+            and not options.get("dry_run")
+        ):
             # a per-DAG or per-task ledger path (templated) on a fresh volume
             Path(ledger).parent.mkdir(parents=True, exist_ok=True)
 
@@ -168,6 +193,9 @@ class _ChurnSendOperator(BaseOperator):
             recorded = record(self._kind, send_while_killable, self.results_dir or None)
         except ConfigurationError as exc:  # a send option the package refuses
             raise AirflowFailException(f"churn {self._kind}: {exc}") from None
+        finally:
+            if opened is not None:
+                opened.close()
         summary = {
             **recorded.summary(),
             "results_dir": self.results_dir or None,
@@ -246,6 +274,17 @@ class _ChurnSendOperator(BaseOperator):
         except ConfigurationError as exc:
             raise AirflowFailException(f"churn {self._kind}: {exc}") from None
 
+    def _ledger_of_connection(self, *, dry_run: bool) -> Ledger:
+        """The ledger that ``ledger_conn_id`` names, open (a refused password, a bad
+        connection: the task fails without retrying; a server down: it retries)."""
+        assert self.ledger_conn_id is not None
+        try:
+            return ledger_from_connection(self.ledger_conn_id, read_only=dry_run)
+        except ChurnConnectorError as exc:
+            if exc.retryable:
+                raise
+            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
+
     def on_kill(self) -> None:
         """Stop a send in progress. Airflow 3 calls this from its SIGTERM handler in the main
         thread, and after an execution timeout, once execute has left (then it does nothing)."""
@@ -286,6 +325,23 @@ class _ChurnSendOperator(BaseOperator):
         return None
 
 
+def _refuse_ledger_password(send_options: dict[str, Any]) -> None:
+    """A password in ``send_options['ledger']`` would be stored with the task's rendered
+    fields and shown in its UI: refused, pointing to ``ledger_conn_id``."""
+    ledger = send_options.get("ledger")
+    if not isinstance(ledger, str):
+        return
+    try:
+        without_password(
+            ledger,
+            "would be stored with the task's rendered fields and shown in its UI",
+            "name an Airflow connection instead (ledger_conn_id=), or set PGPASSWORD on the "
+            "workers",
+        )
+    except ValueError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
 def _with_note(error: RunStopped, note: str) -> RunStopped:
     if note:
         error.add_note(note.strip())
@@ -298,6 +354,8 @@ class SendEventsOperator(_ChurnSendOperator):
     ``send_options`` are :meth:`Client.send_events`'s keywords (templated): ``ledger``,
     ``namespace``, ``naive_timezone``, ``id_columns``, ``batch_size``, ``dry_run``, ...;
     ``client_options`` override the connection's extra (``max_concurrency``, ...).
+    ``ledger_conn_id`` names an Airflow PostgreSQL connection that holds the ledger (its
+    password stays in the connection), instead of ``send_options={"ledger": ...}``.
     Invalid rows are reported in the summary and the rows file; they fail the task only
     with ``fail_on_invalid=True``. Valid rows that were not delivered always fail it.
     """

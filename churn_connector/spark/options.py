@@ -21,6 +21,7 @@ from .._core.types import KINDS, Kind
 from .._delivery.options import SendOptions
 from .._events.options import EventOptions
 from .._identities.options import IdentityOptions
+from .._ledger import without_password
 from .._read import DEFAULT_SLICE_ROWS
 
 NAME = "churn"  # df.write.format("churn")
@@ -141,6 +142,7 @@ class SparkSettings:
             )
         if self.api_token is not None and (problem := self.api_token.problem()) is not None:
             raise ConfigurationError(f"option {SECRET_OPTION}: {problem}")
+        refuse_ledger_password(self.send_options)
         # the client options as a task will use them (the key and, where the executors'
         # environment holds it, the URL are only known there); a CA bundle's path is one
         # on the executors, maybe not on this machine, and without the URL, whether its
@@ -196,6 +198,24 @@ def refuse_key_options(given: Mapping[str, Any]) -> None:
                 "(secret|password|token|access key|credential), and "
                 f"{name!r} does not"
             )
+
+
+def refuse_ledger_password(send_options: Mapping[str, Any]) -> None:
+    """A password in the ``ledger`` option's URL would show where the option's value shows
+    (plans, the UI, the event log): refused, naming where the executors can read it."""
+    ledger = send_options.get("ledger")
+    if not isinstance(ledger, str):
+        return
+    try:
+        without_password(
+            ledger,
+            "would show in Spark's plans, UI and event log (Spark hides an option's value "
+            "only when the option's name matches spark.redaction.regex)",
+            "set PGPASSWORD in the executors' environment (spark.executorEnv.PGPASSWORD, "
+            "which Spark redacts) or give them a ~/.pgpass",
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"option ledger: {exc}") from None
 
 
 def refuse_token_on_connect(df: Any, options: Mapping[str, Any]) -> None:

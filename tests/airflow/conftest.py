@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from tests.ledger.servers import PG_PASSWORD, PG_USER, PostgresServer
+
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parents[1] / "examples" / "airflow"
 HOME = Path(tempfile.mkdtemp(prefix="churn-airflow-home-"))
@@ -42,7 +44,13 @@ os.environ.update(
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db",
     }
 )
-for name in ("CHURN_RESULTS_BASE", "AIRFLOW_CONN_CHURN_DEFAULT", "CHURN_API_KEY"):
+for name in (
+    "CHURN_RESULTS_BASE",
+    "AIRFLOW_CONN_CHURN_DEFAULT",
+    "AIRFLOW_CONN_CHURN_LEDGER",
+    "CHURN_API_KEY",
+    "PGPASSWORD",
+):
     os.environ.pop(name, None)
 
 # Two canaries: a key the sandbox accepts and one it refuses. Neither may appear anywhere.
@@ -132,6 +140,22 @@ def use_connection(monkeypatch: pytest.MonkeyPatch, base_url: str, key: str, **e
     """The churn_default connection, as an environment variable (JSON form)."""
     conn = {"conn_type": "churn", "host": base_url, "password": key, "extra": extra}
     monkeypatch.setenv("AIRFLOW_CONN_CHURN_DEFAULT", json.dumps(conn))
+
+
+def use_ledger_connection(
+    monkeypatch: pytest.MonkeyPatch, postgres: PostgresServer, schema: str, **extra: Any
+) -> None:
+    """The churn_ledger connection (type postgres) to the test server, in ``schema``."""
+    conn = {
+        "conn_type": "postgres",
+        "host": "127.0.0.1",
+        "port": postgres.port,
+        "schema": "ledger",
+        "login": PG_USER,
+        "password": PG_PASSWORD,
+        "extra": {"options": f"-csearch_path={schema}", **extra},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_CHURN_LEDGER", json.dumps(conn))
 
 
 def xcom(dag_id: str, task_id: str, run_id: str, key: str = "return_value") -> dict[str, Any]:

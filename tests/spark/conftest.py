@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ledger.servers import PG_PASSWORD
+
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 os.environ.update(
@@ -43,6 +45,8 @@ TOKEN_KEY = "sk_test_tokencanary_" + secrets.token_hex(8)
 CONNECT_KEY = "sk_test_connectcanary_" + secrets.token_hex(8)
 os.environ["CHURN_API_KEY"] = ENV_KEY
 os.environ.pop("CHURN_BASE_URL", None)
+# the executors' password for the test PostgreSQL ledger (the ledger option's URL holds none)
+os.environ["PGPASSWORD"] = PG_PASSWORD
 
 with warnings.catch_warnings():
     # PySpark checks its optional dependencies once per process, with a check that warns

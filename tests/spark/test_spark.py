@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import churn_connector as cc
 import churn_connector.spark as churn_spark
+from tests.ledger.servers import PG_PASSWORD, PostgresServer
 from tests.spark.conftest import (
     CONNECT_KEY,
     ENV_KEY,
@@ -272,3 +273,46 @@ def test_spark_connect_writes_and_returns_per_row_results(
     )
     assert ENV_KEY not in eventlog and CONNECT_KEY not in eventlog
     assert "api_token" in eventlog  # the option's name shows: the check looked at the plans
+
+
+@pytest.mark.parametrize("backend", ["postgres", "file"])
+def test_tasks_share_a_ledger_by_url_and_a_rerun_sends_nothing(
+    backend: str,
+    spark: SparkSession,
+    sandbox: cc.Sandbox,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    if backend == "postgres":  # its password from PGPASSWORD in the executors' environment
+        server: PostgresServer = request.getfixturevalue("postgres")
+        url = server.url(server.fresh_schema(), password=False)
+    else:
+        url = (tmp_path / "segments").as_uri() + "/"
+    df = events_df(spark, n=1200, partitions=3)
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    _write(df, base_url=sandbox.base_url, parallelism=2, ledger=url, summary_path=first)
+    requests = sandbox.stats()["requests"]
+    _write(df, base_url=sandbox.base_url, parallelism=2, ledger=url, summary_path=second)
+    assert json.loads(first.read_text())["counts"]["sent"] == 1200
+    summary = json.loads(second.read_text())
+    assert (summary["counts"]["skipped"], summary["requests"]) == (1200, 0)
+    assert sandbox.stats()["requests"] == requests  # the second write sent nothing
+    with cc.Ledger(url) as ledger:
+        assert ledger.count("events") == 1200
+
+
+def test_a_password_in_the_ledger_option_is_refused_on_the_driver(
+    spark: SparkSession, sandbox: cc.Sandbox, eventlog_dir: Path
+) -> None:
+    url = f"postgresql://churn:{PG_PASSWORD}@127.0.0.1:5432/ledger"
+    df = events_df(spark, n=10, partitions=1)
+    with pytest.raises(Exception, match="PGPASSWORD") as info:
+        _write(df, base_url=sandbox.base_url, ledger=url, parallelism=1)
+    assert PG_PASSWORD not in str(info.value)
+    assert len(sandbox.requests_log()) == 0
+    time.sleep(1)
+    eventlog = "\n".join(
+        p.read_text(errors="replace") for p in eventlog_dir.rglob("*") if p.is_file()
+    )
+    # refused before the write ran: its plan, with the option's value, was never recorded
+    assert PG_PASSWORD not in _sql_plans(spark) and PG_PASSWORD not in eventlog

@@ -67,6 +67,28 @@ with DAG("churn_strictness", schedule=None, params=PARAMS) as strictness_dag:
         task_id="typo", source="{{ params.events }}", send_options={"namepsace": "x"}, retries=2
     )
 
+with DAG("churn_ledger_url", schedule=None, params=PARAMS) as ledger_url_dag:
+    # a ledger URL without its password (PGPASSWORD on the worker gives it)
+    SendEventsOperator(
+        task_id="send_events",
+        source="{{ params.events }}",
+        send_options={"batch_size": 4, "ledger": "{{ params.ledger }}"},
+        retries=2,
+    )
+
+with DAG("churn_ledger_password", schedule=None, params=PARAMS) as ledger_password_dag:
+    # the mistake refused: a template that puts the connection's password into the URL
+    SendEventsOperator(
+        task_id="send_events",
+        source="{{ params.events }}",
+        send_options={
+            "ledger": "postgresql://{{ conn.churn_ledger.login }}:"
+            "{{ conn.churn_ledger.password }}@{{ conn.churn_ledger.host }}:"
+            "{{ conn.churn_ledger.port }}/ledger"
+        },
+        retries=2,
+    )
+
 with DAG(
     "churn_gate", schedule=None, params={**PARAMS, "max_invalid": ""}, default_args={"retries": 0}
 ) as gate_dag:
