@@ -82,6 +82,7 @@ class ChurnWriter(DataSourceArrowWriter):
         summary["tasks"] = len(ours)
         summary["retried_partitions"] = sorted(m.partition for m in ours if m.attempt > 0)
         summary["duplicates_reported"] = sum(reported) if reported else None
+        summary["request_budget"] = self.settings.budget()
         return summary
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -96,7 +97,7 @@ class ChurnWriter(DataSourceArrowWriter):
                 counts=failure.counts,
             )
         # the commit runs on the driver: its output reaches the driver's log
-        print(f"churn {describe(summary)}; {_retries(summary)}")
+        print(f"churn {describe(summary)}; {_retries(summary)}; {_budget(summary)}")
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         summary = self.job_summary(messages)
@@ -125,6 +126,19 @@ def _retries(summary: dict[str, Any]) -> str:
     absorbed = summary["duplicates_reported"]
     said = "" if absorbed is None else f", and the API dropped {absorbed:,} re-sent events"
     return f"partitions {retried} were retried{said}"
+
+
+def _budget(summary: dict[str, Any]) -> str:
+    budget = summary["request_budget"]
+    if budget["per_task"] is None:
+        return "no request budget"
+    said = f"each task kept to {budget['per_task']:g} requests/s"
+    if budget["parallelism"] is not None:
+        return said
+    return (
+        f"{said} ({budget['max_requests_per_second']:g}/s split {budget['assumed_parallelism']}"
+        " ways: option parallelism, the tasks that run at once, raises it)"
+    )
 
 
 class ChurnDataSource(DataSource):
