@@ -1,5 +1,6 @@
 """The Airflow provider: ``ChurnHook`` (a ``churn`` Connection → a Client),
-``SendEventsOperator`` and ``IdentifyOperator``. Needs ``pip install churn-connector[airflow]``
+``SendEventsOperator`` and ``IdentifyOperator``, and ``churn_asset`` (what they deliver, to
+schedule DAGs on). Needs ``pip install churn-connector[airflow]``
 (Airflow 3.3.1+).
 
 Names load on first use: Airflow's provider discovery imports ``churn_connector.airflow.
@@ -13,17 +14,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .assets import churn_asset
     from .hook import ChurnHook
     from .operators import ChurnSendKilled, IdentifyOperator, SendEventsOperator
 
 _LAZY = {
     "ChurnHook": ".hook",
     "ChurnSendKilled": ".operators",
+    "churn_asset": ".assets",
     "IdentifyOperator": ".operators",
     "SendEventsOperator": ".operators",
 }
 
-__all__ = ["ChurnHook", "ChurnSendKilled", "IdentifyOperator", "SendEventsOperator"]
+__all__ = ["ChurnHook", "ChurnSendKilled", "IdentifyOperator", "SendEventsOperator", "churn_asset"]
 
 
 def __getattr__(name: str) -> Any:

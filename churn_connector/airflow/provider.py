@@ -80,6 +80,14 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [{"integration-name": INTEGRATION, "tags": ["service"]}],
         "hooks": [{"integration-name": INTEGRATION, "python-modules": [f"{_HERE}.hook"]}],
         "operators": [{"integration-name": INTEGRATION, "python-modules": [f"{_HERE}.operators"]}],
+        # churn://<connection id>/<kind>: what a send delivered (assets.py)
+        "asset-uris": [
+            {
+                "schemes": [CONN_TYPE],
+                "handler": f"{_HERE}.assets.sanitize_uri",
+                "factory": f"{_HERE}.assets.create_asset",
+            }
+        ],
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,

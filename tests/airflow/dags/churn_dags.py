@@ -8,7 +8,7 @@ from datetime import timedelta
 import pandas as pd
 from airflow.sdk import DAG, task
 
-from churn_connector.airflow import IdentifyOperator, SendEventsOperator
+from churn_connector.airflow import IdentifyOperator, SendEventsOperator, churn_asset
 
 PARAMS = {"events": "", "users": "", "ledger": ""}
 
@@ -66,3 +66,12 @@ with DAG("churn_strictness", schedule=None, params=PARAMS) as strictness_dag:
     SendEventsOperator(
         task_id="typo", source="{{ params.events }}", send_options={"namepsace": "x"}, retries=2
     )
+
+# runs when events were delivered through churn_default (the send DAGs' outlet asset)
+with DAG("churn_on_events", schedule=[churn_asset("events")]) as on_events_dag:
+
+    @task
+    def after_delivery() -> None:
+        pass
+
+    after_delivery()
