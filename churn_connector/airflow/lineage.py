@@ -122,19 +122,22 @@ def operator_lineage(
     severity: str = "warn",
 ) -> OperatorLineage:  # type: ignore[type-arg]
     """The task's lineage; without a summary (the task failed before it read), the datasets
-    alone."""
+    alone; without an output (a gate, which sends nothing), the input's facets alone."""
     input_facets: dict[str, Any] = {}
     output_facets: dict[str, Any] = {}
     run_facets: dict[str, Any] = {}
     if summary is not None:
+        # a send's summary has rows beside its counts; a gate's (ValidateOperator) among them
+        rows = int(summary.get("rows", summary["counts"].get("rows", 0)))
         input_facets = {
             "dataQualityMetrics": (
                 data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
-                    columnMetrics={}, rowCount=int(summary["rows"])
+                    columnMetrics={}, rowCount=rows
                 )
             ),
             "dataQualityAssertions": _assertions(summary, checks or {}, severity),
         }
+    if summary is not None and output is not None:
         delivered = int(summary["counts"].get("sent", 0))
         output_facets = {
             "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
@@ -144,7 +147,7 @@ def operator_lineage(
         run_facets = {
             "churn": ChurnRunFacet(
                 kind=str(summary["kind"]),
-                rows=int(summary["rows"]),
+                rows=rows,
                 counts={k: int(v) for k, v in summary["counts"].items()},
                 requests=int(summary["requests"]),
                 dry_run=bool(summary.get("dry_run", False)),

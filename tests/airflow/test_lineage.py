@@ -198,3 +198,24 @@ def test_an_upstream_output_is_the_upstream_tasks_outlets_when_it_declares_them(
     upstream = ("d", "extract", ["s3://lake/users/"])
     assert input_datasets(None, upstream) == [("s3://lake", "users/")]
     assert input_datasets(None, ("d", "extract", [])) == [("airflow-xcom://d", "extract")]
+
+
+def test_a_gate_that_sends_nothing_reports_its_input_and_its_invalid_rows_only() -> None:
+    from churn_connector.airflow.lineage import operator_lineage  # noqa: PLC0415
+
+    summary = {"kind": "events", "counts": {"rows": 5, "valid": 4, "invalid": 1}}
+    found = operator_lineage(
+        inputs=[("file", "/e.csv")],
+        output=None,
+        summary=summary,
+        checks={"occurred_at_parses": 1},
+        severity="error",
+    )
+    assert found.outputs == [] and found.run_facets == {}
+    facets = found.inputs[0].inputFacets
+    assert facets is not None and facets["dataQualityMetrics"].rowCount == 5
+    assertions = facets["dataQualityAssertions"].assertions
+    assert [(a.assertion, a.success, a.actual) for a in assertions] == [
+        ("churn_api_contract", False, "1"),
+        ("occurred_at_parses", False, "1"),
+    ]
