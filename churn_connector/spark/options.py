@@ -52,7 +52,8 @@ SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
     }
     for kind in KINDS
 }
-# options of this integration (path: Spark adds it for save("..."), which means nothing here)
+# options of this integration (path: Spark adds it for save("..."), checkpointlocation for a
+# stream's option("checkpointLocation", ...): both Spark's own, which mean nothing here)
 OWN_OPTIONS = {
     "kind": str,
     "base_url": str | None,
@@ -63,6 +64,7 @@ OWN_OPTIONS = {
     "partitioned_by_user": bool,
     "summary_path": str | None,
     "path": str | None,
+    "checkpointlocation": str | None,
 }
 _RATE = "max_requests_per_second"
 # names someone might give the key: their values would show in plans and the Spark UI

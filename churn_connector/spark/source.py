@@ -28,7 +28,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from .._core.exceptions import ConfigurationError, DeliveryError
@@ -97,7 +102,7 @@ class ChurnWriter(DataSourceArrowWriter):
                 counts=failure.counts,
             )
         # the commit runs on the driver: its output reaches the driver's log
-        print(f"churn {describe(summary)}; {_retries(summary)}; {_budget(summary)}")
+        print(f"churn {describe(summary)}; {retries_said(summary)}; {_budget(summary)}")
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         summary = self.job_summary(messages)
@@ -119,7 +124,8 @@ class ChurnWriter(DataSourceArrowWriter):
         os.replace(partial, target)
 
 
-def _retries(summary: dict[str, Any]) -> str:
+def retries_said(summary: dict[str, Any]) -> str:
+    """The retries a summary counts, in words."""
     retried = summary["retried_partitions"]
     if not retried:
         return "no task was retried"
@@ -151,9 +157,24 @@ class ChurnDataSource(DataSource):
         return NAME
 
     def writer(self, schema: StructType, overwrite: bool) -> ChurnWriter:  # noqa: FBT001
+        return self.writer_class(self._settings(schema, overwrite, "mode('append')"))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: FBT001
+        """``df.writeStream.format("churn")``: each micro-batch sent (stream.py)."""
+        settings = self._settings(schema, overwrite, "outputMode('append')")
+        try:
+            # Spark 4.0 has no Arrow stream writer, which the sink is (module stream.py)
+            from .stream import ChurnStreamWriter  # noqa: PLC0415
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the churn streaming sink needs Spark 4.1 or later ({exc})"
+            ) from None
+        return ChurnStreamWriter(settings)
+
+    def _settings(self, schema: StructType, overwrite: bool, append: str) -> SparkSettings:  # noqa: FBT001
         if overwrite:
             raise ConfigurationError(
-                "the churn API cannot be overwritten, only added to: use mode('append')"
+                f"the churn API cannot be overwritten, only added to: use {append}"
             )
         settings = SparkSettings.from_options(self.options)
         partitioned = settings.partitioned_by_user or ORDER_COLUMN in schema.fieldNames()
@@ -166,7 +187,7 @@ class ChurnDataSource(DataSource):
                 "is already partitioned by external_user_id, say so with "
                 "option('partitioned_by_user', 'true')"
             )
-        return self.writer_class(settings)
+        return settings
 
 
 def register(spark: SparkSession) -> None:
