@@ -30,7 +30,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("run", {"_run"}),  # one send, stage by stage
     ("client", {"_client"}),  # the Client and the one-call forms
     ("tasks", {"_tasks"}),  # what every orchestrator task does around a send
-    ("top", {"_cli", "__init__", "airflow", "spark", "samples"}),
+    ("top", {"_cli", "__init__", "airflow", "spark", "dagster", "samples"}),
 ]
 FLOOR_NAMES = [name for name, _ in FLOORS]
 WINGS = {"_events", "_identities"}
@@ -111,7 +111,7 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
     code = (
         "import sys, churn_connector\n"
         "heavy = ['pandera', 'phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
-        "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb', 'argparse']\n"
+        "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb', 'argparse', 'dagster']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(
