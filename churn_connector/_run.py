@@ -92,6 +92,7 @@ class Run:
             dry_run=self.dry_run,
             notes=notes,
             wire_paths=stream.wire_paths,
+            fingerprint=stream.fingerprinter.result(),
         )
         log.info("%s", result.summary())
         return result
@@ -158,7 +159,13 @@ class Run:
         book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
         elapsed = time.monotonic() - self.started
         partial = SendResult(
-            self.stream.kind, book, sender.chunks, elapsed, wire_paths=self.stream.wire_paths
+            self.stream.kind,
+            book,
+            sender.chunks,
+            elapsed,
+            wire_paths=self.stream.wire_paths,
+            fingerprint=self.stream.fingerprinter.result(),
+            complete=False,  # a re-send also sends the rows it never read
         )
         counts = dict(partial.counts)
         if isinstance(exc, RunStopped):

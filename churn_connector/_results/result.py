@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,15 @@ from .._core.types import ExitCode, Note, RowState
 from .._delivery.sender import ChunkRecord
 from .._notebook.display import Groups, result_html, undelivered_groups
 from .._notebook.plots import states_chart, timeline_chart
+from .runs import (
+    HEADER,
+    header_bytes,
+    header_of,
+    now_utc,
+    receipt,
+    rows_header,
+    sidecar,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -67,8 +78,17 @@ class SendResult:
         dry_run: bool = False,
         notes: Sequence[Note] = (),
         wire_paths: Mapping[str, int] | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+        complete: bool = True,
     ) -> None:
         self.kind = kind
+        # the run's id and times, the input's fingerprint: for the rows file and receipts
+        self.run_id = uuid.uuid4().hex
+        self.finished_at = now_utc()
+        self.started_at = self.finished_at - dt.timedelta(seconds=elapsed_s)
+        self.fingerprint: dict[str, Any] = dict(fingerprint or {})
+        self.complete = complete
+        self.subset = False  # a re-send's result: some rows of the input, not all
         self.notes: list[Note] = list(notes)
         self.wire_paths: dict[str, int] = dict(wire_paths or {})
         self._book = book
@@ -97,7 +117,32 @@ class SendResult:
         is none. Built when first read."""
         if self._rows is None:
             self._rows = self._book.frame()
+            self._rows.attrs[HEADER] = self.header
         return self._rows
+
+    @property
+    def header(self) -> dict[str, Any]:
+        """What the rows file records of the run (``rows.attrs["churn_connector"]``): the
+        input's fingerprint, the kind, the run's id, whether it completed."""
+        header = rows_header(
+            self.kind, self.run_id, self.fingerprint, complete=self.complete, dry_run=self.dry_run
+        )
+        return {**header, "subset": True} if self.subset else header
+
+    def receipt(self, exit_code: int | None = None, *, command: str = "send") -> dict[str, Any]:
+        """The run's receipt: one JSON object of counts and ids (never data, never the key)
+        that ``--receipts`` appends as a line; ``exit_code`` defaults to :attr:`exit_code`."""
+        return receipt(
+            command=command,
+            kind=self.kind,
+            header=self.header,
+            counts=self.counts,
+            requests=len(self._chunks),
+            retries=self.retries,
+            exit_code=self.exit_code if exit_code is None else exit_code,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
 
     @property
     def chunks(self) -> pd.DataFrame:
@@ -132,7 +177,10 @@ class SendResult:
         if self._rows is not None:
             yield self._rows
             return
-        yield from self._book.frames(block)
+        header = self.header
+        for frame in self._book.frames(block):
+            frame.attrs[HEADER] = header
+            yield frame
 
     @property
     def ok(self) -> bool:
@@ -234,9 +282,13 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
     check_result_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".csv":
+        header: dict[str, Any] | None = None
         with path.open("w", newline="", encoding="utf-8") as fh:
             for k, frame in enumerate(frames):
+                header = header or header_of(frame)
                 _with_labels(frame).to_csv(fh, index=False, header=k == 0)
+        if header is not None:  # a rows file's header: CSV has no place for it
+            sidecar(path).write_bytes(header_bytes(header))
         return
     writer: pq.ParquetWriter | None = None
     try:
@@ -245,6 +297,10 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
             schema = None if writer is None else writer.schema
             table = pa.Table.from_pandas(_parquet_ready(frame), schema=schema, preserve_index=False)
             if writer is None:
+                found = header_of(labelled)
+                if found is not None:  # a rows file's header, in the file's metadata
+                    meta = {**(table.schema.metadata or {}), HEADER.encode(): header_bytes(found)}
+                    table = table.replace_schema_metadata(meta)
                 writer = pq.ParquetWriter(path, table.schema)
             writer.write_table(table)
     finally:
@@ -265,3 +321,17 @@ def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
         if frame[c].dtype == object or isinstance(frame[c].dtype, pd.CategoricalDtype)
     ]
     return frame.astype(dict.fromkeys(text, "string"))
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write a text report (JSON, JUnit XML) as UTF-8, its folder made if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def append_line(line: str, path: Path) -> None:
+    """Append one line (a receipt) to ``path``, its folder made if needed: one ``write`` in
+    append mode, so lines of runs that finish together do not interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line.rstrip("\n") + "\n")

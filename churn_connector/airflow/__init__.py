@@ -1,7 +1,7 @@
 """The Airflow provider: ``ChurnHook`` (a ``churn`` Connection → a Client),
-``SendEventsOperator`` and ``IdentifyOperator``, and ``churn_asset`` (what they deliver, to
-schedule DAGs on). Needs ``pip install churn-connector[airflow]``
-(Airflow 3.3.1+).
+``SendEventsOperator`` and ``IdentifyOperator``, ``ValidateOperator`` (the data-quality
+gate), and ``churn_asset`` (what the sends deliver, to schedule DAGs on). Needs
+``pip install churn-connector[airflow]`` (Airflow 3.3.1+).
 
 Names load on first use: Airflow's provider discovery imports ``churn_connector.airflow.
 provider`` (this package's ``__init__`` first) early, before Airflow itself is ready, so
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .assets import churn_asset
     from .hook import ChurnHook
     from .operators import ChurnSendKilled, IdentifyOperator, SendEventsOperator
+    from .validate import ValidateOperator
 
 _LAZY = {
     "ChurnHook": ".hook",
@@ -24,9 +25,17 @@ _LAZY = {
     "churn_asset": ".assets",
     "IdentifyOperator": ".operators",
     "SendEventsOperator": ".operators",
+    "ValidateOperator": ".validate",
 }
 
-__all__ = ["ChurnHook", "ChurnSendKilled", "IdentifyOperator", "SendEventsOperator", "churn_asset"]
+__all__ = [
+    "ChurnHook",
+    "ChurnSendKilled",
+    "IdentifyOperator",
+    "SendEventsOperator",
+    "ValidateOperator",
+    "churn_asset",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,6 +27,7 @@ from .._core.exceptions import ConfigurationError
 from .._core.types import KINDS
 from .._events.api import validate_events
 from .._identities.api import validate_identities
+from .._validate.document import check_counts as document_counts
 from .._validate.report import ValidationReport
 
 __all__ = ["check_counts", "churn_check", "invalid_limit"]
@@ -46,12 +47,10 @@ def invalid_limit(max_invalid: int | str, rows: int) -> int:
 
 
 def check_counts(report: ValidationReport) -> dict[str, int]:
-    """Rows that failed each check, by the check's name."""
-    failures = report.failures
-    if failures.empty:
-        return {}
-    counts = failures.groupby("check")["position"].nunique()
-    return {str(name): int(n) for name, n in counts.items()}
+    """Rows that failed each check, by the check's name (a table's checks, such as a missing
+    column, count every row), as the gate's JSON report counts them."""
+    counts = document_counts(report.failures, report.table_rows)
+    return {entry["check"]: int(entry["rows"]) for entry in counts}
 
 
 def churn_check(

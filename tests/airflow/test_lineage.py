@@ -56,11 +56,11 @@ def inputs(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def _task_event(task_id: str, event_type: str) -> dict[str, Any]:
+def _task_event(task_id: str, event_type: str, dag_id: str = "churn_send") -> dict[str, Any]:
     found = [
         e
         for e in openlineage_events()
-        if e["eventType"] == event_type and e["job"]["name"] == f"churn_send.{task_id}"
+        if e["eventType"] == event_type and e["job"]["name"] == f"{dag_id}.{task_id}"
     ]
     assert len(found) == 1, [(e["eventType"], e["job"]["name"]) for e in openlineage_events()]
     return found[0]
@@ -116,6 +116,24 @@ def test_a_failed_send_still_reports_where_it_read_and_what_it_counted(
     ]
     assert failed["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 0
     assert failed["run"]["facets"]["churn"]["counts"]["sent"] == 0
+    assert leaks(OPENLINEAGE_FILE.read_bytes()) == []
+
+
+def test_a_gate_that_fails_reports_its_input_with_the_rows_each_check_refused(
+    sandbox: cc.Sandbox, inputs: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_connection(monkeypatch, sandbox.base_url, GOOD_KEY)
+    state, tis, _ = run_dag("churn_gate", {"events": inputs["events"], "max_invalid": "1"})
+    assert state == "failed" and tis["validate_events"][0] == "failed"
+
+    failed = _task_event("validate_events", "FAIL", dag_id="churn_gate")
+    assert failed["outputs"] == []  # a gate sends nothing
+    [source] = failed["inputs"]
+    assert (source["namespace"], source["name"]) == ("file", inputs["events"])
+    assertions = source["inputFacets"]["dataQualityAssertions"]["assertions"]
+    found = {a["assertion"]: (a["success"], a["actual"], a["severity"]) for a in assertions}
+    assert found["churn_api_contract"] == (False, "2", "error")
+    assert found["external_user_id_not_blank"] == (False, "2", "error")
     assert leaks(OPENLINEAGE_FILE.read_bytes()) == []
 
 
