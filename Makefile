@@ -20,10 +20,11 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 # the dev tools, Airflow, a notebook kernel, PySpark and the docs' builder in one environment:
 # mypy checks the provider and the Spark module against Airflow's and PySpark's types, their
 # tests run in real Airflow (~40 s and ~240 MB more to install) and real Spark (~1 min and
-# ~510 MB: PySpark bundles Spark's jars; Java 17 must be on the machine), the notebooks run in
-# a kernel of this environment, and make docs builds the site with MkDocs
+# ~510 MB: PySpark bundles Spark's jars; Java 17 must be on the machine), the Dagster tests in
+# real Dagster (~15 s more to install), the notebooks run in a kernel of this environment, and
+# make docs builds the site with MkDocs
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,dagster,docs]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)
@@ -39,9 +40,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # coverage floor: the suite covers ~94% today; below 90% something lost its tests.
-# The Airflow and the Spark tests run in processes of their own: Airflow's configuration,
-# logging and SIGTERM handler are process-wide, and so are a JVM and its SparkSession.
-# Coverage adds up over the three. Spark's Python workers run this venv's Python
+# The Airflow, the Dagster and the Spark tests run in processes of their own: Airflow's
+# configuration, logging and SIGTERM handler are process-wide, and so are Dagster's logging
+# and home, and a JVM and its SparkSession. Coverage adds up over the four. Spark's Python workers run this venv's Python
 # (PYSPARK_PYTHON); the Spark process gets a time limit, should a JVM ever hang.
 # tests/notebook/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
 # the screenshot test photographs a report in a real browser: Debian's chromium package
@@ -65,6 +66,7 @@ pytest: $(STAMP) chromium postgresql
 	$(BIN)/python -m pytest -q --ignore=tests/airflow --ignore=tests/spark \
 		--cov=churn_connector --cov-report=
 	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append --cov-report=
+	$(BIN)/python -m pytest -q tests/dagster --cov=churn_connector --cov-append --cov-report=
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) timeout --kill-after=30 600 \
 		$(BIN)/python -m pytest -q tests/spark --cov=churn_connector --cov-append \
 		--cov-report=term:skip-covered --cov-fail-under=90

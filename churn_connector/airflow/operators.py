@@ -11,6 +11,11 @@ run, task and try (``results_dir``, templated), and a small JSON summary as the 
 counts, requests, elapsed time, file paths. Never data, never the key: the key comes only
 from the Connection (``ChurnHook``) and is no argument of these operators.
 
+Lineage: each send declares the outlet asset ``churn://<connection id>/<kind>``
+(:mod:`churn_connector.airflow.assets`), whose event carries the run's counts, and reports
+OpenLineage facets on completion and on failure (:mod:`churn_connector.airflow.lineage`,
+with Airflow's OpenLineage provider installed).
+
 The task fails with the run's summary when valid rows were not delivered, and, with
 ``fail_on_invalid=True``, when rows were invalid (or expired). Failures a retry cannot mend
 (the exception's ``retryable`` is False: the key refused, an untrusted certificate, bad
@@ -26,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, XComArg
+from airflow.sdk import Asset, BaseHook, BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from .._client import send_keywords
@@ -37,7 +42,8 @@ from .._ledger import Ledger, redact, scheme_of, without_password
 from .._results.result import SendResult, append_line
 from .._results.runs import now_utc, receipt_line, receipts_path, stopped_receipt
 from .._tasks import Recorded, record
-from .hook import ChurnHook, ledger_from_connection
+from .assets import asset_extra, churn_asset
+from .hook import ChurnHook, base_url_from, ledger_from_connection
 from .provider import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
@@ -76,6 +82,7 @@ class _ChurnSendOperator(BaseOperator):
     """What both operators share; see the module's docstring."""
 
     _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
+    _delivers: ClassVar[bool] = False  # sends to the API: an outlet asset, an output dataset
     template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts")
     template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
     ui_color = "#e8f1fb"
@@ -94,6 +101,11 @@ class _ChurnSendOperator(BaseOperator):
         receipts: str | bool = True,
         **kwargs: Any,
     ) -> None:
+        if self._delivers:
+            # what this task delivered, for DAGs scheduled on it (assets.py)
+            given = kwargs.get("outlets") or []
+            given = list(given) if isinstance(given, list | tuple) else [given]
+            kwargs["outlets"] = [*given, churn_asset(self._kind, churn_conn_id)]
         super().__init__(**kwargs)
         if ledger_conn_id is not None and (send_options or {}).get("ledger") is not None:
             raise TypeError(
@@ -104,6 +116,8 @@ class _ChurnSendOperator(BaseOperator):
         if not (isinstance(ledger, str) and "{{" in ledger):  # a template: once rendered
             _refuse_ledger_password(send_options or {})
         self._upstream: XComArg | None = None
+        self._lineage_summary: dict[str, Any] | None = None  # the last try's, for lineage
+        self._base_url: str | None = None
         if isinstance(source, XComArg):
             # resolved in execute(), never rendered: see the module's docstring
             self._upstream = source
@@ -159,11 +173,13 @@ class _ChurnSendOperator(BaseOperator):
             )
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self._lineage_summary = None
         data = self._input(context)
         try:
             client = ChurnHook(self.churn_conn_id, **self.client_options).get_conn()
         except ConfigurationError as exc:
             raise AirflowFailException(f"churn connection {self.churn_conn_id!r}: {exc}") from None
+        self._base_url = client.config.base_url
         send: Callable[..., SendResult] = (
             client.send_events if self._kind == "events" else client.identify
         )
@@ -204,6 +220,7 @@ class _ChurnSendOperator(BaseOperator):
         receipt = self._write_receipt(recorded, context)
         if receipt is not None:
             summary["files"] = {**summary.get("files", {}), "receipts": receipt}
+        self._lineage_summary = summary
         failure = self._failure(recorded)
         if failure is not None:
             self.log.error("churn %s: the task fails; summary %s", self._kind, summary)
@@ -223,7 +240,57 @@ class _ChurnSendOperator(BaseOperator):
                 counts.get("expired", 0),
                 recorded.files.get("rows", "the rows file: results_dir is off"),
             )
+        if self._delivers:
+            context["outlet_events"][
+                churn_asset(self._kind, self.churn_conn_id)
+            ].extra = asset_extra(summary)
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage's view of the run (lineage.py): called by Airflow's OpenLineage
+        provider after the task succeeded."""
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As on completion, with what the failed try counted (nothing if it read nothing)."""
+        return self._lineage()
+
+    def _lineage(self) -> Any:
+        # the OpenLineage provider (apache-airflow-providers-openlineage) is optional, and
+        # only it calls this
+        from . import lineage  # noqa: PLC0415
+
+        upstream = None
+        producer = getattr(self._upstream, "operator", None)  # a PlainXComArg's task
+        if producer is not None:
+            uris = [o.uri for o in producer.outlets if isinstance(o, Asset)]
+            upstream = (self.dag_id, str(producer.task_id), uris)
+        output = None
+        if self._delivers:
+            output = (lineage.api_namespace(self._api_url()), self._kind)
+        checks, severity = self._lineage_quality()
+        return lineage.operator_lineage(
+            inputs=lineage.input_datasets(self.source, upstream),
+            output=output,
+            summary=self._lineage_summary,
+            checks=checks,
+            severity=severity,
+        )
+
+    def _lineage_quality(self) -> tuple[dict[str, int], str]:
+        """(rows that failed each check, when known; the invalid rows' severity)."""
+        return {}, "error" if self.fail_on_invalid else "warn"
+
+    def _api_url(self) -> str:
+        """The API's base URL: the client's, or (a try that failed before it had one) the
+        connection's; else the connection's name, so lineage still names a place."""
+        if self._base_url is not None:
+            return self._base_url
+        try:
+            conn = BaseHook.get_connection(self.churn_conn_id)
+            return base_url_from(conn.host, conn.port, conn.schema)
+        except Exception:
+            return f"churn://{self.churn_conn_id}"
 
     def _write_receipt(self, recorded: Recorded, context: Context) -> str | None:
         """Append the run's receipt (``receipts``): counts and ids, never data or the key."""
@@ -361,6 +428,7 @@ class SendEventsOperator(_ChurnSendOperator):
     """
 
     _kind = "events"
+    _delivers = True
 
 
 class IdentifyOperator(_ChurnSendOperator):
@@ -369,3 +437,4 @@ class IdentifyOperator(_ChurnSendOperator):
     otherwise as :class:`SendEventsOperator`."""
 
     _kind = "identities"
+    _delivers = True

@@ -42,8 +42,15 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db",
+        # OpenLineage's provider emits every task's events to a file (its plugin loads only
+        # when a transport is set when Airflow starts); in a thread, not a forked child
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(HOME / "openlineage.jsonl"), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
     }
 )
+OPENLINEAGE_FILE = HOME / "openlineage.jsonl"
 for name in (
     "CHURN_RESULTS_BASE",
     "AIRFLOW_CONN_CHURN_DEFAULT",
@@ -110,6 +117,45 @@ def query() -> Query:
 @pytest.fixture
 def airflow_home() -> Path:
     return HOME
+
+
+def unpause(dag_id: str) -> None:
+    """Write the DAG folder's DAGs to the metadata DB (as dag.test() does) and unpause
+    ``dag_id``: Airflow queues asset-triggered runs only for unpaused DAGs."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager  # noqa: PLC0415
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db  # noqa: PLC0415
+    from airflow.models.dag import DagModel  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+    from sqlalchemy import update  # noqa: PLC0415
+
+    manager = DagBundlesManager()  # type: ignore[no-untyped-call]  # Airflow's, unannotated
+    manager.sync_bundles_to_db()
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+        sync_bag_to_db(bag, bundle.name, bundle.version)
+    with create_session() as session:
+        session.execute(update(DagModel).where(DagModel.dag_id == dag_id).values(is_paused=False))
+
+
+def create_asset_triggered_runs() -> None:
+    """What the scheduler's loop does for DAGs scheduled on assets: create their runs."""
+    from airflow.jobs.job import Job  # noqa: PLC0415
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+    from airflow.utils.sqlalchemy import prohibit_commit  # noqa: PLC0415
+
+    runner = SchedulerJobRunner(job=Job(), num_runs=1)  # type: ignore[no-untyped-call]
+    with create_session() as session, prohibit_commit(session) as guard:  # type: ignore[no-untyped-call]
+        runner._create_dagruns_for_dags(guard, session)
+
+
+def openlineage_events() -> list[dict[str, Any]]:
+    """The OpenLineage events emitted so far (the file transport's lines)."""
+    if not OPENLINEAGE_FILE.exists():
+        return []
+    return [json.loads(line) for line in OPENLINEAGE_FILE.read_text().splitlines() if line]
 
 
 def load_dag(module: str, dag_id: str) -> Any:

@@ -33,7 +33,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("track", {"_track"}),  # one-off events: the scalar engine, the tracker, its spool
     ("client", {"_client"}),  # the Client and the one-call forms
     ("tasks", {"_tasks", "_resend"}),  # what every orchestrator task does around a send
-    ("top", {"_cli", "__init__", "airflow", "spark", "samples"}),
+    ("top", {"_cli", "__init__", "airflow", "spark", "dagster", "samples"}),
 ]
 FLOOR_NAMES = [name for name, _ in FLOORS]
 WINGS = {"_events", "_identities"}
@@ -116,7 +116,7 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
         "heavy = ['pandera', 'phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
         "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb', 'argparse', "
         "'psycopg', 'fsspec', 's3fs', 'churn_connector._ledger.postgres', "
-        "'churn_connector._ledger.objects']\n"
+        "'churn_connector._ledger.objects', 'dagster']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(

@@ -269,7 +269,13 @@ def test_exports_read_from_source_are_what_python_imports() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["churn_connector", "churn_connector.airflow", "churn_connector.spark"]
+    "module",
+    [
+        "churn_connector",
+        "churn_connector.airflow",
+        "churn_connector.spark",
+        "churn_connector.dagster",
+    ],
 )
 def test_the_api_reference_documents_every_public_name(module: str) -> None:
     public = _exports(module)

@@ -17,6 +17,7 @@ import os
 import secrets
 import socket
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -44,6 +45,8 @@ TOKEN_KEY = "sk_test_tokencanary_" + secrets.token_hex(8)
 # session redacts strings like it (spark.redaction.string.regex), as docs/guides/spark.md advises
 CONNECT_KEY = "sk_test_connectcanary_" + secrets.token_hex(8)
 os.environ["CHURN_API_KEY"] = ENV_KEY
+# where the flaky streaming sink (tests/spark/flaky.py) remembers the failure it injected
+os.environ["CHURN_TEST_FLAKY_DIR"] = tempfile.mkdtemp(prefix="churn-flaky-")
 os.environ.pop("CHURN_BASE_URL", None)
 # the executors' password for the test PostgreSQL ledger (the ledger option's URL holds none)
 os.environ["PGPASSWORD"] = PG_PASSWORD

@@ -69,6 +69,24 @@ def test_a_write_sends_every_valid_event_once_and_counts_the_bad_rows(
     assert sandbox.stats()["stored"] == 2990  # the second write's events were duplicates
 
 
+def test_the_plainest_write_works_and_its_summary_says_the_budget_each_task_kept(
+    spark: SparkSession, sandbox: cc.Sandbox, tmp_path: Path
+) -> None:
+    df = events_df(spark, n=20, partitions=2)
+    summary_file = tmp_path / "summary.json"
+    df.write.format("churn").option("base_url", sandbox.base_url).option(
+        "summary_path", str(summary_file)
+    ).mode("append").save()
+    assert len(sandbox.events()) == 20
+    budget = json.loads(summary_file.read_text())["request_budget"]
+    assert budget == {
+        "max_requests_per_second": 200.0,
+        "parallelism": None,
+        "assumed_parallelism": churn_spark.ASSUMED_PARALLELISM,
+        "per_task": 200.0 / churn_spark.ASSUMED_PARALLELISM,
+    }
+
+
 def _sql_plans(spark: SparkSession) -> str:
     """What the SQL tab and the history server show: each query's description and plans."""
     store = spark._jsparkSession.sharedState().statusStore()
@@ -229,7 +247,6 @@ def test_options_are_checked_on_the_driver_before_any_task_starts(
     df = events_df(spark, n=10, partitions=1)
     url = sandbox.base_url
     refused: dict[str, tuple[dict[str, object], str]] = {
-        "needs parallelism": ({"base_url": url}, "option parallelism is needed"),
         "unknown option": ({"base_url": url, "parallelism": 1, "batchsize": 5}, "batchsize"),
         "a bad value": ({"base_url": url, "parallelism": 1, "max_concurrency": "many"}, "many"),
         "plain http": ({"base_url": "http://example.com", "parallelism": 1}, "plain http"),
@@ -259,9 +276,7 @@ def test_spark_connect_writes_and_returns_per_row_results(
     # written by hand it works, hidden only because this server's string regex matches it
     _write(df, base_url=url, parallelism=2, api_token=CONNECT_KEY)
     assert len(sandbox.events(CONNECT_KEY)) == 1000
-    with pytest.raises(cc.ConfigurationError, match="parallelism"):
-        churn_spark.send_events(df, url)
-    res = churn_spark.send_events(df, url, parallelism=2)
+    res = churn_spark.send_events(df, url)  # parallelism unknown here: the assumed share
     assert {r.status for r in res.select("status").collect()} == {"sent"}
     assert sandbox.stats(ENV_KEY)["duplicates"] == 1000
     summary = churn_spark.save(df, url, parallelism=2)  # a local server: its files are ours

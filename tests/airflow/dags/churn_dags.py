@@ -8,7 +8,12 @@ from datetime import timedelta
 import pandas as pd
 from airflow.sdk import DAG, task
 
-from churn_connector.airflow import IdentifyOperator, SendEventsOperator, ValidateOperator
+from churn_connector.airflow import (
+    IdentifyOperator,
+    SendEventsOperator,
+    ValidateOperator,
+    churn_asset,
+)
 
 PARAMS = {"events": "", "users": "", "ledger": ""}
 
@@ -100,3 +105,12 @@ with DAG(
         retries=2,  # a gate that fails must not be retried: the data has to change
     )
     gate >> SendEventsOperator(task_id="send_events", source="{{ params.events }}")
+
+# runs when events were delivered through churn_default (the send DAGs' outlet asset)
+with DAG("churn_on_events", schedule=[churn_asset("events")]) as on_events_dag:
+
+    @task
+    def after_delivery() -> None:
+        pass
+
+    after_delivery()
