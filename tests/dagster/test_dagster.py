@@ -20,6 +20,7 @@ from dagster import (
 from dagster._serdes import serialize_value
 
 import churn_connector as cc
+from churn_connector._core.declare import options_of
 from churn_connector.dagster import ChurnResource, churn_check, invalid_limit
 from tests.dagster.conftest import BAD_KEY, GOOD_KEY, KEY_ENV
 
@@ -137,3 +138,15 @@ def test_thresholds_are_counts_or_shares_of_the_rows() -> None:
         invalid_limit("150%", 10)
     with pytest.raises(cc.ConfigurationError, match="at least 0"):
         churn_check("events", max_invalid=-1)
+
+
+def test_the_resources_fields_are_declared_client_options_with_their_defaults() -> None:
+    # spelled out for Dagster's UI (a pydantic model needs static fields); kept one here
+    declared = {o.name: o for o in options_of(cc.ClientConfig)}
+    own = set(ChurnResource.model_fields) - {"base_url", "api_key"}
+    assert own
+    for name in own:
+        option = declared[name]  # a KeyError: a field no client option declares
+        default = ChurnResource.model_fields[name].default
+        # None: the client's own default applies, whatever it is
+        assert default is None or default == option.default, name
