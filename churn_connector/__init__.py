@@ -22,6 +22,7 @@ from ._core.exceptions import (
     Interrupted,
     LedgerError,
     RunStopped,
+    StorageError,
     TransportError,
 )
 from ._core.types import RowState
@@ -69,6 +70,7 @@ __all__ = [
     "Sandbox",
     "Secret",
     "SendResult",
+    "StorageError",
     "TextFormat",
     "Timeouts",
     "TransportError",
