@@ -18,6 +18,7 @@ _FIXES = {
     errnos.ENOTDIR: "a part of the path is a file, not a folder",
     errnos.EISDIR: "the path is a folder: name a file",
     errnos.EMFILE: "too many open files: raise ulimit -n",
+    errnos.EFBIG: "larger than a file may grow here (ulimit -f, or the file system's limit)",
 }
 # may pass without a change: the disk full, the quota used up, out of file descriptors
 _PASSING = {errnos.ENOSPC, errnos.EDQUOT, errnos.EMFILE, errnos.ENFILE, errnos.EIO}
