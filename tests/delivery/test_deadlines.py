@@ -20,7 +20,6 @@ pytestmark = pytest.mark.e2e  # real sockets throughout
 
 DEADLINE = 2.0
 SLACK = 4.0  # the deadline plus a few seconds, for a loaded machine
-SLOW = {"connect_timeout": 30.0, "read_timeout": 30.0}
 
 
 @contextlib.contextmanager
@@ -61,7 +60,13 @@ def silent_server() -> Iterator[int]:
 
 def _timed(url: str, events: pd.DataFrame, now: pd.Timestamp) -> tuple[float, cc.SendResult]:
     client = cc.Client(
-        url, "sk_test_deadline", deadline=DEADLINE, request_timeout=1.0, verify=False, **SLOW
+        url,
+        "sk_test_deadline",
+        deadline=DEADLINE,
+        request_timeout=1.0,
+        connect_timeout=30.0,
+        read_timeout=30.0,
+        verify=False,
     )
     cc.validate_events(events, now=now)  # warm: the schema is built before the clock starts
     started = time.monotonic()
