@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
-from ._client import Client, identify, send_events
+from ._client import Client, identify, send_events, track
 from ._core.config import ClientConfig, RetryPolicy, Secret, Timeouts
 from ._core.exceptions import (
     AuthenticationError,
@@ -21,6 +21,7 @@ from ._core.exceptions import (
     InputError,
     Interrupted,
     LedgerError,
+    QueueFull,
     RunStopped,
     StorageError,
     TransportError,
@@ -36,20 +37,37 @@ from ._identities.options import IdentityOptions
 from ._identities.schema import identities_schema
 from ._ledger import Ledger
 from ._read.text import TextFormat
+from ._resend import resend
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
+from ._track.book import FlushReport, Undelivered
+from ._track.send import TrackResult
+from ._track.tracker import Tracker, TrackHandle
+from ._validate.gate import GateVerdict
 from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
     from . import samples
     from ._sandbox import Fault, Sandbox
+    from ._track.async_client import AsyncClient, AsyncTracker, AsyncTrackHandle
 
 # loaded on first use: most runs never start a sandbox or build sample data
-_LAZY = {"Sandbox": "._sandbox", "Fault": "._sandbox", "samples": ".samples"}
+# (and httpx, an optional extra, only for the async client)
+_LAZY = {
+    "Sandbox": "._sandbox",
+    "Fault": "._sandbox",
+    "samples": ".samples",
+    "AsyncClient": "._track.async_client",
+    "AsyncTracker": "._track.async_client",
+    "AsyncTrackHandle": "._track.async_client",
+}
 
 __all__ = [
     "EVENT_TYPE_PATTERN",
     "PARTITION_RESULT_META",
+    "AsyncClient",
+    "AsyncTrackHandle",
+    "AsyncTracker",
     "AuthenticationError",
     "ChurnConnectorError",
     "Client",
@@ -59,11 +77,14 @@ __all__ = [
     "DeliveryError",
     "EventOptions",
     "Fault",
+    "FlushReport",
+    "GateVerdict",
     "IdentityOptions",
     "InputError",
     "Interrupted",
     "Ledger",
     "LedgerError",
+    "QueueFull",
     "RetryPolicy",
     "RowState",
     "RunStopped",
@@ -73,7 +94,11 @@ __all__ = [
     "StorageError",
     "TextFormat",
     "Timeouts",
+    "TrackHandle",
+    "TrackResult",
+    "Tracker",
     "TransportError",
+    "Undelivered",
     "ValidationReport",
     "__version__",
     "events_schema",
@@ -84,11 +109,13 @@ __all__ = [
     "identities_to_wire",
     "instant_retries",
     "message_id",
+    "resend",
     "samples",
     "send_events",
     "send_events_task",
     "send_partition",
     "set_retry_testing",
+    "track",
     "validate_events",
     "validate_identities",
 ]

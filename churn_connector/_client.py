@@ -7,6 +7,8 @@ the SendResult that accounts for every row.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -35,9 +37,15 @@ from ._read.text import Format, TextOptions
 from ._results.result import SendResult
 from ._run import Run
 from ._stream import WireBatch
+from ._track.scalar import event_of
+from ._track.send import OneOff, TrackResult
+from ._track.tracker import OnFull, Tracker
 
 if TYPE_CHECKING:
     import requests
+
+
+_ONE_OFF_LOCK = threading.Lock()
 
 
 class Client:
@@ -73,10 +81,16 @@ class Client:
             check_session(session, self.config)
         # held here, not in the config: a session is neither hashable nor a plain value
         self.session = session
+        self._one_off: OneOff | None = None  # track()'s connections, made at its first call
 
     def __repr__(self) -> str:
         config = getattr(self, "config", None)
         return f"Client(base_url={getattr(config, 'base_url', None)!r})"
+
+    def close(self) -> None:
+        """Close the connections ``track`` keeps open (a later call opens new ones)."""
+        if self._one_off is not None:
+            self._one_off.close()
 
     def send_events(
         self,
@@ -200,6 +214,88 @@ class Client:
         )
         return run.deliver(identify_requests, send.ledger)
 
+    def track(
+        self,
+        external_user_id: str | int,
+        event_type: str,
+        *,
+        occurred_at: Any = None,
+        properties: Mapping[str, Any] | str | None = None,
+        context: Mapping[str, Any] | str | None = None,
+        message_id: str | None = None,
+        now: Any = None,
+        naive_timezone: str | None = None,
+        namespace: str | None = None,
+        id_format: IdFormat = "v2",
+    ) -> TrackResult:
+        """Validate one event and send it now (``POST /v1/events/track``): for webhooks,
+        scripts and low-volume services. Returns a :class:`TrackResult`.
+
+        The rules are the batch path's, byte for byte: the same checks, the same wire
+        object, the same hashed ``context.$message_id`` as ``events_to_wire`` gives a
+        one-row table of these values. ``occurred_at`` defaults to the moment of the call
+        (``now`` when given, which also anchors the 30-day window). A hashed id covers the
+        event's content, time included; a webhook should pass the provider's own event id
+        as ``message_id``: a re-delivered webhook is then the same event, stored once.
+
+        Raises ``DataValidationError`` naming each failed check (nothing is sent),
+        ``AuthenticationError`` when the key is refused, ``DeliveryError`` when the API
+        rejects the event or retries give up (outcome unknown: re-sending with the same id
+        is safe), ``TransportError`` when the API cannot be reached, ``Interrupted`` on
+        Ctrl-C or SIGTERM. The client's retry policy applies; its ``deadline`` bounds each
+        call. For many events, ``send_events`` or :meth:`tracker` send in batches.
+        """
+        event = event_of(
+            external_user_id,
+            event_type,
+            occurred_at=occurred_at,
+            properties=properties,
+            context=context,
+            message_id=message_id,
+            now=now,
+            naive_timezone=naive_timezone,
+            namespace=namespace,
+            id_format=id_format,
+        )
+        with _ONE_OFF_LOCK:  # threads of a web server may make the first call together
+            if self._one_off is None:
+                self._one_off = OneOff(self.config, self.session)
+        return self._one_off.send(event)
+
+    def tracker(
+        self,
+        spool: str | os.PathLike[str] | None = None,
+        *,
+        max_queue: int = 10_000,
+        on_full: OnFull = "block",
+        block_timeout: float = 30.0,
+        flush_timeout: float = 5.0,
+        max_concurrency: int | None = None,
+    ) -> Tracker:
+        """A buffered :class:`Tracker`: ``t.track(...)`` (the arguments of :meth:`track`)
+        validates and queues, background threads send batches of up to 500 to
+        ``/v1/events/batch``; use it as ``with client.tracker() as t:``.
+
+        ``spool``: a SQLite file every event is written to before ``track`` returns (a
+        process killed with ``kill -9`` loses nothing; the next tracker on it sends what is
+        left first). A full queue (``max_queue`` events) is never a silent drop:
+        ``on_full="block"`` waits up to ``block_timeout`` seconds then raises
+        ``QueueFull``, ``"raise"`` raises at once, ``"spill"`` (with a spool) keeps the
+        overflow on disk only. At exit an open tracker flushes for ``flush_timeout``
+        seconds, then warns with what is left. ``max_concurrency``: requests in flight
+        (default: the client's, at most 4).
+        """
+        return Tracker(
+            self.config,
+            self.session,
+            spool=spool,
+            max_queue=max_queue,
+            on_full=on_full,
+            block_timeout=block_timeout,
+            flush_timeout=flush_timeout,
+            max_concurrency=max_concurrency,
+        )
+
 
 class SendEventsOptions(TextOptions, total=False):
     """The keywords of :meth:`Client.send_events` (for the one-call form and tasks)."""
@@ -280,6 +376,42 @@ def identify(
     if config is None and options.get("dry_run"):
         config = ClientConfig.create(base_url, api_key, dry_run=True)
     return Client(base_url, api_key, config=config, session=session).identify(data, **options)
+
+
+def track(
+    external_user_id: str | int,
+    event_type: str,
+    *,
+    occurred_at: Any = None,
+    properties: Mapping[str, Any] | str | None = None,
+    context: Mapping[str, Any] | str | None = None,
+    message_id: str | None = None,
+    now: Any = None,
+    naive_timezone: str | None = None,
+    namespace: str | None = None,
+    id_format: IdFormat = "v2",
+    base_url: str | None = None,
+    api_key: str | Secret | None = None,
+    config: ClientConfig | None = None,
+) -> TrackResult:
+    """One-call form: ``Client(base_url, api_key, config=config).track(...)`` (a script
+    that sends one event; a service keeps one Client and calls its ``track``)."""
+    client = Client(base_url, as_secret(api_key), config=config)
+    try:
+        return client.track(
+            external_user_id,
+            event_type,
+            occurred_at=occurred_at,
+            properties=properties,
+            context=context,
+            message_id=message_id,
+            now=now,
+            naive_timezone=naive_timezone,
+            namespace=namespace,
+            id_format=id_format,
+        )
+    finally:
+        client.close()
 
 
 def send_keywords(kind: Kind) -> list[Option]:

@@ -109,6 +109,8 @@ class Run:
             dry_run=self.dry_run,
             notes=notes,
             wire_paths=stream.wire_paths,
+            fingerprint=stream.fingerprinter.result(),
+            complete=sender.read_to_end,  # the deadline may have cut the reading short
         )
         log.info("%s", result.summary())
         return result
@@ -191,7 +193,13 @@ class Run:
         elapsed = time.monotonic() - self.started
         chunks = [] if sender is None else sender.chunks
         partial = SendResult(
-            self.stream.kind, book, chunks, elapsed, wire_paths=self.stream.wire_paths
+            self.stream.kind,
+            book,
+            chunks,
+            elapsed,
+            wire_paths=self.stream.wire_paths,
+            fingerprint=self.stream.fingerprinter.result(),
+            complete=False,  # a re-send also sends the rows it never read
         )
         counts = dict(partial.counts)
         if isinstance(exc, RunStopped):

@@ -31,9 +31,8 @@ from .._core.config import ClientConfig
 from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped, StorageError
 from .._core.types import ExitCode
 from .._core.words import command_line, text_table
-from .._events.api import validate_events
-from .._identities.api import validate_identities
-from .._results.result import check_result_path, not_read_row, write_frame, write_frames
+from .._results.result import check_result_path, not_read_row, write_frames
+from .._results.runs import now_utc
 from .._run import Terminated, signal_of
 from .options import (
     add_data_arguments,
@@ -42,6 +41,9 @@ from .options import (
     data_options,
     send_options,
 )
+from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
+from .track import add_track_parser, run_track
+from .validate import add_validate, run_validate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,10 +62,13 @@ def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
 
 _EPILOG = """\
 exit codes:
-  0  every row delivered (or skipped as already delivered); validate: every row valid
-  1  some rows were invalid (or expired) and not sent, the rest delivered
+  0  every row delivered (or skipped as already delivered); validate: the gate passes
+     (no invalid row, or none above --max-invalid; warnings allowed)
+  1  some rows were invalid (or expired) and not sent, the rest delivered; validate:
+     invalid rows above --max-invalid (any invalid row without it)
   2  some valid rows could not be delivered
-  3  usage, configuration, input, authentication or ledger error; the API unreachable
+  3  usage, configuration, input, authentication or ledger error; the API unreachable;
+     validate: the check could not run (it never passes then)
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; the result files are still written
   the highest that applies wins
 
@@ -85,10 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    validate = sub.add_parser("validate", help="check a file; send nothing")
-    _add_verbosity(validate, argparse.SUPPRESS)
-    add_data_arguments(validate)
-    validate.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
+    add_validate(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
 
     send = sub.add_parser("send", help="validate, then send the valid rows")
     _add_verbosity(send, argparse.SUPPRESS)
@@ -98,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
+    add_receipts(send)
     add_send_arguments(send)
+    add_resend(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
+
+    add_track_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -114,19 +120,8 @@ def _say(args: argparse.Namespace, text: str) -> None:
         print(text)
 
 
-def _validate(args: argparse.Namespace) -> int:
-    validate = validate_events if args.kind == "events" else validate_identities
-    report = validate(args.file, **data_options(args))
-    _say(args, report.summary())
-    if report.n_rows == 0:
-        _say(args, "the input holds no rows: nothing to validate")
-    if args.report is not None:
-        write_frame(report.failures, args.report)
-        _say(args, f"failures written to {args.report}")
-    return ExitCode.OK if report.ok else ExitCode.INVALID
-
-
 def _send(args: argparse.Namespace) -> int:
+    started = now_utc()
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
     client = client_options(args)
@@ -150,6 +145,7 @@ def _send(args: argparse.Namespace) -> int:
         if rows is not None and exc.not_read is not None:
             rows.append(not_read_row(exc.not_read))
         _write_results(args, exc.chunks, rows)
+        stopped_receipt(args, "send", args.kind, exc, started)
         raise
     _say(args, result.summary())
     if result.n_rows == 0:
@@ -161,6 +157,7 @@ def _send(args: argparse.Namespace) -> int:
         _say(args, text_table(table, width, wrap="error"))
     # block by block: flat memory
     written = _write_results(args, result.chunks, result.row_frames())
+    result_receipt(args, "send", result)
     return result.exit_code if written else max(result.exit_code, ExitCode.STOPPED)
 
 
@@ -240,9 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with command_line():  # messages name options by their flags
             if args.command == "validate":
-                return _validate(args)
+                return run_validate(args)
             if args.command == "send":
                 return _send(args)
+            if args.command == "resend":
+                return run_resend(args)
+            if args.command == "track":
+                return run_track(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))

@@ -98,19 +98,25 @@ def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Optio
     p.add_argument(flag, **settings)
 
 
-def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    """The input and its reading and validation, as ``validate`` and ``send`` take them."""
-    p.add_argument("kind", choices=list(_TABLES))
-    p.add_argument(
-        "file",
-        type=Path,
-        help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
-        "a folder of part files (or a Redshift manifest), or a glob (quote it)",
-    )
+def add_data_arguments(
+    p: argparse.ArgumentParser, *, skip: Iterable[str] = (), positional: bool = True
+) -> None:
+    """The input and its reading and validation, as ``validate`` and ``send`` take them
+    (but the options named in ``skip``, whose flags the command adds itself; without
+    ``positional``, the kind and the input too)."""
+    if positional:
+        p.add_argument("kind", choices=list(_TABLES))
+        p.add_argument(
+            "file",
+            type=Path,
+            help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
+            "a folder of part files (or a Redshift manifest), or a glob (quote it)",
+        )
     text = p.add_argument_group(_TEXT_GROUP)
     layout = {o.name for o in options_of(TextFormat)}
     for option in data_flags():
-        add_flag(text if option.name in layout else p, option)
+        if option.name not in skip:
+            add_flag(text if option.name in layout else p, option)
 
 
 def add_send_arguments(p: argparse.ArgumentParser) -> None:

@@ -15,6 +15,7 @@ notebook's stop button or an orchestrator's kill::
         │   └── AuthenticationError  401/403: the key refused; stops at once    no
         ├── LedgerError ────────┤    the ledger unwritable .path                no*
         ├── StorageError ───────┤    a local file unwritable .path .errno       no*
+        ├── QueueFull           │    a tracker's queue full .max_queue          yes
         └── DeliveryError       │    rows not delivered  .counts .rows .chunks  *
     KeyboardInterrupt           │
     └── Interrupted ────────────┤    Ctrl-C, SIGTERM, an orchestrator's kill    yes
@@ -60,6 +61,7 @@ __all__ = [
     "InputError",
     "Interrupted",
     "LedgerError",
+    "QueueFull",
     "RunStopped",
     "StorageError",
     "TransportError",
@@ -156,12 +158,16 @@ class ConfigurationError(ChurnConnectorError):
 
 
 class DataValidationError(ChurnConnectorError):
-    """Some rows are invalid (``ValidationReport.raise_for_failures``)."""
+    """Some rows are invalid (``ValidationReport.raise_for_failures``), or one event
+    (``track``); ``checks`` then names the checks it failed."""
 
-    def __init__(self, message: str, *, n_invalid: int, n_rows: int) -> None:
+    def __init__(
+        self, message: str, *, n_invalid: int, n_rows: int, checks: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.n_invalid = n_invalid
         self.n_rows = n_rows
+        self.checks = checks
 
 
 class InputError(ChurnConnectorError, RunStopped):
@@ -309,6 +315,18 @@ class Interrupted(RunStopped, KeyboardInterrupt):
         super().__init__(message)
         self.signal = signal
         self._set_results(counts, rows, chunks)
+
+
+class QueueFull(ChurnConnectorError):
+    """A tracker's queue was full (``on_full="block"`` after its timeout, or ``"raise"``):
+    the event was not queued, nothing was dropped silently. ``max_queue`` is the limit;
+    ``retryable``: the queue drains as the API acknowledges."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, max_queue: int) -> None:
+        super().__init__(message)
+        self.max_queue = max_queue
 
 
 class DeliveryError(_RunResults, ChurnConnectorError):

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import io
 import os
 import tempfile
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -25,6 +27,15 @@ from .._core.types import STATE_NAMES, ExitCode, Note, RowState
 from .._delivery.sender import ChunkRecord
 from .._notebook.display import Groups, result_html, undelivered_groups
 from .._notebook.plots import states_chart, timeline_chart
+from .runs import (
+    HEADER,
+    header_bytes,
+    header_of,
+    now_utc,
+    receipt,
+    rows_header,
+    sidecar,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -73,8 +84,17 @@ class SendResult:
         dry_run: bool = False,
         notes: Sequence[Note] = (),
         wire_paths: Mapping[str, int] | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+        complete: bool = True,
     ) -> None:
         self.kind = kind
+        # the run's id and times, the input's fingerprint: for the rows file and receipts
+        self.run_id = uuid.uuid4().hex
+        self.finished_at = now_utc()
+        self.started_at = self.finished_at - dt.timedelta(seconds=elapsed_s)
+        self.fingerprint: dict[str, Any] = dict(fingerprint or {})
+        self.complete = complete
+        self.subset = False  # a re-send's result: some rows of the input, not all
         self.notes: list[Note] = list(notes)
         self.wire_paths: dict[str, int] = dict(wire_paths or {})
         self._book = book
@@ -105,7 +125,32 @@ class SendResult:
         is none. Built when first read."""
         if self._rows is None:
             self._rows = self._book.frame()
+            self._rows.attrs[HEADER] = self.header
         return self._rows
+
+    @property
+    def header(self) -> dict[str, Any]:
+        """What the rows file records of the run (``rows.attrs["churn_connector"]``): the
+        input's fingerprint, the kind, the run's id, whether it completed."""
+        header = rows_header(
+            self.kind, self.run_id, self.fingerprint, complete=self.complete, dry_run=self.dry_run
+        )
+        return {**header, "subset": True} if self.subset else header
+
+    def receipt(self, exit_code: int | None = None, *, command: str = "send") -> dict[str, Any]:
+        """The run's receipt: one JSON object of counts and ids (never data, never the key)
+        that ``--receipts`` appends as a line; ``exit_code`` defaults to :attr:`exit_code`."""
+        return receipt(
+            command=command,
+            kind=self.kind,
+            header=self.header,
+            counts=self.counts,
+            requests=len(self._chunks),
+            retries=self.retries,
+            exit_code=self.exit_code if exit_code is None else exit_code,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
 
     @property
     def chunks(self) -> pd.DataFrame:
@@ -141,7 +186,10 @@ class SendResult:
         if self._rows is not None:
             yield self._rows
         else:
-            yield from self._book.frames(block)
+            header = self.header
+            for frame in self._book.frames(block):
+                frame.attrs[HEADER] = header
+                yield frame
         if self.not_read is not None:
             yield not_read_row(self.not_read)
 
@@ -290,11 +338,13 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
             dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False
         ) as fh:
             temporary = Path(fh.name)
-            _write(frames, fh, csv=path.suffix.lower() == ".csv")
+            header = _write(frames, fh, csv=path.suffix.lower() == ".csv")
             fh.flush()
             os.fsync(fh.fileno())  # on disk before the name says it is complete
         os.replace(temporary, path)
         temporary = None
+        if header is not None:  # a CSV rows file's header: CSV has no place for it
+            sidecar(path).write_bytes(header_bytes(header))
     except OSError as exc:
         raise storage_error("the result file", path, exc) from None
     finally:
@@ -303,16 +353,19 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
                 temporary.unlink()
 
 
-def _write(frames: Iterable[pd.DataFrame], fh: IO[bytes], *, csv: bool) -> None:
+def _write(frames: Iterable[pd.DataFrame], fh: IO[bytes], *, csv: bool) -> dict[str, Any] | None:
+    """Write the frames to ``fh``; for CSV, the rows file's header to put beside it."""
     if csv:
+        header: dict[str, Any] | None = None
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
         try:
             for k, frame in enumerate(frames):
+                header = header or header_of(frame)
                 _with_labels(frame).to_csv(text, index=False, header=k == 0)
             text.flush()
         finally:
             text.detach()  # the binary file stays open for the caller
-        return
+        return header
     writer: pq.ParquetWriter | None = None
     try:
         for labelled in frames:
@@ -320,11 +373,16 @@ def _write(frames: Iterable[pd.DataFrame], fh: IO[bytes], *, csv: bool) -> None:
             schema = None if writer is None else writer.schema
             table = pa.Table.from_pandas(_parquet_ready(frame), schema=schema, preserve_index=False)
             if writer is None:
+                found = header_of(labelled)
+                if found is not None:  # a rows file's header, in the file's metadata
+                    meta = {**(table.schema.metadata or {}), HEADER.encode(): header_bytes(found)}
+                    table = table.replace_schema_metadata(meta)
                 writer = pq.ParquetWriter(fh, table.schema)
             writer.write_table(table)
     finally:
         if writer is not None:
             writer.close()
+    return None
 
 
 def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
@@ -340,3 +398,17 @@ def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
         if frame[c].dtype == object or isinstance(frame[c].dtype, pd.CategoricalDtype)
     ]
     return frame.astype(dict.fromkeys(text, "string"))
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write a text report (JSON, JUnit XML) as UTF-8, its folder made if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def append_line(line: str, path: Path) -> None:
+    """Append one line (a receipt) to ``path``, its folder made if needed: one ``write`` in
+    append mode, so lines of runs that finish together do not interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line.rstrip("\n") + "\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,10 @@ from .._core.words import row_label, shown, value_text
 from .._json.values import has_surrogate, mask_unreportable
 from .._notebook.display import report_html
 from .._notebook.plots import failures_chart
+from .._read.fingerprint import Source
 from .checks import require
+from .document import FIRST_FAILURES, document, dumps
+from .gate import GateOptions, GateVerdict, ThresholdArg, check_of_kind, counted_rows, judge
 from .pandera import full_validation, pa, schema_errors
 from .schema import UnknownColumn, explanations, frame_owners
 
@@ -144,6 +148,8 @@ class FailureLog:
         self.book = book
         self.records: list[dict[str, Any]] = []
         self._table_level: set[tuple[Any, ...]] = set()
+        # rows each table-level failure marked, over every slice it was found in
+        self.table_rows: Counter[tuple[str | None, str]] = Counter()
 
     def add(self, records: list[dict[str, Any]], start: int, n: int) -> None:
         """Note one slice's schema failures on its rows (``start`` .. ``start + n``)."""
@@ -151,6 +157,7 @@ class FailureLog:
             note = _note(rec["check"], rec["message"])
             if rec["position"] is None:
                 key = (rec["column"], rec["check"])
+                self.table_rows[key] += n
                 if key not in self._table_level:
                     self._table_level.add(key)
                     self.records.append(rec)
@@ -279,8 +286,15 @@ class ValidationReport:
         invalid_positions: np.ndarray | None = None,
         notes: Sequence[Note] = (),
         wire_paths: Mapping[str, int] | None = None,
+        source: Source | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+        table_rows: Mapping[tuple[str | None, str], int] | None = None,
     ) -> None:
         self.kind = kind
+        self.source = source if source is not None else Source("table", None)
+        self.fingerprint: dict[str, Any] = dict(fingerprint or {})
+        # rows each table-level failure (column, check) marked
+        self.table_rows: dict[tuple[str | None, str], int] = dict(table_rows or {})
         self.wire_paths: dict[str, int] = dict(wire_paths or {})
         self.valid = valid
         self.failures = failures
@@ -298,6 +312,50 @@ class ValidationReport:
     def ok(self) -> bool:
         """No row is invalid and nothing failed."""
         return self.n_invalid == 0 and self.failures.empty
+
+    @property
+    def invalid_positions(self) -> np.ndarray:
+        """The 0-based positions of the invalid rows in the input, in order."""
+        return self._invalid_positions
+
+    def gate(
+        self,
+        *,
+        max_invalid: ThresholdArg = None,
+        warn_invalid: ThresholdArg = None,
+        warn_on: Sequence[str] | None = None,
+    ) -> GateVerdict:
+        """The data-quality gate's verdict on this report, with its reasons.
+
+        ``max_invalid``: fail above this many invalid rows (``10``) or this share of the
+        rows (``"0.5%"``); unset, any invalid row fails. ``warn_invalid``: warn above it
+        (unset: any invalid row within ``max_invalid`` warns). ``warn_on``: checks whose
+        failures only warn (their rows stay invalid and unsent, but do not count against
+        ``max_invalid``). ``verdict.status`` is ``"pass"``, ``"warn"`` or ``"fail"``;
+        ``verdict.exit_code`` is the command line's (0, or 1 when it fails).
+        """
+        options = GateOptions(max_invalid=max_invalid, warn_invalid=warn_invalid, warn_on=warn_on)
+        warned_checks = tuple(options.warn_on or ())
+        for check in warned_checks:
+            check_of_kind(check, self.kind)
+        invalid, warned = counted_rows(self, warned_checks)
+        return judge(self.n_rows, invalid, warned, options)
+
+    def to_json(
+        self,
+        *,
+        max_invalid: ThresholdArg = None,
+        warn_invalid: ThresholdArg = None,
+        warn_on: Sequence[str] | None = None,
+        first: int = FIRST_FAILURES,
+    ) -> str:
+        """The report as the JSON document of contract ``v1`` (its JSON Schema:
+        ``docs/reference/validation-report.v1.schema.json``): the gate's verdict (judged as
+        :meth:`gate` judges), counts per state, per check and per column, the first
+        ``first`` failures with their row labels (and file and line, for CSV and NDJSON
+        rows), the notes, the input's fingerprint, the package and contract versions."""
+        verdict = self.gate(max_invalid=max_invalid, warn_invalid=warn_invalid, warn_on=warn_on)
+        return dumps(document(self, verdict, first=first))
 
     def summary(self) -> str:
         """Rows valid and invalid, failures by check, the first five failures."""
@@ -383,15 +441,16 @@ def quarantine_frame(
     return out
 
 
-def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``frame`` with its row labels (first column ``row``) as CSV or Parquet."""
+def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str], *, labels: bool = True) -> Path:
+    """Write ``frame`` with its row labels (first column ``row``; none without ``labels``)
+    as CSV or Parquet."""
     target = Path(path)
     suffixes = [s.lower() for s in target.suffixes]
     if ".parquet" not in suffixes and ".csv" not in suffixes:
         raise ConfigurationError(f"{target}: use a .csv or .parquet file name")
     target.parent.mkdir(parents=True, exist_ok=True)
     label = "row" if "row" not in frame.columns else "row_label"
-    labelled = frame.rename_axis(label).reset_index()
+    labelled = frame.rename_axis(label).reset_index() if labels else frame.reset_index(drop=True)
     if ".csv" in suffixes:
         # text cells hold objects and lists as people read them (value_text), not reprs
         labelled.assign(**_as_text(labelled, containers_only=True)).to_csv(target, index=False)

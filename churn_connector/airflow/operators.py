@@ -19,6 +19,7 @@ options, a broken input, invalid or rejected rows) fail without retrying.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -32,7 +33,8 @@ from .._client import send_keywords
 from .._core.exceptions import ConfigurationError, DeliveryError, RunStopped
 from .._core.text_options import keyword_from_text
 from .._core.types import Kind
-from .._results.result import SendResult
+from .._results.result import SendResult, append_line
+from .._results.runs import now_utc, receipt_line, receipts_path, stopped_receipt
 from .._tasks import Recorded, record
 from .hook import ChurnHook
 from .provider import DEFAULT_CONN_ID
@@ -73,7 +75,7 @@ class _ChurnSendOperator(BaseOperator):
     """What both operators share; see the module's docstring."""
 
     _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
-    template_fields: Sequence[str] = ("source", "results_dir", "send_options")
+    template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts")
     template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
     ui_color = "#e8f1fb"
 
@@ -87,6 +89,7 @@ class _ChurnSendOperator(BaseOperator):
         results_dir: str | None = DEFAULT_RESULTS_DIR,
         results_base: str | None = None,
         fail_on_invalid: bool = False,
+        receipts: str | bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -110,6 +113,8 @@ class _ChurnSendOperator(BaseOperator):
         self.results_dir = results_dir
         self._results_base = results_base
         self.fail_on_invalid = fail_on_invalid
+        # True: receipts.jsonl in results_dir; a path: that file (or folder); False: none
+        self.receipts = receipts
         self._sending = False
         self._main_thread: int | None = None
 
@@ -168,6 +173,9 @@ class _ChurnSendOperator(BaseOperator):
             "results_dir": self.results_dir or None,
             "try_number": context["ti"].try_number,
         }
+        receipt = self._write_receipt(recorded, context)
+        if receipt is not None:
+            summary["files"] = {**summary.get("files", {}), "receipts": receipt}
         failure = self._failure(recorded)
         if failure is not None:
             self.log.error("churn %s: the task fails; summary %s", self._kind, summary)
@@ -188,6 +196,35 @@ class _ChurnSendOperator(BaseOperator):
                 recorded.files.get("rows", "the rows file: results_dir is off"),
             )
         return summary
+
+    def _write_receipt(self, recorded: Recorded, context: Context) -> str | None:
+        """Append the run's receipt (``receipts``): counts and ids, never data or the key."""
+        target = self.receipts
+        if target is True:
+            target = self.results_dir or ""
+        if not target:
+            return None
+        if recorded.result is not None:
+            made = recorded.result.receipt(command="airflow")
+        else:
+            assert recorded.error is not None
+            started = now_utc() - dt.timedelta(seconds=recorded.elapsed_s)
+            made = stopped_receipt("airflow", self._kind, recorded.error, started)
+        ti = context["ti"]
+        made["airflow"] = {
+            "dag_id": ti.dag_id,
+            "task_id": ti.task_id,
+            "run_id": ti.run_id,
+            "try_number": ti.try_number,
+            "map_index": ti.map_index,
+        }
+        path = receipts_path(str(target))
+        try:
+            append_line(receipt_line(made), path)
+        except OSError:  # a receipt is a record, not the task's purpose
+            self.log.exception("churn %s: could not write the receipt to %s", self._kind, path)
+            return None
+        return str(path)
 
     def _send_options(self) -> dict[str, Any]:
         """``send_options`` by the names and types of the send's declared keywords: an

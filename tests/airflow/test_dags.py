@@ -101,6 +101,7 @@ def test_events_and_identities_land_exactly_once(
     assert events["files"] == {
         "chunks": str(folder / "events_chunks.csv"),
         "rows": str(folder / "events_rows.parquet"),
+        "receipts": str(folder / "receipts.jsonl"),  # one line: this run's
     }
     assert pd.read_csv(events["files"]["chunks"])["status"].tolist() == ["sent"] * 3
     assert statuses(events["files"]["rows"]) == {"sent": N_EVENTS}

@@ -28,8 +28,9 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("delivery", {"_delivery"}),  # chunking, retry, connections, transport, the sender
     ("results", {"_results"}),  # the SendResult and the result files
     ("run", {"_run"}),  # one send, stage by stage
+    ("track", {"_track"}),  # one-off events: the scalar engine, the tracker, its spool
     ("client", {"_client"}),  # the Client and the one-call forms
-    ("tasks", {"_tasks"}),  # what every orchestrator task does around a send
+    ("tasks", {"_tasks", "_resend"}),  # what every orchestrator task does around a send
     ("top", {"_cli", "__init__", "airflow", "spark", "samples"}),
 ]
 FLOOR_NAMES = [name for name, _ in FLOORS]

@@ -24,6 +24,9 @@ from churn_connector._core.declare import FLAGS, Option, options_of
 from churn_connector._core.types import Kind
 from churn_connector._delivery.options import SendOptions
 from churn_connector._read.text import TextOptions
+from churn_connector._track.async_client import AsyncTracker
+from churn_connector._track.scalar import event_of
+from churn_connector._validate.gate import GateOptions
 
 DF = pd.DataFrame({"external_user_id": ["u"], "event_type": ["login"]})
 
@@ -84,6 +87,7 @@ def test_client_options_typed_dict_matches_the_config_fields() -> None:
 # --------------------------------------------------------------------------- declared once
 
 DECLARING = [
+    GateOptions,
     cc.TextFormat,
     cc.EventOptions,
     cc.IdentityOptions,
@@ -182,18 +186,35 @@ def test_every_declared_flag_is_on_the_command_line_and_nothing_else_is_undeclar
     declared = {o.flag for cls in DECLARING for o in options_of(cls) if o.flag is not None}
     assert declared <= flags
     own = {"-h", "--help", "-v", "--verbose", "-q", "--quiet", "--report", "--results", "--rows"}
+    own |= {"--json", "--junit", "--first", "--passed", "--quarantine", "--receipts"}
     assert flags - declared == own, "a flag that sets an option must be declared with it"
 
 
 def test_each_data_flag_is_spelled_and_checked_as_declared() -> None:
-    for parser in _parsers().values():
+    for name, parser in _parsers().items():
         actions = _flags(parser)
         for option in data_flags():
+            if name == "validate" and option.name == "format":
+                continue  # validate's --format takes the report's format too: below
             action = actions[str(option.flag)]
             assert action.dest == option.name
             assert option.is_default(action.default), option.name
             assert tuple(action.choices or ()) == (option.choices or ()), option.name
             assert action.metavar == option.declared.metavar, option.name
+
+
+def test_validates_format_flag_takes_the_declared_input_formats_and_the_reports() -> None:
+    action = _flags(_parsers()["validate"])["--format"]
+    inputs = next(o for o in options_of(cc.TextFormat) if o.name == "format").choices or ()
+    assert set(action.choices or ()) == {*inputs, "text", "json", "github"}
+
+
+def test_the_gates_keywords_are_its_declared_options() -> None:
+    declared = {o.name: (o.annotation, o.default) for o in options_of(GateOptions)}
+    for method in (cc.ValidationReport.gate, cc.ValidationReport.to_json):
+        parameters = inspect.signature(method).parameters
+        found = {n: (str(p.annotation), p.default) for n, p in parameters.items() if n in declared}
+        assert found == declared, method.__name__
 
 
 def test_messages_name_each_option_by_its_declared_flag() -> None:
@@ -354,3 +375,26 @@ def test_every_declaring_class_has_type_hints_the_derivations_can_read() -> None
     # the derivations read each option's type hint: every declaring class's evaluates
     for cls in DECLARING:
         assert typing.get_type_hints(cls)
+
+
+def _event_parameters(function: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+    return [
+        (p.name, p.annotation, p.default)
+        for p in inspect.signature(function).parameters.values()
+        if p.name not in ("self", "base_url", "api_key", "config")
+    ]
+
+
+@pytest.mark.parametrize(
+    "function",
+    [cc.track, cc.Tracker.track, cc.AsyncClient.track, AsyncTracker.track],
+    ids=["cc.track", "Tracker.track", "AsyncClient.track", "AsyncTracker.track"],
+)
+def test_every_track_form_takes_the_one_events_arguments(function: Callable[..., Any]) -> None:
+    # the public signatures are spelled out for readers and editors; this keeps them one
+    assert _event_parameters(function) == _event_parameters(cc.Client.track)
+
+
+def test_the_scalar_engine_takes_what_track_takes() -> None:
+    names = [(name, default) for name, _, default in _event_parameters(event_of)]
+    assert names == [(name, default) for name, _, default in _event_parameters(cc.Client.track)]

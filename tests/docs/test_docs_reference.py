@@ -29,6 +29,7 @@ from churn_connector._core.declare import Option, options_of
 from churn_connector._delivery.options import SendOptions
 from churn_connector._sandbox import _cli as sandbox_cli
 from churn_connector._validate.checks import markdown_table, readme_with_table
+from churn_connector._validate.gate import GateOptions
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -205,6 +206,7 @@ def options_tables() -> dict[str, str]:
     tables = {
         "data": [*head, *_rows(list(data.values()), kinds=True), _WHOLE_ROW],
         "send": [*head, *_rows(list(options_of(SendOptions)))],
+        "gate": [*head, *_rows(list(options_of(GateOptions)))],
         "client": [*head, *_rows(list(options_of(cc.ClientConfig))), *_CLIENT_ROWS],
         "timeouts": [
             "| field | default | what it does |",
