@@ -260,7 +260,10 @@ class ConnectionPool:
                 "URL: the proxy would read the key; use https:// or unset the proxy"
             )
         self.flights = Flights()
-        options: dict[str, Any] = {"maxsize": size, "block": True, "retries": False}
+        # never more attempts in flight than ``size``, so the pool needs no blocking; and
+        # blocking would hang at interpreter exit: urllib3 empties its pools from an atexit
+        # finalizer, before a tracker's exit flush posts through them
+        options: dict[str, Any] = {"maxsize": size, "block": False, "retries": False}
         if self.https:
             options["ssl_context"] = ssl_context(config)
         manager: urllib3.PoolManager
