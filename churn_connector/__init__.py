@@ -23,6 +23,7 @@ from ._core.exceptions import (
     LedgerError,
     QueueFull,
     RunStopped,
+    StorageError,
     TransportError,
 )
 from ._core.types import RowState
@@ -90,6 +91,7 @@ __all__ = [
     "Sandbox",
     "Secret",
     "SendResult",
+    "StorageError",
     "TextFormat",
     "Timeouts",
     "TrackHandle",

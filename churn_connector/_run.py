@@ -20,7 +20,7 @@ import numpy as np
 
 from ._core.book import RowBook
 from ._core.config import ClientConfig
-from ._core.exceptions import Interrupted, RunStopped
+from ._core.exceptions import InputError, Interrupted, RunStopped
 from ._core.types import RowState
 from ._delivery.chunking import Request, SizeLimit
 from ._delivery.prefetch import Handoff
@@ -28,7 +28,7 @@ from ._delivery.progress import Progress
 from ._delivery.sender import Sender
 from ._delivery.transport import DryRunPoster, HttpPoster, Poster
 from ._ledger import LedgerArg, LedgerStage, open_ledger, scope_of
-from ._read import read_by_caller, row_count
+from ._read import read_by_caller, row_count, unread_labels
 from ._results.result import SendResult
 from ._stream import Stream, WireBatch, batches
 
@@ -65,23 +65,40 @@ class Run:
         self.total: int | None = None  # the input's rows, when known up front
 
     def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
-        """Deliver (with the ledger open if asked) and account for every row."""
+        """Deliver (with the ledger open if asked) and account for every row, also when the
+        run stops: an error, an interrupt or SIGTERM at any point from here on raises a
+        ``RunStopped`` that carries the accounting (every row ``failed`` "not sent" that was
+        not delivered, and the rows never read too, where the input's length is known)."""
         stream, config = self.stream, self.config
-        config.check_run(dry_run=self.dry_run, ledger=ledger is not None)
-        scope = scope_of(config.base_url, config.api_key)
-        scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
+        sender: Sender | None = None
         try:
-            # the caller's own objects (a cursor, a generator) are read on this thread only
-            feed = Handoff(stream.slices()) if read_by_caller(stream.data) else None
-            wire = batches(stream, None if feed is None else feed.items())
-            stage = None
-            if scoped is not None:
-                stage = LedgerStage(scoped, stream.kind, stream.failures)
-                wire = stage.apply(wire)
-            sender = self._send(requests(wire), stage, feed)
-        finally:
-            if opened is not None:
-                opened.close()
+            with sigterm_raises():
+                # the input's length, when it is known without reading it
+                self.total = row_count(stream.data)
+                config.check_run(dry_run=self.dry_run, ledger=ledger is not None)
+                scope = scope_of(config.base_url, config.api_key)
+                scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
+                try:
+                    # the caller's own objects (a cursor, a generator) are read on this
+                    # thread only
+                    feed = Handoff(stream.slices()) if read_by_caller(stream.data) else None
+                    wire = batches(stream, None if feed is None else feed.items())
+                    stage = None
+                    if scoped is not None:
+                        stage = LedgerStage(scoped, stream.kind, stream.failures)
+                        wire = stage.apply(wire)
+                    sender = self._sender(stage)
+                    self._send(sender, requests(wire), feed, stage)
+                finally:
+                    if opened is not None:
+                        opened.close()
+        except BaseException as exc:
+            if isinstance(exc, Exception) and not isinstance(exc, RunStopped):
+                raise  # a bug of ours, or a configuration error: shown as it is
+            raise self._stopped(exc, sender) from exc
+        pending = np.count_nonzero(stream.book.status == RowState.PENDING)
+        if not self.dry_run and (pending or not sender.read_to_end):  # the deadline passed
+            self._unread("deadline exceeded", read_to_end=sender.read_to_end)
         elapsed = time.monotonic() - self.started
         kind, book, notes = stream.kind, stream.book, stream.notes()
         result = SendResult(
@@ -93,27 +110,24 @@ class Run:
             notes=notes,
             wire_paths=stream.wire_paths,
             fingerprint=stream.fingerprinter.result(),
+            complete=sender.read_to_end,  # the deadline may have cut the reading short
         )
         log.info("%s", result.summary())
         return result
 
-    def _send(
-        self, requests: Iterable[Request], stage: LedgerStage | None, feed: Handoff[Any] | None
-    ) -> Sender:
+    def _sender(self, stage: LedgerStage | None) -> Sender:
         book = self.stream.book
+        if self.total is not None:
+            book.reserve(self.total)
         enabled = False if self.dry_run else self.progress
-        # the input's length, when it is known without reading it
-        total = row_count(self.stream.data)
-        if total is not None:
-            book.reserve(total)
-        self.total = total
-        bar = Progress(
+        self.bar = Progress(
             self.stream.kind,
-            total=None if enabled is False else total,  # a total, and so an ETA
+            total=None if enabled is False else self.total,  # a total, and so an ETA
             enabled=enabled,
             done=lambda: _finished(book),
             counts=None if self.dry_run else book.counts,  # how the bar ends
         )
+        bar = self.bar
         poster: Poster = (
             DryRunPoster()
             if self.dry_run
@@ -124,7 +138,8 @@ class Run:
                 on_retry=bar.retried if bar.takes_retries else None,
             )
         )
-        sender = Sender(
+        deadline = self.config.deadline
+        return Sender(
             poster,
             book,
             bar,
@@ -134,36 +149,61 @@ class Run:
             split_budget=self.config.max_split_requests,
             size_limit=self.size_limit,
             on_sent=stage.acknowledged if stage is not None else None,
+            deadline=None if self.dry_run or deadline is None else self.started + deadline,
         )
+
+    def _send(
+        self,
+        sender: Sender,
+        requests: Iterable[Request],
+        feed: Handoff[Any] | None,
+        stage: LedgerStage | None,
+    ) -> None:
         stopped = True
         try:
-            with sigterm_raises():
-                sender.run(requests, feed)
-                if stage is not None:
-                    stage.finish()  # what the ledger buffered: its failure stops the run too
+            sender.run(requests, feed)
+            if stage is not None:
+                stage.finish()  # what the ledger buffered: its failure stops the run too
             stopped = False
-        except BaseException as exc:
-            if isinstance(exc, Exception) and not isinstance(exc, RunStopped):
-                raise  # a bug of ours: shown as it is
-            raise self._stopped(exc, sender) from exc
         finally:
-            poster.close()
-            bar.close(stopped=stopped)
-        return sender
+            sender.poster.close()
+            self.bar.close(stopped=stopped)
 
-    def _stopped(self, exc: BaseException, sender: Sender) -> RunStopped:
+    def _unread(self, reason: str, *, read_to_end: bool = False) -> int:
+        """Account for what was not delivered when the run stopped: pending rows ``failed``
+        "not sent: <reason>"; unless the input was read to its end, the rows never read too
+        where the input's length is known, else the book says where reading stopped.
+        Returns how many rows were read."""
+        book = self.stream.book
+        book.close()  # whoever is still reading the input adds nothing from now on
+        read = len(book)
+        error = f"not sent: {reason}"
+        book.set(np.flatnonzero(book.status == RowState.PENDING), RowState.FAILED, error=error)
+        if read_to_end:
+            return read
+        rest = None if self.total is None else unread_labels(self.stream.data, read)
+        if rest is not None and len(rest) == self.total - read:  # type: ignore[operator]
+            if len(rest):
+                start = book.extend(rest)
+                book.set(np.arange(start, len(book)), RowState.FAILED, error=error)
+        else:
+            where = f"no row after row {book.labels[read - 1]}" if read else "no row"
+            book.not_read = f"the input was not read to the end: {where} was read"
+        return read
+
+    def _stopped(self, exc: BaseException, sender: Sender | None) -> RunStopped:
         """The error a stopped run raises: every row accounted for, the frames attached."""
         book = self.stream.book
         reason = (
             f"the run stopped ({exc.message})" if isinstance(exc, RunStopped) else "interrupted"
         )
-        pending = np.flatnonzero(book.status == RowState.PENDING)
-        book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
+        read = self._unread(reason)
         elapsed = time.monotonic() - self.started
+        chunks = [] if sender is None else sender.chunks
         partial = SendResult(
             self.stream.kind,
             book,
-            sender.chunks,
+            chunks,
             elapsed,
             wire_paths=self.stream.wire_paths,
             fingerprint=self.stream.fingerprinter.result(),
@@ -171,20 +211,38 @@ class Run:
         )
         counts = dict(partial.counts)
         if isinstance(exc, RunStopped):
-            return exc.with_results(counts, partial.rows, partial.chunks)
+            message = exc.message
+            # a reading error says itself after how many rows the input broke
+            if book.not_read is not None and not isinstance(exc, InputError):
+                message = f"{message} {_sentence(book.not_read)}"
+            stopped = exc.with_results(counts, partial.rows, partial.chunks)
+            stopped.not_read = book.not_read
+            if message != exc.message:
+                stopped.message = message
+                stopped.args = (message,)
+            return stopped
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
         summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
-        if self.total is not None and self.total > len(book):  # the rest was never read
+        if book.not_read is not None:
             summary = (
-                f"interrupted: {counts['sent']:,} of {self.total:,} rows delivered "
-                f"({len(book):,} read, {self.total - len(book):,} never read)"
+                f"interrupted: {counts['sent']:,} of the {len(book):,} rows read delivered; "
+                f"{book.not_read}"
             )
+        elif read < len(book):  # the length is known: the rest was never read
+            summary += f" ({read:,} read, {len(book) - read:,} never read)"
         # the exception carries the summary and whoever catches it shows it (the CLI prints
         # it); logged as a warning too, it printed twice, in a notebook as red stderr
         log.info("%s", summary)
-        return Interrupted(
+        interrupted = Interrupted(
             summary, signal=signal_of(exc), counts=counts, rows=partial.rows, chunks=partial.chunks
         )
+        interrupted.not_read = book.not_read
+        return interrupted
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence of its own: capitalised, with a full stop."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def _finished(book: RowBook) -> int:

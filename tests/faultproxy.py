@@ -39,6 +39,7 @@ Mode = Literal[
     "blackhole",
     "early_hints",
     "too_large",
+    "unauthorized",
 ]
 MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 
@@ -149,7 +150,13 @@ async def _read_head(reader: asyncio.StreamReader) -> _Head | None:
 
 def _json_response(status: int, reason: str, message: str, *, close: bool) -> bytes:
     # the sandbox's error shape, so a client parses proxy answers like real ones
-    codes = {400: "bad_request", 413: "payload_too_large", 502: "bad_gateway", 504: "timeout"}
+    codes = {
+        400: "bad_request",
+        401: "unauthorized",
+        413: "payload_too_large",
+        502: "bad_gateway",
+        504: "timeout",
+    }
     error = {"code": codes.get(status, "error"), "message": message, "details": []}
     payload = json.dumps({"error": error}).encode()
     lines = [
@@ -235,6 +242,12 @@ class _Connection:
             self.proxy._record(mode)
             message = f"the body exceeds {self.proxy.max_body} bytes (fault proxy)"
             await self._send(_json_response(413, "Payload Too Large", message, close=False))
+            return not request.closes()
+        if mode == "unauthorized":  # the key refused part way (revoked, rotated)
+            if not await self._discard(length):
+                return False
+            self.proxy._record(mode)
+            await self._send(_json_response(401, "Unauthorized", "invalid api key", close=False))
             return not request.closes()
         if length > _MAX_BUFFERED:
             message = f"the proxy buffers at most {_MAX_BUFFERED} bytes"

@@ -16,7 +16,9 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -26,11 +28,12 @@ import pyarrow
 from ..__version__ import __version__
 from .._client import Client
 from .._core.config import ClientConfig
-from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped
+from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped, StorageError
 from .._core.types import ExitCode
 from .._core.words import command_line, text_table
-from .._results.result import check_result_path, write_frame, write_frames
+from .._results.result import check_result_path, not_read_row, write_frames
 from .._results.runs import now_utc
+from .._run import Terminated, signal_of
 from .ledger import add_ledger_parser
 from .ledger import run as ledger_command
 from .options import (
@@ -142,9 +145,10 @@ def _send(args: argparse.Namespace) -> int:
         )
     except RunStopped as exc:
         # the run stopped: still leave the record of what was and was not delivered
-        for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
-            if path is not None and frame is not None:
-                write_frame(frame, path)
+        rows = None if exc.rows is None else [exc.rows]
+        if rows is not None and exc.not_read is not None:
+            rows.append(not_read_row(exc.not_read))
+        _write_results(args, exc.chunks, rows)
         stopped_receipt(args, "send", args.kind, exc, started)
         raise
     _say(args, result.summary())
@@ -155,12 +159,69 @@ def _send(args: argparse.Namespace) -> int:
         width = shutil.get_terminal_size().columns - 1
         table = first.reset_index()[["row", "status", "error"]]  # the labels: a column here
         _say(args, text_table(table, width, wrap="error"))
-    if args.results is not None:
-        write_frame(result.chunks, args.results)
-    if args.rows is not None:
-        write_frames(result.row_frames(), args.rows)  # block by block: flat memory
+    # block by block: flat memory
+    written = _write_results(args, result.chunks, result.row_frames())
     result_receipt(args, "send", result)
-    return result.exit_code
+    return result.exit_code if written else max(result.exit_code, ExitCode.STOPPED)
+
+
+def _write_results(args: argparse.Namespace, chunks: Any, rows: Iterable[Any] | None) -> bool:
+    """Write ``--results`` and ``--rows``: each that can be written is, complete; one line
+    on stderr for each that cannot. A first SIGINT or SIGTERM meanwhile waits for them to be
+    complete, then ends the program (130 / 143); a second ends it at once. True when all
+    were written."""
+    ok = True
+    with _signals_held() as held:
+        for path, frames in (
+            (args.results, None if chunks is None else [chunks]),
+            (args.rows, rows),
+        ):
+            if path is None or frames is None:
+                continue
+            try:
+                write_frames(frames, path)
+            except StorageError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                ok = False
+    if held:
+        raise _Signalled(held[0])
+    return ok
+
+
+class _Signalled(BaseException):
+    """A signal arrived while the result files were written; they are complete now."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received signal {signum}")
+        self.signum = signum
+
+
+@contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """Within the block a first SIGINT or SIGTERM is noted (in the list), not acted on;
+    the default action comes back at once, so a second one ends the process."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append(signum)
+        for name in _STOPPING:
+            signal.signal(name, signal.SIG_DFL)
+
+    previous = {name: signal.getsignal(name) for name in _STOPPING}
+    for name in _STOPPING:
+        signal.signal(name, hold)
+    try:
+        yield held
+    finally:
+        if not held:
+            for name, handler in previous.items():
+                signal.signal(name, handler)
+
+
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -199,17 +260,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one line: a reader's message may quote several lines of the file
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return ExitCode.STOPPED
-    except KeyboardInterrupt:
-        # Ctrl-C outside a send (reading, validating, writing results): stop, quietly
-        return ExitCode.interrupted(signal.SIGINT)
+    except _Signalled as exc:
+        print("interrupted: the result files were completed first", file=sys.stderr)
+        return ExitCode.interrupted(exc.signum)
+    except (KeyboardInterrupt, Terminated) as exc:
+        # a signal outside a send (reading, validating, before the send): stop, quietly
+        return ExitCode.interrupted(signal_of(exc) or signal.SIGINT)
 
 
 def run() -> int:
-    """The ``churn-connector`` program: :func:`main` in a process of its own."""
+    """The ``churn-connector`` program: :func:`main` in a process of its own.
+
+    The program owns its process, so SIGTERM (``kill``, ``docker stop``) stops it the way
+    Ctrl-C does, wherever it lands: in a send (its accounting written), or before or after
+    one (exit 143, no traceback)."""
     _use_a_lean_arrow_pool()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _first_ctrl_c)
-    return main()
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return main()
+    except (KeyboardInterrupt, Terminated) as exc:  # as main returns, or parsing arguments
+        return ExitCode.interrupted(signal_of(exc) or signal.SIGINT)
+
+
+def _terminated(signum: int, frame: FrameType | None) -> NoReturn:
+    """SIGTERM: like the first Ctrl-C; a second signal ends the process at once."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise Terminated(signum)
 
 
 def _first_ctrl_c(signum: int, frame: FrameType | None) -> NoReturn:

@@ -15,6 +15,8 @@ from typing import IO, Any, Protocol
 import numpy as np
 import pandas as pd
 
+from .exceptions import StorageError
+from .storage import storage_error
 from .types import STATE_NAMES, RowState
 
 
@@ -81,21 +83,29 @@ class Spill:
         self._lock = threading.Lock()
 
     def write(self, data: bytes) -> int:
-        """Append ``data``; return its offset."""
+        """Append ``data``; return its offset. A full or read-only temp folder is a
+        ``StorageError`` naming it (the run stops like any other stop)."""
         with self._lock:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="churn-connector-")  # noqa: SIM115
-            offset = self._size
-            self._file.seek(offset)
-            self._file.write(data)
+            try:
+                if self._file is None:
+                    self._file = tempfile.TemporaryFile(prefix="churn-connector-")  # noqa: SIM115
+                offset = self._size
+                self._file.seek(offset)
+                self._file.write(data)
+                self._file.flush()  # a full disk says so now, not at a later read
+            except OSError as exc:
+                raise _spill_error(exc) from None
             self._size += len(data)
             return offset
 
     def read(self, offset: int, size: int) -> bytes:
         with self._lock:
             assert self._file is not None
-            self._file.seek(offset)
-            return self._file.read(size)
+            try:
+                self._file.seek(offset)
+                return self._file.read(size)
+            except OSError as exc:
+                raise _spill_error(exc) from None
 
     def close(self) -> None:
         with self._lock:
@@ -107,6 +117,15 @@ class Spill:
         self.close()
 
 
+def _spill_error(exc: OSError) -> StorageError:
+    return storage_error(
+        "the temporary file of the message ids in",
+        tempfile.gettempdir(),
+        exc,
+        fix="free space there, or point TMPDIR at a folder with room (16 bytes a row)",
+    )
+
+
 class IdColumn(Protocol):
     """The message ids of one slice's rows, kept compactly; text is made only when asked."""
 
@@ -115,6 +134,11 @@ class IdColumn(Protocol):
     def texts(self, lo: int, hi: int) -> list[str | None]:
         """The ids of rows ``lo`` .. ``hi`` of the slice (None where a row has none)."""
         ...
+
+
+class BookClosed(BaseException):
+    """Raised on a thread that adds rows after the run stopped: it ends that thread's work
+    (a ``BaseException``: no ``except Exception`` on the way turns it into a row error)."""
 
 
 class RowBook:
@@ -130,10 +154,24 @@ class RowBook:
         self.labels = Labels()
         self.spill = Spill()  # message-id digests: 16 bytes a row on disk, not in memory
         self.errors: dict[int, str] = {}
+        # the run stopped before the input was read to the end, and its length is unknown:
+        # where the reading stopped, in words (None: every row of the input is in the book)
+        self.not_read: str | None = None
         self._ids: list[tuple[int, IdColumn]] = []
         self._status = np.zeros(1024, dtype=np.int8)  # RowState values
         self._chunk = np.full(1024, -1, dtype=np.int32)
         self._lock = threading.RLock()
+        self._keeper: threading.Thread | None = None  # after close(): the one who may write
+
+    def close(self) -> None:
+        """From now on only this thread changes the book: a reader or builder that outlives
+        a stopped run (blocked on its input) adds nothing to the accounting after it."""
+        with self._lock:
+            self._keeper = threading.current_thread()
+
+    def _closed_to_me(self) -> bool:
+        keeper = self._keeper
+        return keeper is not None and keeper is not threading.current_thread()
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -156,6 +194,8 @@ class RowBook:
         """Add rows (all pending); return the position of the first."""
         index = labels if isinstance(labels, pd.Index) else pd.Index(labels, dtype=object)
         with self._lock:
+            if self._closed_to_me():
+                raise BookClosed("the run has stopped: no more rows are taken")
             start = len(self.labels)
             self._grow(start + len(index), exact=False)
             self.labels.append(index)
@@ -176,6 +216,8 @@ class RowBook:
     def set_message_ids(self, start: int, ids: IdColumn) -> None:
         """The message ids of the slice's rows from ``start`` on."""
         with self._lock:
+            if self._closed_to_me():
+                return
             self._ids.append((start, ids))
 
     def id_column_at(self, position: int) -> tuple[IdColumn, int] | None:
@@ -203,6 +245,8 @@ class RowBook:
     ) -> None:
         pos = np.asarray(positions, dtype=np.int64)
         with self._lock:
+            if self._closed_to_me():
+                return
             self._status[pos] = state
             if chunk >= 0:
                 self._chunk[pos] = chunk
@@ -212,10 +256,14 @@ class RowBook:
 
     def set_chunk(self, positions: Any, chunk: int) -> None:
         with self._lock:
+            if self._closed_to_me():
+                return
             self._chunk[np.asarray(positions, dtype=np.int64)] = chunk
 
     def add_error(self, position: int, error: str) -> None:
         with self._lock:
+            if self._closed_to_me():
+                return
             old = self.errors.get(position)
             self.errors[position] = error if old is None else f"{old}; {error}"
 

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import os
 import random
 from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, Unpack
-from urllib.parse import urlsplit
 
 from .contract import MAX_BATCH_SIZE
 from .declare import declare, meta, registered
 from .exceptions import ConfigurationError
 from .types import AuthHeader
+from .urls import check_proxy, endpoint_of, is_loopback
 from .words import Placeholder, named, on_command_line, option
 
 # a dry run without a base URL or key: stand-ins, never contacted (.invalid never resolves)
@@ -63,9 +62,18 @@ class Secret:
         prefix = "Bearer " if scheme == "bearer" else ""
         return {KEY_HEADERS[scheme]: prefix + self._value}
 
-    def scrub(self, text: str) -> str:
-        """``text`` with every occurrence of the key masked (servers may echo headers)."""
-        return text.replace(self._value, "********") if self._value in text else text
+    def scrub(self, text: str, *, cut: bool = False) -> str:
+        """``text`` with every occurrence of the key masked (servers may echo headers);
+        ``cut``: the text is the start of a longer one, so it may end in the key's first
+        characters, masked too."""
+        value = self._value
+        if value in text:
+            text = text.replace(value, "********")
+        if cut:
+            for n in range(min(len(value) - 1, len(text)), 0, -1):
+                if text.endswith(value[:n]):
+                    return text[:-n] + "********"
+        return text
 
     def __repr__(self) -> str:
         return "Secret('********')"
@@ -112,6 +120,22 @@ class SecretHeaders:
     def items(self) -> ItemsView[str, str]:
         return self._items.items()
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self._items.get(name, default)
+
+    def copy(self) -> SecretHeaders:
+        """A copy, still secret (urllib3 copies the headers of each request)."""
+        return SecretHeaders(dict(self._items))
+
+    def update(self, other: Mapping[str, str]) -> None:
+        self._items.update(other)
+
     def __repr__(self) -> str:
         return f"SecretHeaders({', '.join(self._items)})"
 
@@ -143,15 +167,6 @@ class RetryPolicy:
         """Full-jitter exponential wait after failed attempt number ``attempt`` (1-based)."""
         ceiling = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
         return rng.uniform(0, ceiling)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _seconds(name: str, value: Any) -> None:
@@ -374,14 +389,8 @@ class ClientConfig:
         return Timeouts(**{name: getattr(self, flat) for flat, name in TIMEOUT_FIELDS.items()})
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(f"base_url must be an http(s) URL, got {self.base_url!r}")
-        if (
-            parts.scheme == "http"
-            and not _is_loopback(parts.hostname)
-            and not self.allow_insecure_http
-        ):
+        parts = endpoint_of(self.base_url)
+        if parts.scheme == "http" and not is_loopback(parts.host) and not self.allow_insecure_http:
             raise ConfigurationError(
                 "plain http:// is refused for a non-loopback host (the key would travel in "
                 f"clear text); use https:// or pass {option('allow_insecure_http')}"
@@ -406,7 +415,7 @@ class ClientConfig:
             )
         if self.fail_fast_after < 0:
             raise ConfigurationError("fail_fast_after must not be negative")
-        if not self.verify and not _is_loopback(parts.hostname):
+        if not self.verify and not is_loopback(parts.host):
             raise ConfigurationError(
                 "verify=False is refused for a non-loopback host: it would send the key to "
                 "anyone in between; pass "
@@ -415,7 +424,7 @@ class ClientConfig:
         if self.ca_bundle is not None and not os.path.isfile(self.ca_bundle):
             raise ConfigurationError(f"{named('ca_bundle')} {self.ca_bundle!r} is not a file")
         if self.proxy is not None:
-            check_proxy(self.proxy, self.base_url)
+            check_proxy(self.proxy, self.base_url, source=named("proxy"))
         if self.auth_header not in ("bearer", "x-api-key"):
             raise ConfigurationError("auth_header must be 'bearer' or 'x-api-key'")
 
@@ -473,18 +482,3 @@ class ClientConfig:
             return replace(self, **flat_timeouts(options))
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
-
-
-def check_proxy(proxy: str, base_url: str) -> None:
-    """Refuse a proxy that could see the key: only CONNECT tunnels to https base URLs."""
-    parts = urlsplit(proxy)
-    if parts.scheme != "http" or not parts.hostname:
-        raise ConfigurationError(
-            "proxy must be an http://[user:password@]host:port URL (the CONNECT tunnel "
-            "carries TLS from us to the API end to end)"
-        )
-    if urlsplit(base_url).scheme != "https":
-        raise ConfigurationError(
-            "a proxy is only used for an https:// base URL: over plain http the proxy "
-            "would read the key in every request"
-        )

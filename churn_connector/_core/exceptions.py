@@ -14,6 +14,7 @@ notebook's stop button or an orchestrator's kill::
         ├── TransportError ─────┤    the API unusable      .status .attempts    yes*
         │   └── AuthenticationError  401/403: the key refused; stops at once    no
         ├── LedgerError ────────┤    the ledger unwritable .path                no*
+        ├── StorageError ───────┤    a local file unwritable .path .errno       no*
         ├── QueueFull           │    a tracker's queue full .max_queue          yes
         └── DeliveryError       │    rows not delivered  .counts .rows .chunks  *
     KeyboardInterrupt           │
@@ -26,6 +27,7 @@ notebook's stop button or an orchestrator's kill::
 the options or the environment first. The starred classes decide per instance, from the
 cause: a refused connection or DNS that is down for now is retryable, an untrusted TLS
 certificate is not; a ledger that is locked or full is, one that is read-only or corrupt is
+not; a full disk (the message ids' spill file, a result file) is, a read-only folder is
 not; an input that failed with an I/O error part way is, a broken file is not; a
 ``DeliveryError`` is when rows ``failed`` (outcome unknown, never answered), not when they
 were only ``rejected`` or invalid. An ``Interrupted`` is retryable (nothing was wrong), but
@@ -61,6 +63,7 @@ __all__ = [
     "LedgerError",
     "QueueFull",
     "RunStopped",
+    "StorageError",
     "TransportError",
 ]
 
@@ -104,6 +107,8 @@ class _RunResults:
     counts: dict[str, int]
     rows: pd.DataFrame | None
     chunks: pd.DataFrame | None
+    # the input was not read to the end and its length is unknown: where reading stopped
+    not_read: str | None = None
 
     def _set_results(
         self,
@@ -122,7 +127,10 @@ class RunStopped(_RunResults, _Described):
 
     ``counts`` (rows per state), ``rows`` and ``chunks`` (the per-row and per-request result
     frames) say what the run did before it stopped: every row is accounted for, those never
-    sent are ``failed`` with "not sent". Catch it to keep the record of any stopped run::
+    sent are ``failed`` with "not sent", the rows never read too where the input's length
+    is known (a DataFrame, an Arrow table, a Parquet file); where it is not (a generator, a
+    CSV file), ``not_read`` says from which row on the input was not read. Catch it to keep
+    the record of any stopped run::
 
         try:
             client.send_events(path)
@@ -243,6 +251,34 @@ class LedgerError(ChurnConnectorError, RunStopped):
     ) -> None:
         super().__init__(message, retryable=retryable)
         self.path = path
+        self._set_results(counts, rows, chunks)
+
+
+class StorageError(ChurnConnectorError, RunStopped):
+    """A local file could not be written: the temporary file that holds the message ids of
+    a long send (in the temp folder: ``TMPDIR``), or a result file (``--rows``,
+    ``--results``). ``path`` names it, ``errno`` says why (``ENOSPC``: the disk is full;
+    ``EROFS``: a read-only file system; ``EACCES``: no permission).
+
+    Raised part way through a send, it carries what the run delivered before (``counts``,
+    ``rows``, ``chunks``). ``retryable`` when the disk was full (space may be freed), not
+    when the folder is read-only or forbidden.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        errno: int | None = None,
+        counts: dict[str, int] | None = None,
+        rows: pd.DataFrame | None = None,
+        chunks: pd.DataFrame | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable)
+        self.path = path
+        self.errno = errno
         self._set_results(counts, rows, chunks)
 
 

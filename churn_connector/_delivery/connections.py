@@ -1,113 +1,92 @@
-"""Keep-alive HTTP/1.1 connections to the API, with deadlines that hold.
+"""Keep-alive HTTP/1.1 connections to the API, on urllib3, with deadlines that hold.
 
-Built on the standard library's ``http.client`` rather than ``requests``: the hot path posts
-thousands of 100 KB bodies a second, and owning the sockets is what lets a request deadline
-hold against a server that trickles its answer (a read timeout applies per socket read) and
-lets an interrupt end every request in flight at once. TLS verification is always on
-(``ssl.create_default_context``); a proxy is only ever a CONNECT tunnel, so TLS runs from
-us to the API end to end and the key is never readable on the way.
+urllib3 2.x keeps the pool, checks idle connections before reuse, opens CONNECT tunnels
+through a proxy and sets up TLS. What the package adds is a connection class that hands its
+socket to the attempt's ``Flight`` the moment the socket exists, so the watchdog (an
+attempt's ``request_timeout``, the run's ``deadline``) and an interrupt end any phase of an
+attempt: the name lookup (on a thread of its own, waited for no longer than the attempt may
+last), the TCP connect, the TLS handshake, the request and the answer. It also skips interim
+1xx answers and tells the stale keep-alive race (the server closed an idle connection as the
+request went out: sent again at once on a new connection, not an attempt) from a failure.
+
+Trust: the CAs of ``ca_bundle``, else of ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, else
+certifi's bundle: exactly what ``requests`` trusts, so both paths accept the same servers.
+TLS verification is always on (but for loopback with ``verify=False``); a proxy is only ever
+a CONNECT tunnel, so TLS runs from us to the API end to end and the key is never readable on
+the way.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import http.client
+import logging
 import os
-import select
 import socket
 import ssl
 import threading
-import time
 import urllib.request
-from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
+
+import certifi
+import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from .._core.config import ClientConfig, SecretHeaders
 from .._core.exceptions import ConfigurationError
-from .._core.words import Placeholder, option
+from .._core.urls import check_proxy, endpoint_of
+from .failures import NetworkFailure, classify, closed_without_answer
+from .pool import BODY_LIMIT, Abort, Answer, Flight, Flights, current_flight
 
-BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body is cut off
-_WATCH_EVERY = 0.1  # seconds between the watchdog's looks at requests in flight
+log = logging.getLogger("churn_connector")
 
-
-@dataclass(frozen=True)
-class Abort:
-    """End an attempt that has not finished ``after`` seconds from its start, saying why."""
-
-    after: float
-    reason: str
+_DNS_POLL = 0.05  # seconds: how often a name lookup's wait looks whether it was aborted
+_STALE_RETRIES = 2  # per attempt: the kept-alive connections found closed as a request left
 
 
-@dataclass(frozen=True)
-class Answer:
-    """The server's final answer to one attempt."""
-
-    status: int
-    text: str | None
-    retry_after: str | None
-
-
-class NetworkFailure(Exception):
-    """An attempt that got no HTTP answer; ``unreachable`` when the host cannot be used at all
-    (connection refused, DNS, TLS), which retrying each request will not heal; then
-    ``retryable`` says whether a later run can (a server down: yes; TLS trust: no)."""
-
-    def __init__(self, message: str, *, unreachable: bool, retryable: bool = True) -> None:
-        super().__init__(message)
-        self.message = message
-        self.unreachable = unreachable
-        self.retryable = retryable
+def trusted_cas(config: ClientConfig) -> str:
+    """The CA file (or folder) the package trusts: ``ca_bundle``, else the variables
+    requests reads (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``), else certifi's bundle."""
+    return (
+        config.ca_bundle
+        or os.environ.get("REQUESTS_CA_BUNDLE")
+        or os.environ.get("CURL_CA_BUNDLE")
+        or certifi.where()
+    )
 
 
-class _Response(http.client.HTTPResponse):
-    """A response that skips every interim 1xx answer (http.client only skips 100)."""
+class _TLSContext(ssl.SSLContext):
+    """Hands the TLS socket to the attempt's flight before the handshake, so an abort ends
+    a handshake that stalls or trickles too."""
 
-    def _read_status(self) -> tuple[str, int, str]:
-        while True:
-            version, status, reason = super()._read_status()  # type: ignore[misc]
-            if not 102 <= status < 200:
-                return version, status, reason
-            http.client.parse_headers(self.fp)  # e.g. 103 Early Hints: not the answer
-
-
-class _HTTPConnection(http.client.HTTPConnection):
-    response_class = _Response
-
-
-class _HTTPSConnection(http.client.HTTPSConnection):
-    response_class = _Response
-
-
-_Connection = _HTTPConnection | _HTTPSConnection
-
-
-@dataclass(eq=False)  # in a set by identity
-class _Flight:
-    """One attempt in flight: its connection, when it must end, and whether it was ended."""
-
-    connection: _Connection
-    deadline: float
-    reason: str
-    aborted: str | None = None
-
-    def abort(self, reason: str) -> None:
-        if self.aborted is None:
-            self.aborted = reason
-        sock = self.connection.sock
-        if sock is not None:
-            # the socket-level shutdown wakes a thread blocked reading it, TLS or not
-            with contextlib.suppress(OSError):
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> Any:
+        handshake = kwargs.pop("do_handshake_on_connect", True)
+        kwargs["do_handshake_on_connect"] = False
+        tls = super().wrap_socket(sock, *args, **kwargs)
+        flight = current_flight()
+        if flight is not None:
+            flight.phase = "tls"
+            flight.hold(tls)
+        if handshake:
+            try:
+                tls.do_handshake()
+            except BaseException:
+                tls.close()  # urllib3 closes what wrap_socket returns, not what it raised on
+                raise
+        return tls
 
 
 def ssl_context(config: ClientConfig) -> ssl.SSLContext:
-    """Verification on, trusting the CAs the caller names; else the system's (or those of
-    SSL_CERT_FILE / SSL_CERT_DIR, read by OpenSSL) and REQUESTS_CA_BUNDLE's."""
-    bundle = config.ca_bundle
+    """Verification on, trusting ``trusted_cas``; off only for loopback (``verify=False``)."""
+    bundle = trusted_cas(config)
+    context = _TLSContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname checked, certificate required
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context = ssl.create_default_context(cafile=bundle)
-        if bundle is None and (bundle := os.environ.get("REQUESTS_CA_BUNDLE")):
+        if os.path.isdir(bundle):
+            context.load_verify_locations(capath=bundle)
+        else:
             context.load_verify_locations(cafile=bundle)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigurationError(f"cannot load the CA bundle {bundle!r}: {exc}") from None
@@ -117,215 +96,261 @@ def ssl_context(config: ClientConfig) -> ssl.SSLContext:
     return context
 
 
+class _Response(http.client.HTTPResponse):
+    """A response that skips every interim 1xx answer (http.client only skips 100), and
+    tells the flight that the answer began."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            flight = current_flight()
+            if flight is not None:
+                flight.answered = True
+            if not 102 <= status < 200:
+                return version, status, reason
+            http.client.parse_headers(self.fp)  # e.g. 103 Early Hints: not the answer
+
+
+class _Owned:
+    """What the package's connections add to urllib3's: the socket is the flight's to end
+    from its creation, names resolve within the attempt's deadline, requests are counted
+    (a request on a connection that answered before is on a kept-alive one)."""
+
+    host: str
+    port: int
+    _dns_host: str
+    socket_options: Any
+    source_address: tuple[str, int] | None
+    timeout: Any
+    sock: socket.socket | None
+    _answers = 0  # answers on the current socket
+
+    def _new_conn(self) -> socket.socket:
+        flight = current_flight()
+        self._answers = 0
+        try:
+            addresses = _resolve(self._dns_host, self.port, flight)
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
+        error: OSError | None = None
+        for family, kind, proto, _, address in addresses:
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError as exc:  # EMFILE: out of file descriptors
+                raise NewConnectionError(self, f"Failed to create a socket: {exc}") from exc  # type: ignore[arg-type]
+            try:
+                if flight is not None:
+                    flight.phase = "connect"
+                    flight.hold(sock)  # from now on an abort ends the connect
+                for option in self.socket_options or ():
+                    sock.setsockopt(*option)
+                timeout = self.timeout if isinstance(self.timeout, int | float) else None
+                if flight is not None:
+                    left = flight.left()
+                    timeout = left if timeout is None else min(timeout, left)
+                sock.settimeout(timeout)
+                if self.source_address:
+                    sock.bind(self.source_address)
+                sock.connect(address)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        if isinstance(error, TimeoutError):
+            raise ConnectTimeoutError(self, f"Connection to {self.host} timed out") from error
+        raise NewConnectionError(self, f"Failed to establish a new connection: {error}") from error  # type: ignore[arg-type]
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        flight = current_flight()
+        if flight is not None:
+            flight.reused = self._answers > 0
+            flight.phase = "send"
+            if self.sock is not None:
+                flight.hold(self.sock)  # a kept-alive socket: this attempt's to end now
+        super().request(*args, **kwargs)  # type: ignore[misc]
+        if flight is not None:
+            flight.phase = "answer"
+
+    def getresponse(self) -> Any:
+        response = super().getresponse()  # type: ignore[misc]
+        self._answers += 1
+        return response
+
+
+class _HTTPConnection(_Owned, HTTPConnection):
+    response_class = _Response
+
+
+class _HTTPSConnection(_Owned, HTTPSConnection):
+    response_class = _Response
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+    def _validate_conn(self, conn: Any) -> None:
+        # urllib3's, without its InsecureRequestWarning: verification is off only where
+        # ClientConfig allowed it (verify=False, for loopback hosts)
+        if conn.is_closed:
+            conn.connect()
+
+
+def _resolve(host: str, port: int, flight: Flight | None) -> list[Any]:
+    """``getaddrinfo`` that ends by the attempt's deadline (and with an abort): a resolver
+    that does not answer blocks a thread of its own, not the attempt."""
+    kind = socket.SOCK_STREAM
+    try:  # an address needs no lookup
+        return socket.getaddrinfo(host, port, socket.AF_UNSPEC, kind, 0, socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass
+    if flight is None:
+        return socket.getaddrinfo(host, port, socket.AF_UNSPEC, kind)
+    flight.phase = "dns"
+    found: list[Any] = []
+    done = threading.Event()
+
+    def look_up() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, socket.AF_UNSPEC, kind))
+        except OSError as exc:
+            found.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=look_up, name="churn-dns", daemon=True).start()
+    while not done.wait(_DNS_POLL):
+        if flight.woken.is_set() or flight.left() <= 0:
+            raise TimeoutError(f"no answer from the name resolver for {host}")
+    result = found[0]
+    if isinstance(result, OSError):
+        raise result
+    return result  # type: ignore[no-any-return]
+
+
 def _proxy_of(config: ClientConfig, host: str) -> str | None:
     if config.proxy is not None:
         return config.proxy
     if not config.trust_env or urllib.request.proxy_bypass(host):
         return None
-    found = urllib.request.getproxies().get(urlsplit(config.base_url).scheme)
-    return found or None
-
-
-def _failure(
-    exc: BaseException,
-    where: str,
-    *,
-    trust_fix: str | None = None,
-    tls_fix: str | None = None,
-) -> NetworkFailure:
-    """Name what went wrong, and whether retrying can help; ``trust_fix`` and ``tls_fix``
-    say what to change for an untrusted certificate and for other TLS errors."""
-    ca = option("ca_bundle", Placeholder("<your CA>.pem"))
-    trust_fix = trust_fix or f"pass {ca} for a private CA"
-    if isinstance(exc, ConnectionRefusedError):
-        return NetworkFailure(f"connection refused by {where}", unreachable=True)
-    if isinstance(exc, socket.gaierror):
-        # "temporary failure in name resolution" may heal; an unknown name will not
-        return NetworkFailure(
-            f"cannot resolve the host of {where} ({exc})",
-            unreachable=True,
-            retryable=exc.errno == socket.EAI_AGAIN,
-        )
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        detail = exc.verify_message or exc.reason
-        return NetworkFailure(
-            f"TLS certificate of {where} not trusted ({detail}); {trust_fix}",
-            unreachable=True,
-            retryable=False,
-        )
-    if isinstance(exc, ssl.SSLError):
-        if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL"):
-            return NetworkFailure(
-                f"the server at {where} does not speak TLS on this port",
-                unreachable=True,
-                retryable=False,
-            )
-        # a server that wants a client certificate ends TLS without saying much
-        detail = exc.reason or "the server ended the TLS connection"
-        fix = f"; {tls_fix}" if tls_fix else ""
-        return NetworkFailure(
-            f"TLS error with {where} ({detail}){fix}", unreachable=True, retryable=False
-        )
-    if isinstance(exc, OSError) and str(exc).startswith("Tunnel connection failed"):
-        # http.client: "Tunnel connection failed: 503 Service Unavailable"; a 5xx may heal
-        code = str(exc).removeprefix("Tunnel connection failed:").split()[:1]
-        return NetworkFailure(
-            f"the proxy refused the tunnel to {where} ({exc})",
-            unreachable=True,
-            retryable=bool(code) and code[0].startswith("5"),
-        )
-    if isinstance(exc, TimeoutError):
-        return NetworkFailure("read timeout", unreachable=False)
-    return NetworkFailure(type(exc).__name__, unreachable=False)
-
-
-def _dropped(conn: _Connection) -> bool:
-    """True when an idle kept-alive connection was closed by the server (its socket reads
-    as ready: end of stream, or bytes nobody asked for)."""
-    sock = conn.sock
-    if sock is None:
-        return True
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
-    return bool(select.select([sock], [], [], 0)[0])
+    scheme = urlsplit(config.base_url).scheme
+    found = urllib.request.getproxies().get(scheme)
+    if not found:
+        return None
+    check_proxy(found, config.base_url, source=f"{scheme.upper()}_PROXY (the environment)")
+    return found
 
 
 class ConnectionPool:
     """At most ``size`` keep-alive connections to the API's host; thread-safe."""
 
     def __init__(self, config: ClientConfig, size: int) -> None:
-        parts = urlsplit(config.base_url)
         self.config = config
-        self.https = parts.scheme == "https"
-        self.host = parts.hostname or ""
-        self.port = parts.port or (443 if self.https else 80)
-        self.prefix = parts.path.rstrip("/")
+        where = endpoint_of(config.base_url)
+        self.https = where.scheme == "https"
+        self.host, self.port, self.prefix = where.host, where.port, where.path.rstrip("/")
         self.where = f"{self.host}:{self.port}"
-        self._ssl = ssl_context(config) if self.https else None
         self._proxy = _proxy_of(config, self.host)
         if self._proxy is not None and not self.https:
             raise ConfigurationError(
                 "a proxy is configured (or found in the environment) for a plain http:// base "
                 "URL: the proxy would read the key; use https:// or unset the proxy"
             )
-        self._idle: list[_Connection] = []
-        self._flights: set[_Flight] = set()
-        self._slots = threading.BoundedSemaphore(size)
-        self._lock = threading.Lock()
-        self._closed = threading.Event()
-        self._watchdog: threading.Thread | None = None
-
-    # -- connections ---------------------------------------------------------------------
-    def _new(self) -> _Connection:
-        timeout = self.config.connect_timeout
-        if not self.https:
-            return _HTTPConnection(self.host, self.port, timeout=timeout)
+        self.flights = Flights()
+        # never more attempts in flight than ``size``, so the pool needs no blocking; and
+        # blocking would hang at interpreter exit: urllib3 empties its pools from an atexit
+        # finalizer, before a tracker's exit flush posts through them
+        options: dict[str, Any] = {"maxsize": size, "block": False, "retries": False}
+        if self.https:
+            options["ssl_context"] = ssl_context(config)
+        manager: urllib3.PoolManager
         if self._proxy is None:
-            return _HTTPSConnection(self.host, self.port, timeout=timeout, context=self._ssl)
-        proxy = urlsplit(self._proxy)
-        conn = _HTTPSConnection(
-            proxy.hostname or "", proxy.port or 80, timeout=timeout, context=self._ssl
-        )
-        headers = {}
-        if proxy.username is not None:
-            token = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}"
-            headers["Proxy-Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
-        conn.set_tunnel(self.host, self.port, headers=headers)
-        return conn
+            manager = urllib3.PoolManager(num_pools=1, **options)
+        else:
+            proxy = urlsplit(self._proxy)
+            headers = {}
+            if proxy.username is not None:
+                token = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}"
+                headers = urllib3.make_headers(proxy_basic_auth=token)
+            plain = f"http://{proxy.hostname}:{proxy.port or 80}"  # no userinfo kept
+            manager = urllib3.ProxyManager(plain, num_pools=1, proxy_headers=headers, **options)
+        manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        self._manager = manager
+        self._pool = manager.connection_from_host(self.host, self.port, where.scheme)
 
-    def _checkout(self) -> tuple[_Connection, bool]:
-        self._slots.acquire()
-        while True:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                return self._new(), False
-            if not _dropped(conn):
-                return conn, True
-            conn.close()
-
-    def _checkin(self, conn: _Connection, *, reusable: bool) -> None:
-        with self._lock:
-            if reusable and not self._closed.is_set():
-                self._idle.append(conn)
-                reusable = True
-            else:
-                reusable = False
-        if not reusable:
-            conn.close()
-        self._slots.release()
-
-    # -- one attempt ---------------------------------------------------------------------
     def post(self, path: str, body: bytes, headers: SecretHeaders, abort: Abort) -> Answer:
         """POST ``body``; the answer, or NetworkFailure (the abort's reason if it fired)."""
-        self._start_watchdog()
-        conn, reused = self._checkout()
-        flight = _Flight(conn, time.monotonic() + abort.after, abort.reason)
-        reusable = False
-        with self._lock:
-            self._flights.add(flight)
-        try:
-            answer, reusable = self._exchange(conn, path, body, headers, reused=reused)
-            return answer
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            conn.close()
-            if flight.aborted is not None:
-                raise NetworkFailure(flight.aborted, unreachable=False) from None
-            raise _failure(exc, self.where) from None
-        finally:
-            with self._lock:
-                self._flights.discard(flight)
-            self._checkin(conn, reusable=reusable and flight.aborted is None)
+        with self.flights.flying(abort) as flight:
+            stale = 0
+            while True:
+                try:
+                    return self._exchange(path, body, headers, flight)
+                except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as exc:
+                    failure = self._failure(exc, flight, stale)
+                if failure is not None:
+                    raise failure  # outside the except block: no context of urllib3's frames
+                # the server closed the idle connection as the request went out: it never
+                # saw it; sent again at once, on a new connection, and no attempt counted
+                log.debug("a kept-alive connection was closed by the server; sent again")
+                stale += 1
+                flight.reused = False
 
-    def _exchange(
-        self, conn: _Connection, path: str, body: bytes, headers: SecretHeaders, *, reused: bool
-    ) -> tuple[Answer, bool]:
-        if not reused:
-            conn.connect()
-            assert conn.sock is not None
-            conn.sock.settimeout(self.config.read_timeout)
-        conn.request("POST", self.prefix + path, body=body, headers=headers)  # type: ignore[arg-type]
-        resp = conn.getresponse()
-        data = resp.read(BODY_LIMIT)
-        # what was not read (a huge or endless body) leaves the connection unusable
-        reusable = resp.isclosed() and not resp.will_close
+    def _failure(self, exc: BaseException, flight: Flight, stale: int) -> NetworkFailure | None:
+        """The failure to report; None for the stale keep-alive race, to be sent again."""
+        if flight.aborted is not None:
+            return NetworkFailure(flight.aborted, unreachable=False)
+        race = flight.reused and not flight.answered and closed_without_answer(exc)
+        if race and stale < _STALE_RETRIES:
+            return None
+        return classify(exc, self.where, phase=flight.phase)
+
+    def _exchange(self, path: str, body: bytes, headers: SecretHeaders, flight: Flight) -> Answer:
+        config = self.config
+        timeout = urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout)
+        response = self._pool.urlopen(
+            "POST",
+            self.prefix + path,
+            body=body,
+            headers=headers,  # type: ignore[arg-type]
+            retries=False,
+            redirect=False,
+            assert_same_host=False,
+            timeout=timeout,
+            preload_content=False,
+            release_conn=False,
+            decode_content=False,
+        )
+        try:
+            data = response.read(BODY_LIMIT, decode_content=False)
+        except BaseException:
+            _discard(response)
+            raise
+        # a body longer than the limit (or endless) is not read out: its connection goes
+        cut = len(data) >= BODY_LIMIT
+        flight.finish()  # before the connection goes back: no abort may reach it after
+        if cut:
+            _discard(response)
+        else:
+            response.release_conn()
         # whole (at most BODY_LIMIT): the key is masked before anything is trimmed
         text = data.decode("utf-8", "replace") if data else None
-        return Answer(resp.status, text, resp.getheader("Retry-After")), reusable
+        return Answer(response.status, text, response.headers.get("Retry-After"), cut)
 
-    # -- ending attempts -----------------------------------------------------------------
     def abort_all(self, reason: str) -> None:
         """End every attempt in flight now (an interrupt, or the run stopping)."""
-        with self._lock:
-            flights = list(self._flights)
-        for flight in flights:
-            flight.abort(reason)
-
-    def _start_watchdog(self) -> None:
-        if self._watchdog is None:
-            with self._lock:
-                if self._watchdog is None:
-                    self._watchdog = threading.Thread(
-                        target=self._watch, name="churn-send-watchdog", daemon=True
-                    )
-                    self._watchdog.start()
-
-    def _watch(self) -> None:
-        """Abort attempts past their deadline: a trickling server never holds a run."""
-        while not self._closed.wait(_WATCH_EVERY):
-            now = time.monotonic()
-            with self._lock:
-                late = [f for f in self._flights if f.deadline <= now and f.aborted is None]
-            for flight in late:
-                flight.abort(flight.reason)
+        self.flights.abort_all(reason)
 
     def close(self) -> None:
-        self._closed.set()
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-        if self._watchdog is not None:
-            self._watchdog.join(timeout=1.0)
+        self.flights.close()
+        self._manager.clear()
+
+
+def _discard(response: Any) -> None:
+    """Close the response's connection instead of handing it back half read."""
+    connection = getattr(response, "connection", None)
+    if connection is not None:
+        connection.close()
+    response.release_conn()

@@ -17,16 +17,59 @@ from __future__ import annotations
 
 import contextvars
 import queue
+import signal
 import threading
+import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 Q = TypeVar("Q", covariant=True)
 
 _PUT_EVERY = 0.05  # seconds: how often a blocked thread looks whether it should stop
-_JOIN_SECONDS = 10.0  # after a stop: at most this long for the item being built
+# after a stop: how long to wait for the item being built (the book no longer takes what a
+# builder that outlives this adds, so a blocked input never holds the caller)
+_JOIN_SECONDS = 0.5
 HANDOFF_AHEAD = 2  # slices of a caller's source read ahead of the one being built
+
+
+class DeadlinePassed(BaseException):
+    """The run's deadline passed while it waited for its input: the rest is not read."""
+
+
+@contextmanager
+def ends_at(deadline: float | None) -> Iterator[None]:
+    """Within the block, raise ``DeadlinePassed`` in it at ``deadline``, even while it is
+    blocked in the caller's own code (a generator, a cursor that waits on a server).
+
+    A SIGALRM timer, so only on the main thread and only where nobody else uses one (the
+    caller's handler and timer are left alone; then a blocked read cannot be cut short).
+    """
+    if (
+        deadline is None
+        or not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGALRM) is not signal.SIG_DFL
+        or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)
+    ):
+        yield
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlinePassed
+
+    def ring(signum: int, frame: FrameType | None) -> None:
+        raise DeadlinePassed
+
+    signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
 class _End:
@@ -51,15 +94,17 @@ class Handoff(Generic[T]):
         """Whether ``pull`` would read: the source goes on and there is room ahead."""
         return not self._read_all and not self._queue.full()
 
-    def pull(self) -> None:
+    def pull(self, deadline: float | None = None) -> None:
         """Read the next item of the source (on the thread that made the handoff).
 
         The end of the source, or its error, is queued behind the items read before, so
         everything read is built before the error is raised. An interrupt (a
-        ``BaseException``) is not the source's error: it propagates here, at once.
+        ``BaseException``) is not the source's error: it propagates here, at once; so does
+        ``DeadlinePassed`` when ``deadline`` passes while the source is read.
         """
         try:
-            item: T | _End = next(self._source)
+            with ends_at(deadline):
+                item: T | _End = next(self._source)
         except StopIteration:
             item = _End()
         except Exception as exc:  # raised on the other side, after the items before it
@@ -94,16 +139,17 @@ class _Gets(Protocol[Q]):
     def get(self, *, timeout: float | None = None) -> Q: ...
 
 
-def get_feeding(source: _Gets[T], feed: Handoff[Any] | None) -> T:
-    """``source.get()``; while it would wait, the caller's thread reads ``feed`` ahead."""
+def get_feeding(source: _Gets[T], feed: Handoff[Any] | None, deadline: float | None = None) -> T:
+    """``source.get()``; while it would wait, the caller's thread reads ``feed`` ahead, until
+    ``deadline`` (then ``DeadlinePassed`` if it is still reading)."""
     if feed is None:
         return source.get()
     while True:
-        if feed.wants:
+        if feed.wants and (deadline is None or time.monotonic() < deadline):
             try:
                 return source.get(timeout=0)
             except queue.Empty:
-                feed.pull()
+                feed.pull(deadline)
                 continue
         try:
             return source.get(timeout=_PUT_EVERY)
@@ -124,6 +170,7 @@ class Prefetch(Generic[T]):
         self._queue: queue.Queue[T | _End] = queue.Queue(maxsize=max(1, ahead))
         self._stop = threading.Event()
         self._ended = False
+        self.read_all = False  # the source was iterated to its end
         self._feed = feed
         self._items = iter(source)
         context = contextvars.copy_context()
@@ -141,6 +188,7 @@ class Prefetch(Generic[T]):
             for item in items:
                 if not self._put(item):
                     return
+            self.read_all = True
         except BaseException as exc:  # handed to the consumer, raised there
             end = _End(exc)
         self._put(end)
@@ -154,11 +202,12 @@ class Prefetch(Generic[T]):
                 continue
         return False
 
-    def take(self) -> T | None:
-        """The next item, None at the end; raises what the source raised."""
+    def take(self, deadline: float | None = None) -> T | None:
+        """The next item, None at the end; raises what the source raised, and
+        ``DeadlinePassed`` once ``deadline`` has passed (the rest is not read)."""
         if self._ended:
             return None
-        item = get_feeding(self._queue, self._feed)
+        item = get_feeding(self._queue, self._feed) if deadline is None else self._before(deadline)
         if isinstance(item, _End):
             self._ended = True
             if item.error is not None:
@@ -166,8 +215,28 @@ class Prefetch(Generic[T]):
             return None
         return item
 
+    def _before(self, deadline: float) -> T | _End:
+        """The next item if it comes before ``deadline``; else ``DeadlinePassed``."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlinePassed
+            if self._feed is not None and self._feed.wants:
+                try:
+                    return self._queue.get(timeout=0)
+                except queue.Empty:
+                    self._feed.pull(deadline)
+                    continue
+            try:
+                return self._queue.get(timeout=min(left, _PUT_EVERY))
+            except queue.Empty:
+                continue
+
     def close(self) -> None:
-        """Stop building and wait for the item being built, so nothing changes after."""
+        """Stop building; wait a moment for the item being built (a builder blocked on its
+        input is left behind: it is a daemon thread, and the book is closed to it)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self._feed is not None:
             self._feed.close()  # the producer stops waiting for the caller's source

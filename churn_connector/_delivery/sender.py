@@ -26,7 +26,7 @@ from .._core.contract import PAST_WINDOW
 from .._core.exceptions import TransportError
 from .._core.types import ChunkStatus, RowState
 from .chunking import Request, SizeLimit
-from .prefetch import Handoff, Prefetch, get_feeding
+from .prefetch import DeadlinePassed, Handoff, Prefetch, get_feeding
 from .progress import Progress
 from .transport import Outcome, Poster
 
@@ -85,8 +85,12 @@ class Sender:
         split_budget: int = 1000,
         size_limit: SizeLimit | None = None,
         on_sent: Callable[[Sequence[int]], None] | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.poster = poster
+        # the run's deadline (time.monotonic()): then no more of the input is read or sent
+        self.deadline = deadline
+        self.read_to_end = False  # the input was read to its end (not cut by the deadline)
         self.book = book
         self.concurrency = concurrency
         self.bisect = bisect
@@ -281,11 +285,15 @@ class Sender:
         feeder = _Feeder(ahead, 4 * self.concurrency)
         in_flight = 0
         source_failed: Exception | None = None
+        late = False  # the deadline passed: nothing more is read or sent
         try:
             while True:
-                while source_failed is None and in_flight < 2 * self.concurrency:
+                while not late and source_failed is None and in_flight < 2 * self.concurrency:
                     try:
-                        req = feeder.take()
+                        req = feeder.take(self.deadline)
+                    except DeadlinePassed:
+                        late = True
+                        break
                     except Exception as exc:  # the input broke: let what is in flight land
                         source_failed = exc
                         break
@@ -296,19 +304,29 @@ class Sender:
                     in_flight += 1
                 if not in_flight:
                     break
-                item = get_feeding(done, feed)
+                try:
+                    # requests in flight end by the deadline themselves (the poster's abort)
+                    item = get_feeding(done, None if late else feed, self.deadline)
+                except DeadlinePassed:  # the caller's source was cut short
+                    late = True
+                    continue
                 in_flight -= 1
                 feeder.release(item.request)
                 if item.error is not None:
                     raise item.error
+            self.read_to_end = ahead.read_all
             if source_failed is not None:
                 raise source_failed
         except BaseException as exc:
             self.poster.stop(_reason_of(exc))
-            ahead.close()  # nothing is read or added to the books after this
+            ahead.close()
             self.abandon(_reason_of(exc), done, in_flight)
+            # from here on only this thread changes the book: a builder blocked on its input
+            # (left behind by ``ahead.close``) adds nothing after the accounting
+            self.book.close()
             raise
         finally:
+            self.book.close()
             ahead.close()
             for _ in workers:
                 inbox.put(None)
@@ -344,8 +362,13 @@ class _Feeder:
         self._busy: set[str] = set()
         self._exhausted = False
 
-    def take(self) -> Request | None:
-        req = self._next_free()
+    @property
+    def finished(self) -> bool:
+        """Every request of the source was handed out."""
+        return self._exhausted and not self._held
+
+    def take(self, deadline: float | None = None) -> Request | None:
+        req = self._next_free(deadline)
         if req is not None and req.key is not None:
             self._busy.add(req.key)
         return req
@@ -354,12 +377,12 @@ class _Feeder:
         if req.key is not None:
             self._busy.discard(req.key)
 
-    def _next_free(self) -> Request | None:
+    def _next_free(self, deadline: float | None) -> Request | None:
         for k, cand in enumerate(self._held):
             if cand.key is None or cand.key not in self._busy:
                 return self._held.pop(k)
         while not self._exhausted and len(self._held) < self._hold:
-            nxt = self._source.take()
+            nxt = self._source.take(deadline)
             if nxt is None:
                 self._exhausted = True
             elif (nxt.key is None or nxt.key not in self._busy) and not any(

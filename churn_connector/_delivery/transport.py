@@ -25,13 +25,13 @@ import orjson
 from ..__version__ import __version__
 from .._core.config import ClientConfig, SecretHeaders
 from .._core.exceptions import AuthenticationError, TransportError
-from .connections import Abort, Answer, ConnectionPool, NetworkFailure
+from .connections import ConnectionPool
+from .failures import NetworkFailure
+from .pool import Abort, Answer, Pool
 from .retry import RetryLog, RetrySink, Verdict, decide, next_wait, retry_testing, sleep
 
 if TYPE_CHECKING:
     import requests
-
-    from .session import SessionPool
 
 log = logging.getLogger("churn_connector")
 
@@ -258,7 +258,7 @@ class HttpPoster:
         on_retry: RetrySink | None = None,
     ) -> None:
         self.config = config
-        self.pool: ConnectionPool | SessionPool
+        self.pool: Pool
         if session is None:
             self.pool = ConnectionPool(config, pool_size)
         else:
@@ -312,6 +312,14 @@ class HttpPoster:
         try:
             answer: Answer = self.pool.post(path, body, self.headers, Abort(limit, reason))
         except NetworkFailure as exc:
+            if exc.fatal:  # this machine cannot make requests: retrying will not help
+                self.stop(exc.message)
+                raise TransportError(
+                    f"cannot send to the API at {self.pool.where}: {exc.message}. "
+                    "The run was stopped.",
+                    attempts=1,
+                    retryable=False,
+                ) from None
             if exc.unreachable and self.breaker.unreachable():
                 raise self._unreachable(exc.message, retryable=exc.retryable) from None
             return _Attempt(
@@ -323,7 +331,8 @@ class HttpPoster:
             )
         self.breaker.answered()
         scrub = self.config.api_key.scrub
-        text = scrub(answer.text) if answer.text is not None else None  # masked, then trimmed
+        # masked, then trimmed; a body cut at the read limit may end in the key's first part
+        text = None if answer.text is None else scrub(answer.text, cut=answer.cut)
         status, verdict = answer.status, decide(answer.status)
         said = Said() if verdict == "sent" else what_it_said(text, scrub)
         cause = f"HTTP {status}"

@@ -174,6 +174,27 @@ class BadCell:
         return f"{self.text!r} (not {self.dtype})"
 
 
+class RepeatedKey:
+    """Stands in for an Arrow map that holds a key twice: a JSON object cannot, and keeping
+    either value would be a guess; reported like any bad value."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"<a map holding the key {self.key!r} twice>"
+
+
+def _repeated(path: str, value: RepeatedKey) -> InexactValue:
+    return InexactValue(
+        path,
+        f"the map holds the key {value.key!r} twice (an Arrow map may, a JSON object may "
+        "not); keep one value per key",
+    )
+
+
 def _too_deep(path: str) -> InexactValue:
     return InexactValue(
         path, f"nested deeper than {MAX_DEPTH} levels (counted from the event); flatten it"
@@ -203,6 +224,8 @@ def to_json(
         )
     if isinstance(value, Unencodable):
         raise InexactValue(path, f"text {value!r} holds a lone surrogate, which UTF-8 cannot carry")
+    if isinstance(value, RepeatedKey):
+        raise _repeated(path, value)
     if isinstance(value, int):
         if not _INT_MIN <= value <= _UINT_MAX:
             raise InexactValue(path, f"integer {value} does not fit in 64 bits")
@@ -309,6 +332,8 @@ def object_value(value: Any, path: str, rules: ValueRules) -> dict[str, Any]:
         return check_json_string(value, path, rules)
     if is_missing(value):
         return {}
+    if isinstance(value, RepeatedKey):
+        raise _repeated(path, value)
     raise InexactValue(path, f"must be a dict or a JSON-object string, got {type(value).__name__}")
 
 

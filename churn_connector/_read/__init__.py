@@ -47,6 +47,7 @@ __all__ = [
     "iter_frames",
     "replayable",
     "row_count",
+    "unread_labels",
 ]
 
 DEFAULT_SLICE_ROWS = 50_000
@@ -304,6 +305,75 @@ def _count(data: Any) -> int | None:
         counts = [_count(item) for item in data]
         return None if any(c is None for c in counts) else sum(c for c in counts if c)
     return None
+
+
+def unread_labels(data: Any, start: int) -> pd.Index | None:
+    """The labels of the rows of ``data`` from position ``start`` on, the way the readers
+    label them, when they are known without reading the rows (None otherwise): for the
+    accounting of a run that stopped before it read the whole input."""
+    try:
+        return _unread(data, start)
+    except (InputError, OSError, pa.ArrowException, ValueError, EOFError):
+        return None
+
+
+def _unread(data: Any, start: int) -> pd.Index | None:
+    if isinstance(data, pd.DataFrame):
+        return data.index[start:]
+    total = _count(data)
+    if total is None:
+        return None
+    if isinstance(data, list | tuple):
+        return _unread_items(data, start)
+    if isinstance(data, str | os.PathLike):
+        return _unread_files(data, start)
+    # Arrow-native inputs: 0-based row numbers
+    return pd.RangeIndex(start, total)
+
+
+def _unread_files(data: str | os.PathLike[str], start: int) -> pd.Index | None:
+    """A Parquet or Avro file: 0-based row numbers; a folder or glob of them: each part's
+    rows labelled ``<part>:<row>``, as ``read_paths`` labels them."""
+    path = Path(data)
+    if (path.is_dir() and manifests_in(path)) or is_manifest_name(path):
+        return None  # a manifest's parts: left to the statement of where reading stopped
+    found = expand(os.fspath(data))
+    kinds = {format_of(p) for p in found.files}
+    if kinds - {"parquet", "avro"}:
+        return None
+    sizes = [
+        int(pq.read_metadata(p).num_rows) if format_of(p) == "parquet" else avro_rows(p)
+        for p in found.files
+    ]
+    if found.base is None:
+        return pd.RangeIndex(start, sum(sizes))
+    labels: list[str] = []
+    seen = 0
+    for part, size in zip(found.files, sizes, strict=True):
+        if seen + size > start:
+            name = str(part.relative_to(found.base)) if found.base != Path(".") else part.name
+            labels.extend(f"{name}:{row}" for row in range(max(start - seen, 0), size))
+        seen += size
+    return pd.Index(labels, dtype=object)
+
+
+def _unread_items(items: list[Any] | tuple[Any, ...], start: int) -> pd.Index | None:
+    """An iterable of tables: DataFrames keep their labels, Arrow rows are numbered on."""
+    parts: list[pd.Index] = []
+    seen = 0
+    for item in items:
+        if isinstance(item, pd.DataFrame):
+            index: pd.Index = item.index
+        elif isinstance(item, pa.Table | pa.RecordBatch):
+            index = pd.RangeIndex(seen, seen + item.num_rows)
+        else:
+            return None
+        if seen + len(index) > start:
+            parts.append(index[max(start - seen, 0) :])
+        seen += len(index)
+    if not parts:
+        return pd.Index([], dtype=object)
+    return parts[0].append(parts[1:]) if len(parts) > 1 else parts[0]
 
 
 def _file_rows(data: str | os.PathLike[str]) -> int | None:

@@ -21,6 +21,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from .._json.values import RepeatedKey
+
 # Array.to_pylist(maps_as_pydicts=...) came with pyarrow 20 (apache/arrow#45471); before it,
 # maps are lists of (key, value) pairs and ``pylist`` makes them dicts itself
 _NATIVE_PYDICTS = int(pa.__version__.split(".")[0]) >= 20
@@ -78,8 +80,17 @@ def _has_map(t: pa.DataType) -> bool:
     return False
 
 
-def _dicts(value: Any, t: pa.DataType) -> Any:
-    """A plain ``to_pylist`` value of type ``t`` with its maps' pairs made dicts."""
+class _Repeated(KeyError):
+    """A map holds ``key`` twice."""
+
+    def __init__(self, key: Any) -> None:
+        super().__init__(f"a map holds the key {key!r} twice")
+        self.key = key
+
+
+def _dicts(value: Any, t: pa.DataType, *, mark: bool = False) -> Any:
+    """A plain ``to_pylist`` value of type ``t`` with its maps' pairs made dicts; a map that
+    repeats a key raises, or with ``mark`` is a ``RepeatedKey`` in its place."""
     if value is None:
         return None
     types = pa.types
@@ -87,15 +98,17 @@ def _dicts(value: Any, t: pa.DataType) -> Any:
         made: dict[Any, Any] = {}
         for key, item in value:
             if key in made:
-                raise KeyError(f"a map holds the key {key!r} twice")
-            made[key] = _dicts(item, t.item_type)
+                if mark:
+                    return RepeatedKey(key)
+                raise _Repeated(key)
+            made[key] = _dicts(item, t.item_type, mark=mark)
         return made
     if types.is_struct(t):
-        return {f.name: _dicts(value[f.name], f.type) for f in t}
+        return {f.name: _dicts(value[f.name], f.type, mark=mark) for f in t}
     if types.is_dictionary(t):
-        return _dicts(value, t.value_type)
+        return _dicts(value, t.value_type, mark=mark)
     if isinstance(value, list):  # the list types
-        return [_dicts(v, t.value_type) for v in value]
+        return [_dicts(v, t.value_type, mark=mark) for v in value]
     return value
 
 
@@ -144,17 +157,68 @@ def arrow_to_pandas(batch: pa.RecordBatch | pa.Table, index: pd.Index) -> pd.Dat
     }
     rest = [i for i in range(batch.num_columns) if i not in structs]
     options: dict[str, Any] = {"types_mapper": _ARROW_NULLABLE.get, "maps_as_pydicts": "strict"}
-    frame: pd.DataFrame = batch.select(rest).to_pandas(**options)
+    frame, by_cell = _converted(batch, rest, options)
     for j, i in enumerate(rest):
-        if _zoned_in_list(batch.schema.field(i).type):
+        if i not in by_cell and _zoned_in_list(batch.schema.field(i).type):
             # per column: timestamp_as_object on the whole batch would also turn top-level
             # timestamp columns into objects
             column = batch.column(i).to_pandas(timestamp_as_object=True, **options)
             frame.isetitem(j, column.to_numpy(dtype=object))
     for i, column in structs.items():
-        values = pd.arrays.ArrowExtensionArray(column)
+        values: Any = pd.arrays.ArrowExtensionArray(column)
+        if _has_map(column.type) and _repeats_a_key(column):
+            # Python dicts for this batch, a repeating map marked where it sits: pandera
+            # reports a struct cell with its maps as pairs, which would hide the fault
+            values = _map_cells(column)
         frame.insert(i, batch.schema.field(i).name, pd.Series(values, index=frame.index))
     return frame.set_axis(index, axis=0)
+
+
+def _converted(
+    batch: pa.Table, rest: list[int], options: dict[str, Any]
+) -> tuple[pd.DataFrame, set[int]]:
+    """The ``rest`` columns as a DataFrame, and those converted cell by cell: when a map
+    repeats a key (which pyarrow's strict conversion refuses for the whole batch), the
+    columns holding maps are converted per cell and the repeating cells become
+    ``RepeatedKey``, so validation refuses those rows by name and keeps the others."""
+    try:
+        return batch.select(rest).to_pandas(**options), set()
+    except pa.ArrowException:
+        pass
+    maps = [i for i in rest if _has_map(batch.schema.field(i).type)]
+    others = [i for i in rest if i not in maps]
+    frame = (
+        batch.select(others).to_pandas(**options)
+        if others
+        else pd.DataFrame(index=pd.RangeIndex(batch.num_rows))
+    )
+    for i in maps:
+        cells = _map_cells(batch.column(i))
+        frame.insert(rest.index(i), batch.schema.field(i).name, pd.Series(cells, dtype=object))
+    return frame, set(maps)
+
+
+def _map_cells(column: pa.ChunkedArray) -> list[Any]:
+    # to_pylist gives maps as (key, value) pairs: nothing is lost before they are looked at
+    return [_dicts(value, column.type, mark=True) for value in column.to_pylist()]
+
+
+def _repeats_a_key(column: pa.ChunkedArray) -> bool:
+    try:
+        pylist(column.combine_chunks())
+    except (KeyError, ValueError):
+        return True
+    return False
+
+
+def marked_pylist(arr: pa.Array) -> list[Any]:
+    """``pylist(arr)``, except that a map repeating a key is a ``RepeatedKey`` in its place
+    (at any depth), for validation to refuse that row by name."""
+    try:
+        return pylist(arr)
+    except (KeyError, ValueError):  # pyarrow 20+ raises ValueError for a map in a struct
+        pass
+    return [_dicts(value, arr.type, mark=True) for value in arr.to_pylist()]
 
 
 def _rechunk(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
+import io
+import os
+import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -17,7 +22,8 @@ import pyarrow.parquet as pq
 
 from .._core.book import RowBook
 from .._core.exceptions import ConfigurationError, DeliveryError
-from .._core.types import ExitCode, Note, RowState
+from .._core.storage import storage_error
+from .._core.types import STATE_NAMES, ExitCode, Note, RowState
 from .._delivery.sender import ChunkRecord
 from .._notebook.display import Groups, result_html, undelivered_groups
 from .._notebook.plots import states_chart, timeline_chart
@@ -105,6 +111,8 @@ class SendResult:
         if dry_run:
             self.counts["would_send"] = pending
         self.n_rows = len(book)
+        # the input was not read to the end (the deadline passed), its length unknown
+        self.not_read: str | None = book.not_read
         self._rows: pd.DataFrame | None = None
         self._chunk_frame: pd.DataFrame | None = None
         self._groups: Groups | None = None  # the HTML's failure groups, once
@@ -173,27 +181,31 @@ class SendResult:
         return self._book.frame_at(positions if n is None else positions[:n])
 
     def row_frames(self, block: int = 200_000) -> Iterator[pd.DataFrame]:
-        """The per-row frame in blocks, for writing it without holding all of it."""
+        """The per-row frame in blocks, for writing it without holding all of it; when the
+        input was not read to the end, a last row says so (``not_read_row``)."""
         if self._rows is not None:
             yield self._rows
-            return
-        header = self.header
-        for frame in self._book.frames(block):
-            frame.attrs[HEADER] = header
-            yield frame
+        else:
+            header = self.header
+            for frame in self._book.frames(block):
+                frame.attrs[HEADER] = header
+                yield frame
+        if self.not_read is not None:
+            yield not_read_row(self.not_read)
 
     @property
     def ok(self) -> bool:
         """Every valid row was acknowledged (invalid rows aside; expired ones were valid)."""
         c = self.counts
-        return c["rejected"] == c["failed"] == c["expired"] == 0 and not self.dry_run
+        complete = self.not_read is None
+        return c["rejected"] == c["failed"] == c["expired"] == 0 and complete and not self.dry_run
 
     @property
     def exit_code(self) -> int:
         """The exit codes (docs/reference/exit-codes.md): 2 undelivered valid rows, 1 invalid
         (or expired) rows, else 0: an expired row is a data problem, like an invalid one, not a
         delivery one."""
-        if self.counts["rejected"] or self.counts["failed"]:
+        if self.counts["rejected"] or self.counts["failed"] or self.not_read is not None:
             return ExitCode.UNDELIVERED
         if self.counts["invalid"] or self.counts["expired"]:
             return ExitCode.INVALID
@@ -205,7 +217,7 @@ class SendResult:
         bad = self.counts["rejected"] + self.counts["failed"]
         if not allow_invalid:
             bad += self.counts["invalid"] + self.counts["expired"]
-        if bad:
+        if bad or self.not_read is not None:
             raise DeliveryError(
                 self.summary(), counts=dict(self.counts), rows=self.failures, chunks=self.chunks
             )
@@ -224,6 +236,8 @@ class SendResult:
             f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
             f"in {self.elapsed_s:.2f} s"
         )
+        if self.not_read is not None:
+            text += f"; {self.not_read}"
         return "\n".join([text, *(f"note: {note['message']}" for note in self.notes)])
 
     def __repr__(self) -> str:
@@ -265,31 +279,93 @@ class SendResult:
 RESULT_SUFFIXES = (".csv", ".parquet")
 
 
+def not_read_row(not_read: str) -> pd.DataFrame:
+    """The last row of a per-row result file when the input was not read to the end and its
+    length is unknown: no label (a null ``row``: it stands for no row of the input),
+    ``failed``, its error saying from which row on the input was not read, so the file
+    itself says it is not the whole input."""
+    frame = pd.DataFrame(
+        {
+            "status": pd.Categorical(["failed"], categories=pd.Index(list(STATE_NAMES))),
+            "message_id": pd.array([None], dtype="string"),
+            "chunk": pd.array([None], dtype="Int64"),
+            "error": pd.array([not_read], dtype="string"),
+        },
+        index=pd.Index([None], dtype=object, name="row"),
+    )
+    return frame
+
+
 def check_result_path(path: Path | None) -> None:
-    """Refuse a result file name we cannot write, before anything is sent."""
-    if path is not None and path.suffix.lower() not in RESULT_SUFFIXES:
+    """Refuse a result file we cannot write, before anything is sent: a name that is not
+    .csv or .parquet (ConfigurationError), a folder that cannot be made or written to
+    (StorageError naming the path and the reason)."""
+    if path is None:
+        return
+    if path.suffix.lower() not in RESULT_SUFFIXES:
         raise ConfigurationError(f"{path}: use a .csv or .parquet file name")
+    if path.is_dir():
+        raise storage_error("the result file", path, IsADirectoryError(errno.EISDIR, "is a folder"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # a real write: permission bits, a read-only mount, a full inode table all show here
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".check"):
+            pass
+    except OSError as exc:
+        raise storage_error("the result file", path, exc) from None
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> None:
-    """Write a result frame as CSV or Parquet, by the file's suffix."""
+    """Write a result frame as CSV or Parquet, by the file's suffix (see ``write_frames``)."""
     write_frames([frame], path)
 
 
 def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
     """Write the blocks of one result frame to one CSV or Parquet file, a block at a time,
-    so a frame of millions of rows never has to exist whole."""
-    check_result_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".csv":
+    so a frame of millions of rows never has to exist whole.
+
+    The file is written under a temporary name beside it and renamed when complete: a run
+    killed while writing never leaves a shorter file that reads as a whole result. A write
+    that fails (a full disk, a read-only folder) is a StorageError naming the path and the
+    reason, and leaves no temporary file behind.
+    """
+    if path.suffix.lower() not in RESULT_SUFFIXES:
+        raise ConfigurationError(f"{path}: use a .csv or .parquet file name")
+    temporary: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False
+        ) as fh:
+            temporary = Path(fh.name)
+            header = _write(frames, fh, csv=path.suffix.lower() == ".csv")
+            fh.flush()
+            os.fsync(fh.fileno())  # on disk before the name says it is complete
+        os.replace(temporary, path)
+        temporary = None
+        if header is not None:  # a CSV rows file's header: CSV has no place for it
+            sidecar(path).write_bytes(header_bytes(header))
+    except OSError as exc:
+        raise storage_error("the result file", path, exc) from None
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+
+
+def _write(frames: Iterable[pd.DataFrame], fh: IO[bytes], *, csv: bool) -> dict[str, Any] | None:
+    """Write the frames to ``fh``; for CSV, the rows file's header to put beside it."""
+    if csv:
         header: dict[str, Any] | None = None
-        with path.open("w", newline="", encoding="utf-8") as fh:
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
+        try:
             for k, frame in enumerate(frames):
                 header = header or header_of(frame)
-                _with_labels(frame).to_csv(fh, index=False, header=k == 0)
-        if header is not None:  # a rows file's header: CSV has no place for it
-            sidecar(path).write_bytes(header_bytes(header))
-        return
+                _with_labels(frame).to_csv(text, index=False, header=k == 0)
+            text.flush()
+        finally:
+            text.detach()  # the binary file stays open for the caller
+        return header
     writer: pq.ParquetWriter | None = None
     try:
         for labelled in frames:
@@ -301,11 +377,12 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
                 if found is not None:  # a rows file's header, in the file's metadata
                     meta = {**(table.schema.metadata or {}), HEADER.encode(): header_bytes(found)}
                     table = table.replace_schema_metadata(meta)
-                writer = pq.ParquetWriter(path, table.schema)
+                writer = pq.ParquetWriter(fh, table.schema)
             writer.write_table(table)
     finally:
         if writer is not None:
             writer.close()
+    return None
 
 
 def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:

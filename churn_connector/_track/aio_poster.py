@@ -22,7 +22,8 @@ from typing import Any, overload
 from ..__version__ import __version__
 from .._core.config import ClientConfig
 from .._core.exceptions import AuthenticationError, ConfigurationError, TransportError
-from .._delivery.connections import BODY_LIMIT, ssl_context
+from .._delivery.connections import ssl_context
+from .._delivery.pool import BODY_LIMIT
 from .._delivery.retry import RetryLog, decide, next_wait, retry_testing
 from .._delivery.transport import Outcome, OutcomeStatus, trim, what_it_said
 

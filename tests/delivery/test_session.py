@@ -354,3 +354,41 @@ def test_a_session_proxy_for_a_plain_http_base_url_is_refused(
     session.proxies = {"http": "http://127.0.0.1:3128"}
     with pytest.raises(cc.ConfigurationError, match="proxy would read the key"):
         cc.Client(sandbox.base_url, sandbox.api_key, session=session)
+
+
+@pytest.mark.parametrize("path", ["pool", "session"])
+@pytest.mark.parametrize("offset", [285, 295, 299])
+def test_a_key_straddling_the_kept_excerpt_of_an_error_body_leaves_no_part_of_it(
+    path: str,
+    offset: int,
+    odd_server: Callable[..., str],
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+) -> None:
+    # the excerpt keeps 300 characters: a key echoed across the cut must not survive in part
+    body = (b"x" * offset + f"Bearer {KEY} echoed".encode()).ljust(70_000, b"y")
+    url = odd_server(400, body)
+    options: dict[str, object] = {} if path == "pool" else {"session": requests.Session()}
+    result = cc.Client(url, KEY, retry=cc.RetryPolicy(max_attempts=1), **options).send_events(  # type: ignore[arg-type]
+        events, now=now
+    )
+    texts = result.rows.to_csv() + result.chunks.to_csv()
+    assert "x" * 10 in texts  # the excerpt was kept...
+    assert KEY[:6] not in texts  # ...and no part of the key in it
+
+
+def test_a_session_hook_that_raises_stops_the_run_without_the_key_in_any_frame(
+    sandbox: cc.Sandbox, session: requests.Session, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    def hook(response: requests.Response, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("the audit hook failed")
+
+    session.hooks["response"].append(hook)
+    with pytest.raises(cc.TransportError, match="the session raised RuntimeError") as info:
+        cc.send_events(events, sandbox.base_url, sandbox.api_key, session=session, now=now)
+    exc = info.value
+    rendered = "".join(
+        traceback.TracebackException.from_exception(exc, capture_locals=True).format()
+    )
+    assert sandbox.api_key not in str(exc) + rendered
+    assert exc.retryable is False

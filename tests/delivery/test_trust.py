@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import requests
 import trustme
 
 import churn_connector as cc
@@ -73,8 +74,18 @@ def test_the_cli_names_its_own_flag_for_a_private_ca(
     )
 
 
-@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"])
-def test_the_ca_bundle_environment_variables_are_honoured(
+_CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def _through(path: str) -> dict[str, object]:
+    """The options that pick a path: the package's own pool, or a plain requests.Session."""
+    return {} if path == "pool" else {"session": requests.Session()}
+
+
+@pytest.mark.parametrize("path", ["pool", "session"])
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
+def test_both_paths_trust_a_private_ca_named_in_the_variables_requests_reads(
+    path: str,
     variable: str,
     https_url: str,
     ca_file: str,
@@ -82,10 +93,27 @@ def test_the_ca_bundle_environment_variables_are_honoured(
     now: pd.Timestamp,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+    for name in _CA_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(variable, ca_file)
-    assert send(https_url, events, now).ok
+    assert send(https_url, events, now, **_through(path)).ok
+
+
+@pytest.mark.parametrize("path", ["pool", "session"])
+def test_both_paths_refuse_a_ca_only_openssl_would_read(
+    path: str,
+    https_url: str,
+    ca_file: str,
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # one trust for both paths, requests' (certifi's CAs): OpenSSL's SSL_CERT_FILE is not it
+    for name in _CA_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", ca_file)
+    with pytest.raises(cc.TransportError, match="not trusted"):
+        send(https_url, events, now, **_through(path))
 
 
 def test_verify_false_is_refused_for_a_remote_host() -> None:

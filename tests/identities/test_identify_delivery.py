@@ -120,7 +120,9 @@ def test_identify_retries_server_errors(client: cc.Client, sandbox: cc.Sandbox) 
     sandbox.script_faults([cc.Fault("5xx"), cc.Fault("drop")])
     result = client.identify(users_table(1))
     assert result.ok
-    assert result.chunks.iloc[0]["attempts"] == 3
+    # the drop ends a kept-alive connection without a byte of an answer: what the stale
+    # keep-alive race looks like, so it is sent again at once, not counted as an attempt
+    assert result.chunks.iloc[0]["attempts"] == 2
     assert sandbox.stats()["identifies"] == 2  # the dropped one was applied; idempotent
 
 

@@ -216,24 +216,56 @@ def test_a_map_that_repeats_a_key_is_a_key_error_on_every_supported_pyarrow() ->
         pylist(pa.array([[[("x", 1), ("x", 2)]]], pa.list_(MAP)))
 
 
-def test_a_struct_holding_a_map_that_repeats_a_key_keeps_its_pairs_on_every_pyarrow(
+_REPEATING = [("x", 1), ("x", 2)]
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "kind", "check", "path"),
+    [
+        ("properties", [_REPEATING, [("y", 1)]], MAP, "properties_json", "properties"),
+        ("context", [_REPEATING, [("y", 1)]], MAP, "context_json", "context"),
+        (
+            "properties",
+            [{"m": _REPEATING}, {"m": [("y", 1)]}],
+            pa.struct([("m", MAP)]),
+            "properties_json",
+            "properties.m",
+        ),
+        (
+            "properties.tags",
+            [[_REPEATING], [[("y", 1)]]],
+            pa.list_(MAP),
+            "property_value_json",
+            "properties.tags[0]",
+        ),
+    ],
+    ids=["map", "context map", "map in a struct", "map in a list"],
+)
+def test_an_arrow_map_that_repeats_a_key_makes_only_its_row_invalid_by_name(
+    column: str,
+    values: list[object],
+    kind: pa.DataType,
+    check: str,
+    path: str,
     now: pd.Timestamp,
 ) -> None:
-    # pyarrow 20+ reports the repeated key as a ValueError from inside a struct: the column
-    # was refused whole, with that error for its value, while older pyarrow sent it; the
-    # other rows' maps stay objects
+    # a JSON object cannot hold a key twice and keeping either value would be a guess: the
+    # row is refused with the check's name and the key, never a raw Arrow exception
     table = pa.table(
         {
             "external_user_id": ["u1", "u2"],
             "event_type": ["login", "login"],
             "occurred_at": pa.array([now - pd.Timedelta(hours=1)] * 2, pa.timestamp("us", "UTC")),
-            "properties": pa.array(
-                [{"m": [("x", 1), ("x", 2)]}, {"m": [("y", 1)]}], pa.struct([("m", MAP)])
-            ),
+            column: pa.array(values, kind),
         }
     )
-    assert cc.validate_events(table, now=now).ok
-    assert [e["properties"] for e in cc.events_to_wire(table, now=now)] == [
-        {"m": [["x", 1], ["x", 2]]},
-        {"m": {"y": 1}},
-    ]
+    report = cc.validate_events(table, now=now)
+    assert (report.n_rows, report.n_valid) == (2, 1)
+    (failure,) = report.failures.itertuples()
+    assert (failure.row, failure.check) == (0, check)
+    assert failure.message == (
+        f"{path}: the map holds the key 'x' twice (an Arrow map may, a JSON object may not); "
+        "keep one value per key"
+    )
+    wire = cc.events_to_wire(table, now=now)
+    assert len(wire) == 1 and wire[0]["external_user_id"] == "u2"

@@ -63,11 +63,15 @@ def test_a_parquet_file_breaking_mid_send_is_accounted_for_and_a_rerun_stores_no
     assert "export.parquet breaks at row 1200 (row group 2 of 4)" in str(error)
     assert error.rows is not None and error.chunks is not None
     counts = error.counts
-    assert sum(counts.values()) == len(error.rows) <= 1200  # unread rows never entered the book
-    # the requests in flight when reading broke were let land: every row read is accounted
-    # for as delivered, exactly what the API stored
-    assert counts["sent"] == len(error.rows) == sandbox.stats()["stored"] > 0
-    assert set(error.rows["status"]) == {"sent"}
+    # every row of the file is accounted for, the unread ones too (its length is known)
+    assert sum(counts.values()) == len(error.rows) == ROWS
+    # the requests in flight when reading broke were let land: what was read is delivered,
+    # exactly what the API stored; the rest failed, never sent
+    assert counts["sent"] == sandbox.stats()["stored"] > 0
+    assert counts["sent"] + counts["failed"] == ROWS
+    unsent = error.rows.loc[error.rows["status"] == "failed", "error"]
+    assert unsent.str.startswith("not sent: the run stopped (").all()
+    assert error.rows.index[-1] == ROWS - 1  # labelled as the readers label them
     # the fixed file: the ledger skips what was delivered, the rest goes, nothing twice
     write_parquet(table, path)
     again = client.send_events(path, now=now, ledger=ledger, slice_rows=GROUP, batch_size=200)
@@ -107,7 +111,8 @@ def test_cli_send_of_a_file_breaking_part_way_exits_3_and_writes_its_results(
     assert err.count("\n") == 0 and "export.parquet breaks at row 1200" in err
     written = pd.read_csv(rows)
     assert 0 < (written["status"] == "sent").sum() == sandbox.stats()["stored"]
-    assert len(written) <= 1200
+    assert len(written) == ROWS  # the rows never read too: failed, not sent
+    assert set(written["status"]) == {"sent", "failed"}
     assert len(pd.read_csv(chunks)) > 0
 
 

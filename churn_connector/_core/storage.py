@@ -1,0 +1,41 @@
+"""Local files that fail: one line naming the path and the reason, as a ``StorageError``."""
+
+from __future__ import annotations
+
+import errno as errnos
+import os
+
+from .exceptions import StorageError
+
+# what to do about it, by errno
+_FIXES = {
+    errnos.ENOSPC: "free space there",
+    errnos.EDQUOT: "free space there (the disk quota is used up)",
+    errnos.EROFS: "the file system is read-only: choose another folder",
+    errnos.EACCES: "choose a folder you may write to",
+    errnos.EPERM: "choose a folder you may write to",
+    errnos.ENOENT: "the folder does not exist",
+    errnos.ENOTDIR: "a part of the path is a file, not a folder",
+    errnos.EISDIR: "the path is a folder: name a file",
+    errnos.EMFILE: "too many open files: raise ulimit -n",
+    errnos.EFBIG: "larger than a file may grow here (ulimit -f, or the file system's limit)",
+}
+# may pass without a change: the disk full, the quota used up, out of file descriptors
+_PASSING = {errnos.ENOSPC, errnos.EDQUOT, errnos.EMFILE, errnos.ENFILE, errnos.EIO}
+
+
+def storage_error(
+    what: str, path: str | os.PathLike[str], exc: OSError, fix: str = ""
+) -> StorageError:
+    """The error for a local write that failed: ``cannot write <what> <path>: No space left
+    on device (ENOSPC); free space there``. ``fix`` replaces the errno's own advice."""
+    code = exc.errno
+    name = errnos.errorcode.get(code, str(code)) if code is not None else None
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    text = f"cannot write {what} {os.fspath(path)}: {reason}"
+    if name is not None:
+        text += f" ({name})"
+    advice = fix or _FIXES.get(code or 0, "")
+    if advice:
+        text += f"; {advice}"
+    return StorageError(text, path=os.fspath(path), errno=code, retryable=code in _PASSING)
