@@ -31,7 +31,9 @@ import gc
 import os
 import statistics
 import sys
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -44,7 +46,9 @@ import churn_connector as cc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import callgrind  # sibling modules of this script
 import exports
+import sandbox
 from harness import (
     HERE,
     KEY,
@@ -52,6 +56,7 @@ from harness import (
     Child,
     Report,
     Row,
+    Sink,
     check_ours,
     cli_send,
     delivered_note,
@@ -60,9 +65,10 @@ from harness import (
     measure,
     peer,
     receiver,
+    run_child,
 )
 
-SECTIONS = ("transform", "cpu", "e2e", "identify", "memory", "peers")
+SECTIONS = ("transform", "cpu", "callgrind", "e2e", "identify", "memory", "sandbox", "peers")
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
 
 # ----------------------------------------------------------------------------- sections
@@ -157,45 +163,135 @@ def stage_times(path: Path) -> dict[str, float]:
 
 
 def cpu(args: argparse.Namespace, report: Report) -> None:
-    """Client CPU per delivered event, start-up excluded: (CPU(N) - CPU(1k)) / (N - 1k)."""
+    """Client CPU per delivered event, start-up excluded: (CPU(N) - CPU(1k)) / (N - 1k), for
+    each shape of export; beside it the floor's (floor.py) and our ratio to it, same run."""
     big_n, small_n = args.rows, SMALL_ROWS
-    stamps = {"parquet": "typed", "csv": "text"}
-    with receiver(0.0) as sink:
-        for kind in ("parquet", "csv"):
-            big = exports.export(args.cache, big_n, kind)
-            small = exports.export(args.cache, small_n, kind)
-            marginal, startup, walls, kernel = [], [], [], []
-            for rep in range(args.repeats):
-                runs = {}
-                for n, path in ((small_n, small), (big_n, big)):
-                    child, arrived = measure(sink, lambda p=path: cli_send(p, sink.url))
-                    check_ours(report, f"cpu {kind} {n} rows #{rep + 1}", child, arrived, n)
-                    runs[n] = child
-                b, s = runs[big_n], runs[small_n]
-                marginal.append((b.cpu_s - s.cpu_s) / (big_n - small_n) * 1e6)
-                kernel.append((b.sys_s - s.sys_s) / (big_n - small_n) * 1e6)
-                startup.append(s.cpu_s)
-                walls.append(b.wall_s)
-            spread = f"{min(marginal):.2f} to {max(marginal):.2f}"
-            report.add(
-                Row(
-                    "cpu",
-                    f"client CPU per delivered event, {kind} ({stamps[kind]} timestamps), "
-                    f"{big_n // 1000}k vs 1k rows",
-                    statistics.median(marginal),
-                    "µs/event",
-                    f"median of {len(marginal)}, spread {spread}; of which kernel "
-                    f"{statistics.median(kernel):.2f}; start-up CPU "
-                    f"{statistics.median(startup):.2f} s",
-                    details={
-                        "marginal_us": marginal,
-                        "kernel_us": kernel,
-                        "startup_cpu_s": startup,
-                        "wall_s_big": walls,
-                        "receiver_latency_s": 0.0,
-                    },
-                )
-            )
+    stamps = {
+        "parquet": "the bench's own: typed, properties a struct",
+        "csv": "the bench's own: text timestamps with offsets, properties JSON",
+        "parquet-flat": "flat typed columns",
+        "csv-flat": "flat columns, --dtype properties.seats=int64",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        record = Path(tmp, "bodies")
+        record.touch()
+        with receiver(0.0, record) as sink:
+            for kind in args.cpu_kinds:
+                cpu_kind(args, report, sink, record, kind, stamps[kind], big_n, small_n)
+
+
+def recorded(record: Path, since: int) -> tuple[Counter[str], int]:
+    """The bodies the receiver recorded after byte ``since`` (digest -> count), and the end."""
+    data = record.read_bytes()
+    return Counter(data[since:].decode().splitlines()), len(data)
+
+
+def cpu_kind(
+    args: argparse.Namespace,
+    report: Report,
+    sink: Sink,
+    record: Path,
+    kind: str,
+    shape: str,
+    big_n: int,
+    small_n: int,
+) -> None:
+    """One shape: ours and the floor, small and big, interleaved so they share the load."""
+    big = exports.export(args.cache, big_n, kind)
+    small = exports.export(args.cache, small_n, kind)
+    options = exports.FLAT_CSV_OPTIONS if kind == "csv-flat" else ()
+    marginal: dict[str, list[float]] = {"ours": [], "floor": []}
+    kernel: list[float] = []
+    startup: dict[str, list[float]] = {"ours": [], "floor": []}
+    identical: bool | None = None
+    for rep in range(args.repeats):
+        runs: dict[tuple[str, int], Child] = {}
+        bodies: dict[str, Counter[str]] = {}
+        for who in ("ours", "floor"):
+            for n, path in ((small_n, small), (big_n, big)):
+                mark = record.stat().st_size
+                if who == "ours":
+                    child, arrived = measure(sink, lambda p=path: cli_send(p, sink.url, *options))
+                else:
+                    child, arrived = measure(sink, lambda p=path: floor_send(p, sink.url))
+                check_ours(report, f"cpu {kind} {who} {n} rows #{rep + 1}", child, arrived, n)
+                runs[who, n] = child
+                if n == big_n:
+                    bodies[who], _ = recorded(record, mark)
+        same = bodies["ours"] == bodies["floor"]
+        identical = same if identical is None else identical and same
+        if not same:
+            report.problem(f"cpu {kind} #{rep + 1}: the floor's bodies differ from ours")
+        for who in ("ours", "floor"):
+            b, s = runs[who, big_n], runs[who, small_n]
+            marginal[who].append((b.cpu_s - s.cpu_s) / (big_n - small_n) * 1e6)
+            startup[who].append(s.cpu_s)
+        b, s = runs["ours", big_n], runs["ours", small_n]
+        kernel.append((b.sys_s - s.sys_s) / (big_n - small_n) * 1e6)
+    ours, floor = marginal["ours"], marginal["floor"]
+    ratios = [o / f for o, f in zip(ours, floor, strict=True) if f > 0]
+    label = f"{kind} ({shape}), {big_n // 1000}k vs 1k rows"
+    report.add(
+        Row(
+            "cpu",
+            f"client CPU per delivered event, {label}",
+            statistics.median(ours),
+            "µs/event",
+            f"median of {len(ours)}, spread {min(ours):.2f} to {max(ours):.2f}; of which "
+            f"kernel {statistics.median(kernel):.2f}; start-up CPU "
+            f"{statistics.median(startup['ours']):.2f} s; "
+            f"load {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
+            details={
+                "marginal_us": ours,
+                "kernel_us": kernel,
+                "startup_cpu_s": startup["ours"],
+                "receiver_latency_s": 0.0,
+            },
+        )
+    )
+    report.add(
+        Row(
+            "cpu",
+            f"floor (floor.py: Arrow kernels, native hash), {label}",
+            statistics.median(floor),
+            "µs/event",
+            f"median of {len(floor)}, spread {min(floor):.2f} to {max(floor):.2f}; "
+            + ("bodies byte-identical to ours" if identical else "bodies DIFFER from ours"),
+            details={"marginal_us": floor, "startup_cpu_s": startup["floor"]},
+        )
+    )
+    report.add(
+        Row(
+            "cpu",
+            f"ours / floor, {label}",
+            statistics.median(ratios) if ratios else None,
+            "x",
+            "per repeat: " + ", ".join(f"{r:.2f}" for r in ratios),
+            details={"ratios": ratios},
+        )
+    )
+
+
+def floor_send(path: Path, url: str) -> Child:
+    """floor.py posting ``path`` to ``url`` at our default concurrency."""
+    return run_child([sys.executable, str(HERE / "floor.py"), str(path), url])
+
+
+def callgrind_section(args: argparse.Namespace, report: Report) -> None:
+    """Instructions per event of the CLI's dry run (see callgrind.py)."""
+    callgrind.section(
+        report,
+        args.cache,
+        args.callgrind_kinds,
+        args.callgrind_rows[0],
+        args.callgrind_rows[1],
+        args.callgrind_repeats,
+    )
+
+
+def sandbox_section(args: argparse.Namespace, report: Report) -> None:
+    """The sandbox under the CLI (see sandbox.py)."""
+    sandbox.section(report, args.cache, args.sandbox_events, args.sandbox_db_events)
 
 
 def e2e(args: argparse.Namespace, report: Report) -> None:
@@ -466,6 +562,8 @@ def peer_row(
 RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "transform": transform,
     "cpu": cpu,
+    "callgrind": callgrind_section,
+    "sandbox": sandbox_section,
     "e2e": e2e,
     "identify": identify,
     "memory": memory,
@@ -549,6 +647,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=20_000,
         help="events for peers as shipped: above their 10,000-event queue (default 20,000)",
     )
+    parser.add_argument(
+        "--cpu-kinds",
+        nargs="+",
+        choices=exports.KINDS,
+        help=f"cpu: shapes of export (default all: {' '.join(exports.KINDS)})",
+    )
+    parser.add_argument(
+        "--callgrind-kinds",
+        nargs="+",
+        choices=exports.KINDS,
+        help="callgrind: shapes of export (default parquet csv)",
+    )
+    parser.add_argument(
+        "--callgrind-rows",
+        type=int,
+        nargs=2,
+        metavar=("BIG", "SMALL"),
+        help="callgrind: rows of the two runs (default 200000 20000)",
+    )
+    parser.add_argument("--callgrind-repeats", type=int, help="callgrind repeats (default 3)")
+    parser.add_argument(
+        "--sandbox-events",
+        type=int,
+        nargs="*",
+        help="sandbox: events per in-memory run (default 300000 2000000)",
+    )
+    parser.add_argument(
+        "--sandbox-db-events",
+        type=int,
+        nargs="*",
+        help="sandbox: events per run with a database file (default 1000000; 10000000 "
+        "shows flat memory over 10M, ~10 min)",
+    )
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="results file")
     parser.add_argument("--cache", type=Path, default=HERE / ".cache", help="generated exports")
     args = parser.parse_args(argv)
@@ -562,6 +693,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "users": 1_000 if quick else 5_000,
         "naive_seconds": 5.0 if quick else 15.0,
         "peer_default_rows": 5_000 if quick else 20_000,
+        "cpu_kinds": list(exports.KINDS),
+        "callgrind_kinds": ["parquet", "csv"],
+        "callgrind_rows": [200_000, 20_000],
+        "callgrind_repeats": 1 if quick else 3,
+        "sandbox_events": [300_000] if quick else [300_000, 2_000_000],
+        "sandbox_db_events": [300_000] if quick else [1_000_000],
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:

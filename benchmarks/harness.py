@@ -187,10 +187,12 @@ def peer(mode: str, path: Path, url: str, *options: str) -> tuple[Child, dict[st
 class Sink:
     """benchmarks/sink.py in its own process; ``stats()`` reads what arrived."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, record: Path | None = None) -> None:
         self.latency = latency
+        self.record = record
+        extra = ["--record", str(record)] if record is not None else []
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "sink.py"), "--latency", str(latency)],
+            [sys.executable, str(HERE / "sink.py"), "--latency", str(latency), *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
@@ -225,8 +227,8 @@ class Sink:
 
 
 @contextlib.contextmanager
-def receiver(latency: float) -> Iterator[Sink]:
-    sink = Sink(latency)
+def receiver(latency: float, record: Path | None = None) -> Iterator[Sink]:
+    sink = Sink(latency, record)
     try:
         yield sink
     finally:

@@ -38,8 +38,8 @@ import churn_connector as cc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import exports  # noqa: E402 - sibling modules of this script
-from harness import (  # noqa: E402
+import exports
+from harness import (
     HERE,
     KEY,
     Report,
@@ -122,9 +122,13 @@ def check_sample(sandbox: cc.Sandbox, expected: list[dict[str, Any]]) -> dict[st
 
     wanted = {e["context"]["$message_id"]: e for e in expected}
     marks = ",".join("?" * len(wanted))
-    rows = sandbox._store._query(  # one query by id: events() would load every event
-        "SELECT message_id, external_user_id, event_type, occurred_at, properties, context "
-        f"FROM events WHERE app = ? AND message_id IN ({marks})",  # noqa: S608
+    # one query by id (events() would load every event); the marks are only "?"s
+    query = (
+        "SELECT message_id, external_user_id, event_type, occurred_at, properties, context "  # noqa: S608
+        f"FROM events WHERE app = ? AND message_id IN ({marks})"
+    )
+    rows = sandbox._store._query(
+        query,
         (app_id(KEY), *wanted),
     )
     mismatched = 0
@@ -196,7 +200,8 @@ def run(path: Path, rows: int, db: str | None, timeout: float = RUN_TIMEOUT) -> 
             stderr=subprocess.DEVNULL,
             env=child_env(),
         )
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         killer = threading.Timer(timeout + 120, proc.kill)  # never wait forever
         killer.start()
         try:
