@@ -274,7 +274,10 @@ def cpu_kind(
 
 def floor_send(path: Path, url: str) -> Child:
     """floor.py posting ``path`` to ``url`` at our default concurrency."""
-    return run_child([sys.executable, str(HERE / "floor.py"), str(path), url])
+    concurrency = cc.Client("http://127.0.0.1:9", KEY).config.max_concurrency
+    return run_child(
+        [sys.executable, str(HERE / "floor.py"), str(path), url, "--concurrency", str(concurrency)]
+    )
 
 
 def callgrind_section(args: argparse.Namespace, report: Report) -> None:

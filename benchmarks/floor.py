@@ -1,7 +1,7 @@
 """The floor: what ``churn-connector send events`` does to the bench's exports, done with
 Arrow kernels and a native hash only, to the very same bytes.
 
-    .venv/bin/python benchmarks/floor.py FILE URL [--concurrency 8]
+    .venv/bin/python benchmarks/floor.py FILE URL [--concurrency 16]
 
 Reads the export with pyarrow (CSV: timestamps with offsets and JSON-object cells parsed by
 Arrow's own readers), checks every row against the contract with Arrow kernels (no nulls,
@@ -251,7 +251,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path)
     parser.add_argument("url")
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=16)  # the package's default
     args = parser.parse_args()
     started = time.perf_counter()
     now = dt.datetime.now(dt.UTC)

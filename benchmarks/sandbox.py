@@ -125,7 +125,8 @@ def check_sample(sandbox: cc.Sandbox, expected: list[dict[str, Any]]) -> dict[st
     # one query by id (events() would load every event); the marks are only "?"s
     query = (
         "SELECT message_id, external_user_id, event_type, occurred_at, properties, context "  # noqa: S608
-        f"FROM events WHERE app = ? AND message_id IN ({marks})"
+        "FROM events WHERE app_no = (SELECT id FROM apps WHERE app = ?) "
+        f"AND message_id IN ({marks})"
     )
     rows = sandbox._store._query(
         query,

@@ -28,16 +28,22 @@ from typing import Any, Final
 import orjson
 
 # 2: events no longer keep a canonical copy of themselves (re-sends are compared with the
-# stored columns); a version 1 file is upgraded in place by dropping that column
+# stored columns), and name their app by a number (apps): the deduplication index holds
+# (number, message id), a third smaller and faster than (32-digit app, message id). A
+# version 1 file is upgraded in place when opened.
 SCHEMA_VERSION: Final = 2
 # a file database's page cache, in KiB: bounded, so memory stays flat as the file grows
 CACHE_KIB: Final = 32 * 1024
 WAL_PAGES: Final = 10_000  # pages of WAL between checkpoints (~40 MB at 4 KiB a page)
 
 _SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS apps (
+    id INTEGER PRIMARY KEY,
+    app TEXT NOT NULL UNIQUE
+);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    app TEXT NOT NULL,
+    app_no INTEGER NOT NULL REFERENCES apps (id),
     message_id TEXT NOT NULL,
     external_user_id TEXT NOT NULL,
     event_type TEXT NOT NULL,
@@ -45,7 +51,7 @@ CREATE TABLE IF NOT EXISTS events (
     properties TEXT NOT NULL,
     context TEXT NOT NULL,
     received_at TEXT NOT NULL,
-    UNIQUE (app, message_id)
+    UNIQUE (app_no, message_id)
 );
 CREATE TABLE IF NOT EXISTS users (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -116,10 +122,33 @@ def _dumps_exact(value: Any) -> str:
 
 
 _INSERT_EVENT: Final = (
-    "INSERT INTO events (app, message_id, external_user_id, event_type, occurred_at, "
+    "INSERT INTO events (app_no, message_id, external_user_id, event_type, occurred_at, "
     "properties, context, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (app, message_id) DO NOTHING"
+    "ON CONFLICT (app_no, message_id) DO NOTHING"
 )
+_UPGRADE_FROM_1: Final = """
+CREATE TABLE apps (id INTEGER PRIMARY KEY, app TEXT NOT NULL UNIQUE);
+INSERT INTO apps (app) SELECT DISTINCT app FROM events ORDER BY app;
+CREATE TABLE events_2 (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    app_no INTEGER NOT NULL REFERENCES apps (id),
+    message_id TEXT NOT NULL,
+    external_user_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    occurred_at TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    context TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    UNIQUE (app_no, message_id)
+);
+INSERT INTO events_2 (seq, app_no, message_id, external_user_id, event_type, occurred_at,
+    properties, context, received_at)
+SELECT e.seq, a.id, e.message_id, e.external_user_id, e.event_type, e.occurred_at,
+    e.properties, e.context, e.received_at
+FROM events AS e JOIN apps AS a ON a.app = e.app ORDER BY e.seq;
+DROP TABLE events;
+ALTER TABLE events_2 RENAME TO events;
+"""
 
 
 @dataclass(frozen=True)
@@ -155,6 +184,7 @@ class Store:
         self._conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
         self._closed = False
+        self._app_numbers: dict[str, int] = {}  # app -> its number in apps
         with self._lock:
             self._conn.execute("PRAGMA busy_timeout = 5000")
             if path is not None:
@@ -179,9 +209,12 @@ class Store:
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _upgrade_from_1(self, target: str) -> None:
+        """Schema 1 -> 2 in one transaction: events copied with app numbers, in order."""
         try:
-            self._conn.execute("ALTER TABLE events DROP COLUMN canonical")  # SQLite >= 3.35
-        except sqlite3.OperationalError as exc:
+            self._conn.executescript(f"BEGIN IMMEDIATE;{_UPGRADE_FROM_1}COMMIT;")
+        except sqlite3.Error as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             self._conn.close()
             raise ValueError(
                 f"{target}: a sandbox file of schema version 1 could not be upgraded ({exc}); "
@@ -231,9 +264,10 @@ class Store:
         """
         dumps = _dumps_exact if exact else _dumps
         received = received_at.isoformat()
+        app_no = self._app_no(app)
         rows = [
             (
-                app,
+                app_no,
                 event["context"]["$message_id"],
                 event["external_user_id"],
                 event["event_type"],
@@ -251,14 +285,28 @@ class Store:
             accepted = conn.total_changes - before
             duplicates = conflicts = 0
             if accepted < len(rows):
-                duplicates, conflicts = self._resends(conn, app, events, last)
+                duplicates, conflicts = self._resends(conn, app_no, events, last)
             self._bump(conn, app, "duplicates", duplicates)
             self._bump(conn, app, "conflicts", conflicts)
         return BatchOutcome(accepted, duplicates, conflicts)
 
+    def _app_no(self, app: str) -> int:
+        """The number of ``app`` in ``apps``, given on first use."""
+        number = self._app_numbers.get(app)
+        if number is None:
+            with self._lock:
+                self._conn.execute(
+                    "INSERT INTO apps (app) VALUES (?) ON CONFLICT (app) DO NOTHING", (app,)
+                )
+                (number,) = self._conn.execute(
+                    "SELECT id FROM apps WHERE app = ?", (app,)
+                ).fetchone()
+            self._app_numbers[app] = number
+        return number
+
     @staticmethod
     def _resends(
-        conn: sqlite3.Connection, app: str, events: list[dict[str, Any]], last: int
+        conn: sqlite3.Connection, app_no: int, events: list[dict[str, Any]], last: int
     ) -> tuple[int, int]:
         """(duplicates, conflicts) among the events of a batch that were not inserted: each
         is compared with the stored event of its message id (an earlier one of the batch, or
@@ -266,7 +314,7 @@ class Store:
         inserted = {
             message_id
             for (message_id,) in conn.execute(
-                "SELECT message_id FROM events WHERE seq > ? AND app = ?", (last, app)
+                "SELECT message_id FROM events WHERE seq > ? AND app_no = ?", (last, app_no)
             )
         }
         first: set[str] = set()
@@ -280,8 +328,8 @@ class Store:
             if message_id not in stored:
                 user, kind, occurred, properties, context = conn.execute(
                     "SELECT external_user_id, event_type, occurred_at, properties, context "
-                    "FROM events WHERE app = ? AND message_id = ?",
-                    (app, message_id),
+                    "FROM events WHERE app_no = ? AND message_id = ?",
+                    (app_no, message_id),
                 ).fetchone()
                 stored[message_id] = canonical_json(
                     {
@@ -405,7 +453,8 @@ class Store:
         """Stored events of one app in arrival order."""
         rows = self._query(
             "SELECT external_user_id, event_type, occurred_at, properties, context, message_id, "
-            "received_at FROM events WHERE app = ? ORDER BY seq",
+            "received_at FROM events WHERE app_no = (SELECT id FROM apps WHERE app = ?) "
+            "ORDER BY seq",
             (app,),
         )
         return [
@@ -506,7 +555,10 @@ class Store:
             f"SELECT count(*) FROM requests WHERE app = ? AND status IN ({marks})",  # noqa: S608
             (app, *REJECTION_STATUSES),
         )
-        ((stored,),) = self._query("SELECT count(*) FROM events WHERE app = ?", (app,))
+        ((stored,),) = self._query(
+            "SELECT count(*) FROM events WHERE app_no = (SELECT id FROM apps WHERE app = ?)",
+            (app,),
+        )
         ((users,),) = self._query("SELECT count(*) FROM users WHERE app = ?", (app,))
         ((identifies,),) = self._query("SELECT count(*) FROM identify_log WHERE app = ?", (app,))
         return {

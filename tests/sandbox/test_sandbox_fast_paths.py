@@ -287,10 +287,12 @@ def test_a_file_of_the_first_schema_is_upgraded_and_keeps_its_events(
     first.close()
     with sqlite3.connect(db) as conn:  # rewrite the file as version 1 left it
         rows = conn.execute(
-            "SELECT app, message_id, external_user_id, event_type, occurred_at, properties, "
-            "context, received_at FROM events"
+            "SELECT a.app, e.message_id, e.external_user_id, e.event_type, e.occurred_at, "
+            "e.properties, e.context, e.received_at FROM events AS e "
+            "JOIN apps AS a ON a.id = e.app_no"
         ).fetchall()
         conn.execute("DROP TABLE events")
+        conn.execute("DROP TABLE apps")
         conn.executescript(_V1_EVENTS)
         conn.executemany(
             "INSERT INTO events (app, message_id, external_user_id, event_type, occurred_at, "
