@@ -10,11 +10,17 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
   typed Parquet export and on a CSV export whose timestamps are RFC 3339 text;
 * ``cpu``: client CPU per delivered event: the real CLI as a child process against the
   receiver (another process), ``(CPU(N rows) - CPU(1k rows)) / (N - 1k)`` from the child's
-  user + sys time, Parquet and CSV, repeated (median and spread);
+  user + sys time, for the bench's own export shape and flat typed columns, Parquet and
+  CSV, repeated (median and spread); beside each the floor (floor.py: the same bytes, Arrow
+  kernels and a native hash, checked byte for byte at the receiver) and our ratio to it;
+* ``callgrind``: instructions per event of the CLI's dry run, (Ir(200k) - Ir(20k)) / 180k,
+  which do not move with the machine's load (callgrind.py);
 * ``e2e``: events/s of the CLI, start-up included, at 0 and 50 ms receiver latency for each
   ``--concurrency``; and what the receiver takes from a trivial client (its ceiling);
 * ``identify``: users/s of ``cc.Client(...).identify(users)`` at 50 ms, default concurrency;
 * ``memory``: peak RSS of ``churn-connector send events FILE --dry-run`` (300k and 3M rows);
+* ``sandbox``: events/s the strict sandbox ingests from the CLI, its CPU and memory, in
+  memory and with a database file (sandbox.py);
 * ``peers``: at 50 ms, same receiver, same data: ours (the CLI at default settings) beside a
   naive per-row ``requests.post`` loop, the hand-written streaming loop, Segment's
   analytics-python and PostHog's client (see peers.py), as events/s and ratios.
