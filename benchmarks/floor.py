@@ -58,6 +58,12 @@ for _d, _c in enumerate(HEX):
     VARIANT[_c] = HEX[(_d & 3) | 8]
 
 
+# ASCII digits of 0..99 and 0..999, for times written column by column
+T2 = np.array([f"{i:02d}".encode() for i in range(100)], dtype="S2").view(np.uint8).reshape(-1, 2)
+T3 = np.array([f"{i:03d}".encode() for i in range(1000)], dtype="S3").view(np.uint8).reshape(-1, 3)
+DAY_MS = 86_400_000
+
+
 class Unsupported(ValueError):
     """Not one of the bench's exports, or a row the contract refuses."""
 
@@ -115,6 +121,36 @@ def check(table: pa.Table, now: dt.datetime) -> None:
 # ----------------------------------------------------------------------------- wire
 
 
+def times(occurred: pa.Array) -> pa.Array:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` of timestamp[ms] values, with numpy: each date spelled
+    once, the clock from digit tables (Arrow's strftime takes ~1 µs a row)."""
+    ms = occurred.cast(pa.int64()).to_numpy()
+    n = len(ms)
+    days, rem = np.divmod(ms, DAY_MS)
+    lo, hi = int(days.min()), int(days.max())
+    if hi - lo > 4096 or lo < 0:
+        raise Unsupported("timestamps beyond a few years after 1970")
+    epoch = dt.date(1970, 1, 1)
+    dates = np.array(
+        [(epoch + dt.timedelta(days=d)).strftime("%Y-%m-%dT").encode() for d in range(lo, hi + 1)],
+        dtype="S11",
+    )
+    out = np.empty((n, 24), dtype=np.uint8)
+    out[:, :11] = dates.view(np.uint8).reshape(-1, 11)[days - lo]
+    secs, milli = np.divmod(rem, 1000)
+    mins, sec = np.divmod(secs, 60)
+    hour, minute = np.divmod(mins, 60)
+    out[:, 11:13] = T2[hour]
+    out[:, 14:16] = T2[minute]
+    out[:, 17:19] = T2[sec]
+    out[:, 20:23] = T3[milli]
+    out[:, 13] = out[:, 16] = ord(":")
+    out[:, 19] = ord(".")
+    out[:, 23] = ord("Z")
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(24), n, [None, pa.py_buffer(out)])
+    return fixed.cast(pa.binary())
+
+
 def _value(arr: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, bytes]:
     """(JSON text without quotes, as binary; the quote) of a column of strings or integers."""
     if isinstance(arr, pa.ChunkedArray):
@@ -149,8 +185,7 @@ def _members(table: pa.Table) -> list[Any]:
 def tails(table: pa.Table) -> pa.Array:
     """Each event's canonical JSON after ``{"context":{`` (context is empty here)."""
     users, _ = _value(table["external_user_id"])  # ids are strings on the wire, numbers too
-    occurred = table["occurred_at"].combine_chunks()
-    times = pc.strftime(occurred, format="%Y-%m-%dT%H:%M:%SZ").cast(pa.binary())  # %S: 05.123
+
     event_types, _ = _value(table["event_type"])
     joined = pc.binary_join_element_wise(
         b'},"event_type":"',
@@ -158,7 +193,7 @@ def tails(table: pa.Table) -> pa.Array:
         b'","external_user_id":"',
         users,
         b'","occurred_at":"',
-        times,
+        times(table["occurred_at"].combine_chunks()),
         b'","properties":{',
         *_members(table),
         b"}}",
@@ -196,13 +231,12 @@ def bodies(table: pa.Table) -> tuple[pa.Array, int]:
     """The request bodies (500 events each, in row order) and the number of events."""
     tail = tails(table)
     ids = message_ids(tail)
-    keys = np.ascontiguousarray(ids[:, :16]).view("S16").ravel()
-    _, first = np.unique(keys, return_index=True)
-    if len(first) < len(keys):  # repeated ids: the first one of each is sent
+    uuid = pa.FixedSizeBinaryArray.from_buffers(pa.binary(36), len(ids), [None, pa.py_buffer(ids)])
+    if len(pc.unique(uuid)) < len(uuid):  # repeated ids: the first one of each is sent
+        _, first = np.unique(ids.view("S36").ravel(), return_index=True)
         keep = pa.array(np.sort(first))
-        ids, tail = ids[np.sort(first)], tail.take(keep)
+        uuid, tail = uuid.take(keep), tail.take(keep)
     n = len(tail)
-    uuid = pa.FixedSizeBinaryArray.from_buffers(pa.binary(36), n, [None, pa.py_buffer(ids)])
     wire = pc.binary_join_element_wise(ID_OPEN, uuid.cast(pa.binary()), b'"', tail, b"")
     offsets = pa.array([*range(0, n, BATCH), n], pa.int32())
     lists = pa.ListArray.from_arrays(offsets, wire.cast(pa.binary()))
