@@ -54,8 +54,17 @@ def valgrind() -> str | None:
     return shutil.which("valgrind")
 
 
-def instructions(path: Path, rows: int, options: tuple[str, ...] = ()) -> tuple[int, str]:
-    """(Ir of one dry run of the CLI on ``path``, a problem or "")."""
+def dry_run(who: str, path: Path, options: tuple[str, ...] = ()) -> list[str]:
+    """The command of one dry run: ours (the CLI) or the floor's (floor.py)."""
+    if who == "floor":
+        return [sys.executable, str(HERE / "floor.py"), str(path), "--dry-run"]
+    return [cli(), "send", "events", str(path), "--dry-run", *options]
+
+
+def instructions(
+    path: Path, rows: int, options: tuple[str, ...] = (), who: str = "ours"
+) -> tuple[int, str]:
+    """(Ir of one dry run on ``path``, ours or the floor's; a problem or "")."""
     program = valgrind()
     assert program is not None
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,12 +77,7 @@ def instructions(path: Path, rows: int, options: tuple[str, ...] = ()) -> tuple[
                 f"--callgrind-out-file={out}",
                 "--dump-instr=no",
                 "--dump-line=no",
-                cli(),
-                "send",
-                "events",
-                str(path),
-                "--dry-run",
-                *options,
+                *dry_run(who, path, options),
             ],
             env=env,
             cwd=ROOT,
@@ -94,12 +98,17 @@ def instructions(path: Path, rows: int, options: tuple[str, ...] = ()) -> tuple[
 
 
 def per_event(
-    big: Path, big_n: int, small: Path, small_n: int, options: tuple[str, ...] = ()
+    big: Path,
+    big_n: int,
+    small: Path,
+    small_n: int,
+    options: tuple[str, ...] = (),
+    who: str = "ours",
 ) -> tuple[float | None, dict[str, Any]]:
     """One measurement: both runs side by side; (Ir per event or None, details)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        ran_big = pool.submit(instructions, big, big_n, options)
-        ran_small = pool.submit(instructions, small, small_n, options)
+        ran_big = pool.submit(instructions, big, big_n, options, who)
+        ran_small = pool.submit(instructions, small, small_n, options, who)
         (ir_big, problem_big), (ir_small, problem_small) = ran_big.result(), ran_small.result()
     details = {"ir_big": ir_big, "ir_small": ir_small, "problems": [problem_big, problem_small]}
     if problem_big or problem_small:
@@ -130,37 +139,56 @@ def section(
     for kind in kinds:
         big, small = exports.export(cache, big_n, kind), exports.export(cache, small_n, kind)
         options = exports.FLAT_CSV_OPTIONS if kind == "csv-flat" else ()
-        values: list[float] = []
-        runs = []
+        values: dict[str, list[float]] = {"ours": [], "floor": []}
+        runs: dict[str, list[dict[str, Any]]] = {"ours": [], "floor": []}
         for rep in range(repeats):
-            value, details = per_event(big, big_n, small, small_n, options)
-            runs.append(details)
-            if value is None:
-                problems = "; ".join(p for p in details["problems"] if p)
-                report.problem(f"callgrind {kind} #{rep + 1}: {problems}")
-            else:
-                values.append(value)
-            print(f"    callgrind {kind} #{rep + 1}: {value}", file=sys.stderr, flush=True)
-        spread = ""
-        if values:
-            middle = statistics.median(values)
-            spread = (
-                f"{len(values)} runs: {', '.join(f'{v:,.0f}' for v in values)} "
-                f"(spread ±{(max(values) - min(values)) / 2 / middle:.2%}); "
+            for who in ("ours", "floor"):
+                value, details = per_event(big, big_n, small, small_n, options, who)
+                runs[who].append(details)
+                if value is None:
+                    problems = "; ".join(p for p in details["problems"] if p)
+                    report.problem(f"callgrind {kind} {who} #{rep + 1}: {problems}")
+                else:
+                    values[who].append(value)
+                print(
+                    f"    callgrind {kind} {who} #{rep + 1}: {value}", file=sys.stderr, flush=True
+                )
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        label = f"{kind}, {big_n // 1000}k vs {small_n // 1000}k rows"
+        for who, name in (("ours", "instructions per event, dry run"), ("floor", "floor's")):
+            report.add(
+                Row(
+                    "callgrind",
+                    f"{name}, {label}",
+                    statistics.median(values[who]) if values[who] else None,
+                    "Ir/event",
+                    _spread(values[who]) + f"start-up and {small_n // 1000}k rows: "
+                    f"{statistics.median(r['ir_small'] for r in runs[who]) / 1e9:.2f} G "
+                    f"instructions; load {load}",
+                    details={"values": values[who], "runs": runs[who]},
+                )
             )
+        ratios = [o / f for o, f in zip(values["ours"], values["floor"], strict=False) if f]
         report.add(
             Row(
                 "callgrind",
-                f"instructions per event, dry run, {kind}, "
-                f"{big_n // 1000}k vs {small_n // 1000}k rows",
-                statistics.median(values) if values else None,
-                "Ir/event",
-                spread + f"start-up and {small_n // 1000}k rows: "
-                f"{statistics.median(r['ir_small'] for r in runs) / 1e9:.2f} G instructions; "
-                f"load {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
-                details={"values": values, "runs": runs},
+                f"ours / floor in instructions, {label}",
+                statistics.median(ratios) if ratios else None,
+                "x",
+                "per repeat: " + ", ".join(f"{r:.3f}" for r in ratios),
+                details={"ratios": ratios},
             )
         )
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return ""
+    middle = statistics.median(values)
+    return (
+        f"{len(values)} runs: {', '.join(f'{v:,.0f}' for v in values)} "
+        f"(spread ±{(max(values) - min(values)) / 2 / middle:.2%}); "
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     section(report, args.cache, args.kinds, args.big, args.small, args.repeats)
     for row in report.rows:
-        shown = "n/a" if row.value is None else f"{row.value:,.0f} {row.unit}"
+        if row.value is None:
+            shown = "n/a"
+        else:
+            shown = f"{row.value:.3f} x" if row.unit == "x" else f"{row.value:,.0f} {row.unit}"
         print(f"{row.name}: {shown}\n    {row.note}")
     return 1 if report.problems else 0
 
