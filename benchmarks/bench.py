@@ -295,6 +295,7 @@ def callgrind_section(args: argparse.Namespace, report: Report) -> None:
         args.callgrind_rows[0],
         args.callgrind_rows[1],
         args.callgrind_repeats,
+        floor=args.callgrind_floor,
     )
 
 
@@ -676,6 +677,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="callgrind: rows of the two runs (default 200000 20000)",
     )
     parser.add_argument("--callgrind-repeats", type=int, help="callgrind repeats (default 3)")
+    parser.add_argument(
+        "--callgrind-floor",
+        action="store_true",
+        help="callgrind: count the floor's instructions too (see callgrind.py)",
+    )
     parser.add_argument(
         "--sandbox-events",
         type=int,
