@@ -2,7 +2,8 @@
 
 For every field a column of JSON fragments (``"key":value``, null where the key is omitted)
 is built with Arrow/numpy kernels and the fragments are joined row-wise in C, in canonical
-key order. Only the SHA-256 loop touches rows one by one in Python.
+key order. The SHA-256 ids are one native call over the column with the ``fast`` extra
+(polars-hash), else a hashlib loop over the rows (the reference; both give the same bytes).
 
     canonical(row) = b'{"context":{' + TAIL[row]                    (what is hashed)
     wire(row)      = b'{"context":{"$message_id":"' + UUID + b'"' + [b","] + TAIL[row]
@@ -23,8 +24,10 @@ which stays the reference (tests/events/test_wire_columnar.py holds the two to t
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import itertools
+from typing import Any
 
 import numpy as np
 import orjson
@@ -204,7 +207,19 @@ def _event_types(s: pd.Series) -> pa.BinaryArray:
 
 
 def _digests(tails: pa.BinaryArray, namespace: str | None, prefix: bytes) -> np.ndarray:
-    base = hashlib.sha256(prefix + (namespace or "").encode("utf-8") + b"\n" + _CONTEXT_OPEN)
+    head = prefix + (namespace or "").encode("utf-8") + b"\n" + _CONTEXT_OPEN
+    full = native_sha256(head, tails)
+    if full is None:
+        full = python_sha256(head, tails)
+    arr = full[:, :16].copy()
+    arr[:, 6] = (arr[:, 6] & 0x0F) | 0x80
+    arr[:, 8] = (arr[:, 8] & 0x3F) | 0x80
+    return arr
+
+
+def python_sha256(head: bytes, tails: pa.BinaryArray) -> np.ndarray:
+    """(n, 32) uint8: SHA-256(head + tail) of each row, hashlib row by row (the reference)."""
+    base = hashlib.sha256(head)
     copy = base.copy
     data = bytes(data_bytes(tails))  # one copy; slicing bytes beats to_pylist/memoryview
     offsets = np.frombuffer(tails.buffers()[1], dtype=np.int32)
@@ -216,10 +231,46 @@ def _digests(tails: pa.BinaryArray, namespace: str | None, prefix: bytes) -> np.
         h = copy()
         h.update(data[lo:hi])
         append(h.digest())
-    arr = np.frombuffer(b"".join(out), dtype=np.uint8).reshape(-1, 32)[:, :16].copy()
-    arr[:, 6] = (arr[:, 6] & 0x0F) | 0x80
-    arr[:, 8] = (arr[:, 8] & 0x3F) | 0x80
-    return arr
+    return np.frombuffer(b"".join(out), dtype=np.uint8).reshape(-1, 32)
+
+
+def native_sha256(head: bytes, tails: pa.BinaryArray) -> np.ndarray | None:
+    """The same as python_sha256 in one native call over the column (polars-hash, Rust,
+    with the CPU's SHA instructions where it has them); None without the ``fast`` extra,
+    for text that is not UTF-8 (it hashes strings) or when the plugin fails."""
+    native = _native()
+    if native is None:
+        return None
+    if len(tails) == 0:
+        return np.empty((0, 32), dtype=np.uint8)
+    pl, plh = native
+    try:
+        texts = pc.binary_join_element_wise(head, tails, b"").cast(pa.string())
+        hexed = pc.cast(
+            pl.from_arrow(pa.table({"c": texts}))
+            .select(plh.col("c").chash.sha2_256())
+            .to_series()
+            .to_arrow(),
+            pa.large_string(),
+        )
+    except Exception:  # an accelerator: whatever fails falls back to hashlib
+        return None
+    n = len(hexed)
+    offsets = np.frombuffer(hexed.buffers()[1], dtype=np.int64)[hexed.offset : hexed.offset + n + 1]
+    if hexed.null_count or not np.array_equal(offsets - offsets[0], np.arange(n + 1) * 64):
+        return None
+    data = memoryview(hexed.buffers()[2])[offsets[0] : offsets[0] + 64 * n]
+    return np.frombuffer(binascii.unhexlify(data), dtype=np.uint8).reshape(n, 32)
+
+
+@functools.cache
+def _native() -> tuple[Any, Any] | None:
+    try:
+        import polars as pl  # noqa: PLC0415 - heavy optional dependency (the fast extra)
+        import polars_hash as plh  # noqa: PLC0415 - optional, with polars (the fast extra)
+    except ImportError:
+        return None
+    return pl, plh
 
 
 def uuid_text(digests: np.ndarray) -> np.ndarray:
