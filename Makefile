@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
+.PHONY: chromium demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -44,7 +44,13 @@ typecheck: $(STAMP)
 # Coverage adds up over the three. Spark's Python workers run this venv's Python
 # (PYSPARK_PYTHON); the Spark process gets a time limit, should a JVM ever hang.
 # tests/notebook/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
-pytest: $(STAMP)
+# the screenshot test photographs a report in a real browser: Debian's chromium package
+# (installed here when it is missing; apt needs root, as on the CI machine)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+pytest: $(STAMP) chromium
 	$(BIN)/python -m pytest -q --ignore=tests/airflow --ignore=tests/spark \
 		--cov=churn_connector --cov-report=
 	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append --cov-report=
@@ -66,7 +72,7 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 	$(MIN_VENV)/bin/python -m pip check
 	@touch $(MIN_STAMP)
 
-test-min: $(MIN_STAMP)
+test-min: $(MIN_STAMP) chromium
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/notebook/test_notebooks.py
 
 test: lint typecheck docs pytest test-min

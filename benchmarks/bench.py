@@ -23,7 +23,10 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
   memory and with a database file (sandbox.py);
 * ``peers``: at 50 ms, same receiver, same data: ours (the CLI at default settings) beside a
   naive per-row ``requests.post`` loop, the hand-written streaming loop, Segment's
-  analytics-python and PostHog's client (see peers.py), as events/s and ratios.
+  analytics-python and PostHog's client (see peers.py), as events/s and ratios;
+* ``track``: one-off events: client CPU per ``track()`` call beyond the HTTP exchange (the
+  scalar engine alone, and a whole call less the CPU of posting its bytes), and the events/s
+  a tracker reaches at 50 ms latency (memory queue; and with its SQLite spool).
 
 Every run talks to a receiver on 127.0.0.1 only (benchmarks/sink.py, in its own process),
 which counts the events that arrive: a run that loses events says so. Exports are generated
@@ -33,6 +36,7 @@ once into ``--cache`` (default benchmarks/.cache/) and reused.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import gc
 import os
 import statistics
@@ -74,7 +78,17 @@ from harness import (
     run_child,
 )
 
-SECTIONS = ("transform", "cpu", "callgrind", "e2e", "identify", "memory", "sandbox", "peers")
+SECTIONS = (
+    "transform",
+    "cpu",
+    "callgrind",
+    "e2e",
+    "identify",
+    "memory",
+    "sandbox",
+    "peers",
+    "track",
+)
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
 
 # ----------------------------------------------------------------------------- sections
@@ -569,6 +583,107 @@ def peer_row(
     )
 
 
+def _cpu_per_call(calls: int, call: Callable[[int], Any]) -> float:
+    """Process CPU (all threads) per call, in µs, after a warm-up."""
+    for i in range(200):
+        call(i)
+    gc.collect()
+    started = time.process_time()
+    for i in range(calls):
+        call(i)
+    return (time.process_time() - started) / calls * 1e6
+
+
+def track(args: argparse.Namespace, report: Report) -> None:
+    """One-off events: CPU per track() beyond the HTTP exchange; a tracker's events/s."""
+    from churn_connector._core.contract import TRACK_PATH  # noqa: PLC0415 - internals
+    from churn_connector._track.scalar import event_of  # noqa: PLC0415 - internals
+    from churn_connector._track.send import CallPoster  # noqa: PLC0415 - internals
+
+    calls = 2_000 if args.quick else 10_000
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    shapes: dict[str, Callable[[int], Any]] = {
+        "occurred_at defaulted, 3 properties": lambda i: event_of(
+            "user_42", "page_view", properties={"page": "/pricing", "n": i, "ok": True}
+        ),
+        "aware datetime, message_id given": lambda i: event_of(
+            "user_42",
+            "invoice_paid",
+            occurred_at=when,
+            message_id=f"evt_{i}",
+            properties={"amount": 19.9},
+        ),
+        "RFC 3339 text with offset, context": lambda i: event_of(
+            "user_42",
+            "page_view",
+            occurred_at="2026-11-20T09:30:00.123+01:00",
+            properties={"n": i},
+            context={"source": "web"},
+            now=when,
+        ),
+    }
+    for name, call in shapes.items():
+        micros = _cpu_per_call(calls, call)
+        report.add(Row("track", f"scalar engine (validate + wire + id): {name}", micros, "µs/call"))
+    with receiver(0.0) as sink:
+        client = cc.Client(sink.url, KEY)
+        body = event_of("user_42", "page_view", properties={"n": 1}).body
+        poster = CallPoster(client.config, 1)
+
+        def exchange(i: int) -> Any:
+            poster.start_call()
+            return poster.post(TRACK_PATH, body)
+
+        def whole(i: int) -> Any:
+            return client.track("user_42", "page_view", properties={"page": "/pricing", "n": i})
+
+        http_only = _cpu_per_call(calls, exchange)
+        full = _cpu_per_call(calls, whole)
+        poster.close()
+        client.close()
+    report.add(
+        Row(
+            "track",
+            "client.track() beyond the HTTP exchange (CPU of a call less that of posting "
+            "its bytes)",
+            full - http_only,
+            "µs/call",
+            f"whole call {full:.0f} µs, the HTTP exchange alone {http_only:.0f} µs "
+            "(receiver in another process, 0 ms)",
+            details={"whole_us": full, "http_us": http_only, "calls": calls},
+        )
+    )
+    events = 20_000 if args.quick else 100_000
+    for label, n in (("memory queue", events), ("SQLite spool", 2_000)):
+        with receiver(0.05) as sink, tempfile.TemporaryDirectory() as tmp:
+            client = cc.Client(sink.url, KEY)
+            spool = Path(tmp) / "spool.sqlite" if label == "SQLite spool" else None
+            seconds, arrived = measure(sink, lambda c=client, s=spool, n=n: _tracked(c, s, n))
+        concurrency = min(4, client.config.max_concurrency)
+        if arrived.events != n:
+            report.problem(f"track: the receiver counted {arrived.events} of {n}")
+        report.add(
+            Row(
+                "track",
+                f"tracker at 50 ms, {label}, default concurrency ({concurrency})",
+                n / seconds,
+                "events/s",
+                f"{n:,} events tracked and flushed in {seconds:.1f} s, "
+                f"{arrived.requests:,} requests; " + delivered_note(arrived.events, n),
+                details={"seconds": seconds, "paths": arrived.paths},
+            )
+        )
+
+
+def _tracked(client: cc.Client, spool: Path | None, n: int) -> float:
+    """Seconds to track ``n`` events through a tracker and flush them."""
+    started = time.perf_counter()
+    with client.tracker(spool, max_queue=20_000) as tracker:
+        for i in range(n):
+            tracker.track("user_42", "page_view", properties={"n": i})
+    return time.perf_counter() - started
+
+
 RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "transform": transform,
     "cpu": cpu,
@@ -578,6 +693,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "identify": identify,
     "memory": memory,
     "peers": peers,
+    "track": track,
 }
 
 

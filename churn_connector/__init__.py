@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
-from ._client import Client, identify, send_events
-from ._core.config import ClientConfig, RetryPolicy, Secret
+from ._client import Client, identify, send_events, track
+from ._core.config import ClientConfig, RetryPolicy, Secret, Timeouts
 from ._core.exceptions import (
     AuthenticationError,
     ChurnConnectorError,
@@ -21,30 +21,52 @@ from ._core.exceptions import (
     InputError,
     Interrupted,
     LedgerError,
+    QueueFull,
+    RunStopped,
     TransportError,
 )
 from ._core.types import RowState
 from ._delivery.retry import instant_retries, set_retry_testing
 from ._events.api import events_to_wire, validate_events
 from ._events.ids import message_id
+from ._events.options import EventOptions
 from ._events.schema import EVENT_TYPE_PATTERN, events_schema
 from ._identities.api import identities_to_wire, validate_identities
+from ._identities.options import IdentityOptions
 from ._identities.schema import identities_schema
 from ._ledger import Ledger
+from ._read.text import TextFormat
+from ._resend import resend
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
+from ._track.book import FlushReport, Undelivered
+from ._track.send import TrackResult
+from ._track.tracker import Tracker, TrackHandle
+from ._validate.gate import GateVerdict
 from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
     from . import samples
     from ._sandbox import Fault, Sandbox
+    from ._track.async_client import AsyncClient, AsyncTracker, AsyncTrackHandle
 
 # loaded on first use: most runs never start a sandbox or build sample data
-_LAZY = {"Sandbox": "._sandbox", "Fault": "._sandbox", "samples": ".samples"}
+# (and httpx, an optional extra, only for the async client)
+_LAZY = {
+    "Sandbox": "._sandbox",
+    "Fault": "._sandbox",
+    "samples": ".samples",
+    "AsyncClient": "._track.async_client",
+    "AsyncTracker": "._track.async_client",
+    "AsyncTrackHandle": "._track.async_client",
+}
 
 __all__ = [
     "EVENT_TYPE_PATTERN",
     "PARTITION_RESULT_META",
+    "AsyncClient",
+    "AsyncTrackHandle",
+    "AsyncTracker",
     "AuthenticationError",
     "ChurnConnectorError",
     "Client",
@@ -52,17 +74,29 @@ __all__ = [
     "ConfigurationError",
     "DataValidationError",
     "DeliveryError",
+    "EventOptions",
     "Fault",
+    "FlushReport",
+    "GateVerdict",
+    "IdentityOptions",
     "InputError",
     "Interrupted",
     "Ledger",
     "LedgerError",
+    "QueueFull",
     "RetryPolicy",
     "RowState",
+    "RunStopped",
     "Sandbox",
     "Secret",
     "SendResult",
+    "TextFormat",
+    "Timeouts",
+    "TrackHandle",
+    "TrackResult",
+    "Tracker",
     "TransportError",
+    "Undelivered",
     "ValidationReport",
     "__version__",
     "events_schema",
@@ -73,11 +107,13 @@ __all__ = [
     "identities_to_wire",
     "instant_retries",
     "message_id",
+    "resend",
     "samples",
     "send_events",
     "send_events_task",
     "send_partition",
     "set_retry_testing",
+    "track",
     "validate_events",
     "validate_identities",
 ]

@@ -7,10 +7,13 @@ the SendResult that accounts for every row.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ._core.config import ClientConfig, ClientOptions, Secret, as_secret
+from ._core.declare import Option, options_of
 from ._core.types import (
     BlankConsent,
     DataSource,
@@ -19,22 +22,30 @@ from ._core.types import (
     EpochUnit,
     ExtraColumns,
     IdFormat,
+    Kind,
 )
 from ._delivery.chunking import Request, chunk_events, identify_requests
-from ._events.api import event_options
+from ._delivery.options import SendOptions
+from ._events.options import EventOptions
 from ._events.stream import EventStream
-from ._identities.api import identity_options
+from ._identities.options import IdentityOptions
 from ._identities.stream import IdentityStream
 from ._ledger import LedgerArg
-from ._read import DEFAULT_SLICE_ROWS, text_format
+from ._read import DEFAULT_SLICE_ROWS
 from ._read.names import NameStyle
 from ._read.text import Format, TextOptions
 from ._results.result import SendResult
 from ._run import Run
 from ._stream import WireBatch
+from ._track.scalar import event_of
+from ._track.send import OneOff, TrackResult
+from ._track.tracker import OnFull, Tracker
 
 if TYPE_CHECKING:
     import requests
+
+
+_ONE_OFF_LOCK = threading.Lock()
 
 
 class Client:
@@ -70,10 +81,16 @@ class Client:
             check_session(session, self.config)
         # held here, not in the config: a session is neither hashable nor a plain value
         self.session = session
+        self._one_off: OneOff | None = None  # track()'s connections, made at its first call
 
     def __repr__(self) -> str:
         config = getattr(self, "config", None)
         return f"Client(base_url={getattr(config, 'base_url', None)!r})"
+
+    def close(self) -> None:
+        """Close the connections ``track`` keeps open (a later call opens new ones)."""
+        if self._one_off is not None:
+            self._one_off.close()
 
     def send_events(
         self,
@@ -105,6 +122,7 @@ class Client:
         format: Format | None = None,
         rename_style: NameStyle | None = None,
         event_type_style: NameStyle | None = None,
+        options: EventOptions | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
 
@@ -115,40 +133,31 @@ class Client:
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
         ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
         (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
-        ``format``), ``rename_style`` and ``event_type_style``: as for ``validate_events``.
-        Input that breaks part way raises InputError carrying what was delivered.
+        ``format``), ``rename_style``, ``event_type_style`` and ``options`` (all of them as
+        one :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
+        1) and ``batch_size`` default to the client's. Input that breaks part way raises
+        InputError carrying what was delivered.
         """
+        keywords = locals()  # first: the keywords by name, checked as two values below
+        table, send = EventOptions.given(keywords), SendOptions.given(keywords)
         config = self.config
-        if batch_size is not None:
-            config = config.with_options(batch_size=batch_size)
-        options = event_options(
-            now=now,
-            naive_timezone=naive_timezone,
-            extra_columns=extra_columns,
-            namespace=namespace,
-            id_columns=id_columns,
-            slice_rows=slice_rows,
-            rename=rename,
-            dtypes=dtypes,
-            encoding=encoding,
-            decimals=decimals,
-            epoch_unit=epoch_unit,
-            id_format=id_format,
-            text=text_format(delimiter, header, columns, escape, null, quote, format),
-            rename_style=rename_style,
-            event_type_style=event_type_style,
-        )
-        stream = EventStream(data, options)
-
-        concurrency = max_concurrency or config.max_concurrency
+        if send.batch_size is not None:
+            config = config.with_options(batch_size=send.batch_size)
+        stream = EventStream(data, table)
+        concurrency = send.max_concurrency or config.max_concurrency  # None: the client's
         run = Run(
-            config, stream, concurrency, dry_run=dry_run, progress=progress, session=self.session
+            config,
+            stream,
+            concurrency,
+            dry_run=send.dry_run,
+            progress=send.progress,
+            session=self.session,
         )
 
         def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
             return chunk_events(wire, config.batch_size, run.size_limit)
 
-        return run.deliver(requests, ledger)
+        return run.deliver(requests, send.ledger)
 
     def identify(
         self,
@@ -177,6 +186,7 @@ class Client:
         blank_consent: BlankConsent = "error",
         require_consent: bool = False,
         rename_style: NameStyle | None = None,
+        options: IdentityOptions | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
 
@@ -186,34 +196,105 @@ class Client:
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``. ``rename``, ``rename_style``, ``dtypes``, ``encoding``,
         ``decimals`` and the text options: as for ``validate_events``; ``blank_consent``,
-        ``require_consent``: as for ``validate_identities``.
+        ``require_consent`` and ``options`` (all of them as one :class:`IdentityOptions`): as
+        for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
+        client's ``identify_concurrency``.
         """
-        options = identity_options(
-            naive_timezone=naive_timezone,
-            extra_columns=extra_columns,
-            phone_region=phone_region,
-            duplicates=duplicates,
-            slice_rows=slice_rows,
-            rename=rename,
-            dtypes=dtypes,
-            encoding=encoding,
-            decimals=decimals,
-            text=text_format(delimiter, header, columns, escape, null, quote, format),
-            blank_consent=blank_consent,
-            require_consent=require_consent,
-            rename_style=rename_style,
-        )
-        stream = IdentityStream(data, options)
-        concurrency = max_concurrency or self.config.identify_concurrency
+        keywords = locals()  # first: the keywords by name, checked as two values below
+        table, send = IdentityOptions.given(keywords), SendOptions.given(keywords)
+        stream = IdentityStream(data, table)
+        concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
         run = Run(
             self.config,
             stream,
             concurrency,
-            dry_run=dry_run,
-            progress=progress,
+            dry_run=send.dry_run,
+            progress=send.progress,
             session=self.session,
         )
-        return run.deliver(identify_requests, ledger)
+        return run.deliver(identify_requests, send.ledger)
+
+    def track(
+        self,
+        external_user_id: str | int,
+        event_type: str,
+        *,
+        occurred_at: Any = None,
+        properties: Mapping[str, Any] | str | None = None,
+        context: Mapping[str, Any] | str | None = None,
+        message_id: str | None = None,
+        now: Any = None,
+        naive_timezone: str | None = None,
+        namespace: str | None = None,
+        id_format: IdFormat = "v2",
+    ) -> TrackResult:
+        """Validate one event and send it now (``POST /v1/events/track``): for webhooks,
+        scripts and low-volume services. Returns a :class:`TrackResult`.
+
+        The rules are the batch path's, byte for byte: the same checks, the same wire
+        object, the same hashed ``context.$message_id`` as ``events_to_wire`` gives a
+        one-row table of these values. ``occurred_at`` defaults to the moment of the call
+        (``now`` when given, which also anchors the 30-day window). A hashed id covers the
+        event's content, time included; a webhook should pass the provider's own event id
+        as ``message_id``: a re-delivered webhook is then the same event, stored once.
+
+        Raises ``DataValidationError`` naming each failed check (nothing is sent),
+        ``AuthenticationError`` when the key is refused, ``DeliveryError`` when the API
+        rejects the event or retries give up (outcome unknown: re-sending with the same id
+        is safe), ``TransportError`` when the API cannot be reached, ``Interrupted`` on
+        Ctrl-C or SIGTERM. The client's retry policy applies; its ``deadline`` bounds each
+        call. For many events, ``send_events`` or :meth:`tracker` send in batches.
+        """
+        event = event_of(
+            external_user_id,
+            event_type,
+            occurred_at=occurred_at,
+            properties=properties,
+            context=context,
+            message_id=message_id,
+            now=now,
+            naive_timezone=naive_timezone,
+            namespace=namespace,
+            id_format=id_format,
+        )
+        with _ONE_OFF_LOCK:  # threads of a web server may make the first call together
+            if self._one_off is None:
+                self._one_off = OneOff(self.config, self.session)
+        return self._one_off.send(event)
+
+    def tracker(
+        self,
+        spool: str | os.PathLike[str] | None = None,
+        *,
+        max_queue: int = 10_000,
+        on_full: OnFull = "block",
+        block_timeout: float = 30.0,
+        flush_timeout: float = 5.0,
+        max_concurrency: int | None = None,
+    ) -> Tracker:
+        """A buffered :class:`Tracker`: ``t.track(...)`` (the arguments of :meth:`track`)
+        validates and queues, background threads send batches of up to 500 to
+        ``/v1/events/batch``; use it as ``with client.tracker() as t:``.
+
+        ``spool``: a SQLite file every event is written to before ``track`` returns (a
+        process killed with ``kill -9`` loses nothing; the next tracker on it sends what is
+        left first). A full queue (``max_queue`` events) is never a silent drop:
+        ``on_full="block"`` waits up to ``block_timeout`` seconds then raises
+        ``QueueFull``, ``"raise"`` raises at once, ``"spill"`` (with a spool) keeps the
+        overflow on disk only. At exit an open tracker flushes for ``flush_timeout``
+        seconds, then warns with what is left. ``max_concurrency``: requests in flight
+        (default: the client's, at most 4).
+        """
+        return Tracker(
+            self.config,
+            self.session,
+            spool=spool,
+            max_queue=max_queue,
+            on_full=on_full,
+            block_timeout=block_timeout,
+            flush_timeout=flush_timeout,
+            max_concurrency=max_concurrency,
+        )
 
 
 class SendEventsOptions(TextOptions, total=False):
@@ -238,6 +319,7 @@ class SendEventsOptions(TextOptions, total=False):
     rename_style: NameStyle | None
     event_type_style: NameStyle | None
     id_format: IdFormat
+    options: EventOptions | None
 
 
 class IdentifyOptions(TextOptions, total=False):
@@ -259,6 +341,7 @@ class IdentifyOptions(TextOptions, total=False):
     blank_consent: BlankConsent
     require_consent: bool
     rename_style: NameStyle | None
+    options: IdentityOptions | None
 
 
 def send_events(
@@ -293,3 +376,48 @@ def identify(
     if config is None and options.get("dry_run"):
         config = ClientConfig.create(base_url, api_key, dry_run=True)
     return Client(base_url, api_key, config=config, session=session).identify(data, **options)
+
+
+def track(
+    external_user_id: str | int,
+    event_type: str,
+    *,
+    occurred_at: Any = None,
+    properties: Mapping[str, Any] | str | None = None,
+    context: Mapping[str, Any] | str | None = None,
+    message_id: str | None = None,
+    now: Any = None,
+    naive_timezone: str | None = None,
+    namespace: str | None = None,
+    id_format: IdFormat = "v2",
+    base_url: str | None = None,
+    api_key: str | Secret | None = None,
+    config: ClientConfig | None = None,
+) -> TrackResult:
+    """One-call form: ``Client(base_url, api_key, config=config).track(...)`` (a script
+    that sends one event; a service keeps one Client and calls its ``track``)."""
+    client = Client(base_url, as_secret(api_key), config=config)
+    try:
+        return client.track(
+            external_user_id,
+            event_type,
+            occurred_at=occurred_at,
+            properties=properties,
+            context=context,
+            message_id=message_id,
+            now=now,
+            naive_timezone=naive_timezone,
+            namespace=namespace,
+            id_format=id_format,
+        )
+    finally:
+        client.close()
+
+
+def send_keywords(kind: Kind) -> list[Option]:
+    """The declared keywords of :meth:`Client.send_events` (``"events"``) or
+    :meth:`Client.identify` (``"identities"``): the table's, then the send's. With
+    ``options``, these are what Airflow's ``send_options``, Spark's options and
+    ``send_partition`` take by name."""
+    table = EventOptions if kind == "events" else IdentityOptions
+    return [*table.keywords(), *(o for o in options_of(SendOptions) if kind in o.declared.kinds)]

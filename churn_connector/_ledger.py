@@ -179,7 +179,20 @@ class ScopedLedger:
                 "the run was stopped. Fix the file (or pass another path) and re-run: what "
                 "was delivered is stored once",
                 path=str(self.ledger.path),
+                retryable=_may_heal(exc),
             ) from None
+
+
+# SQLite's primary result codes of a write that a later run may find possible: the file
+# locked by another process, the disk full or failing for now (not: read-only, corrupt)
+_PASSING = frozenset(
+    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR}
+)
+
+
+def _may_heal(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _PASSING
 
 
 LedgerArg: TypeAlias = "str | os.PathLike[str] | Ledger | None"

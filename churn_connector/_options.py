@@ -1,35 +1,65 @@
-"""Options as values: small frozen objects, validated once at the boundary, passed whole.
+"""Options as values, declared once: small frozen objects, validated at the boundary.
 
-Public functions take explicit keyword arguments and build one options object per call, so a
-bad value (a typo in ``extra_columns``, an unknown zone, a naive ``now``) fails at once with
-``ConfigurationError`` instead of deep inside a run.
+``TableOptions`` holds what every table is read and validated with; ``EventOptions`` and
+``IdentityOptions`` (their wings' ``options``) add their own. Each field declares its option
+(``_core.declare``): the keywords of the public calls, the command line's flags, the names
+Spark and Airflow take, and the docs' options table all come from these fields. The text
+layout is one value, ``text=TextFormat(...)``, whose fields are keywords of their own.
+
+The public calls keep explicit keywords (IDEs and type checkers see them) and make one
+options value of them per call, ``EventOptions.given(locals())``, or take one whole
+(``options=``); a bad value (a typo in ``extra_columns``, an unknown zone, a naive ``now``)
+fails at once with ``ConfigurationError`` instead of deep inside a run.
 """
 
 from __future__ import annotations
 
 import codecs
 import zoneinfo
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, get_args
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Self, get_args
 
 import pandas as pd
 
+from ._core.declare import Option, declare, options_of, registered
 from ._core.exceptions import ConfigurationError
 from ._core.types import Decimals, ExtraColumns
-from ._core.words import named
+from ._core.words import alternatives, named
 from ._json.values import ValueRules
 from ._read import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
 from ._read.names import NAME_STYLES, NameStyle
 from ._read.text import DEFAULT_TEXT, DTYPES
 
-Pairs = tuple[tuple[str, str], ...]
+
+class Pairs(Mapping[str, str]):
+    """A ``{source: target}`` mapping that cannot change (options are frozen values)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterable[tuple[str, str]]) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
 
 
-def pairs(name: str, mapping: Mapping[str, str] | None) -> Pairs:
-    """A ``{source: target}`` mapping as sorted pairs of strings (frozen options hold them)."""
+def pairs(name: str, mapping: Mapping[str, str] | None) -> Pairs | None:
+    """A ``{source: target}`` mapping, checked, as frozen options hold it."""
     if mapping is None:
-        return ()
+        return None
     if not isinstance(mapping, Mapping):
         raise ConfigurationError(
             f"{name} must be a mapping like {{'SRC': 'dest'}}, not {mapping!r}"
@@ -37,7 +67,16 @@ def pairs(name: str, mapping: Mapping[str, str] | None) -> Pairs:
     for key, value in mapping.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or not value:
             raise ConfigurationError(f"{name}: {key!r}: {value!r} must map a name to a name")
-    return tuple(mapping.items())
+    return Pairs(mapping.items())
+
+
+def pair(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (``--rename``, ``--dtype``) as a pair (a ValueError if not: the
+    command line says its message)."""
+    source, sep, target = text.partition("=")
+    if not sep or not source or not target:
+        raise ValueError(f"expected NAME=VALUE, got {text!r}")
+    return source, target
 
 
 def one_of(name: str, value: Any, allowed: Iterable[Any]) -> None:
@@ -73,19 +112,72 @@ def utc_now(now: Any = None) -> pd.Timestamp:
     return ts.tz_convert("UTC")
 
 
+@registered
 @dataclass(frozen=True, kw_only=True)
 class TableOptions:
     """What every table (events or identities) is read and validated with."""
 
-    naive_timezone: str | None = None
-    extra_columns: ExtraColumns = "error"
-    slice_rows: int = DEFAULT_SLICE_ROWS
-    rename: Pairs = ()  # source column -> our column
-    dtypes: Pairs = ()  # CSV/TSV column -> one of _inputs.cells.DTYPES
-    encoding: str = "utf-8"  # of CSV/TSV files
-    decimals: Decimals = "error"
-    text: TextFormat = DEFAULT_TEXT  # the layout of CSV/TSV files, the format of unnamed ones
-    rename_style: NameStyle | None = None  # the other columns' names: "lower" or "snake"
+    naive_timezone: str | None = declare(
+        None,
+        doc="the IANA zone of timestamps written without an offset; without it they are "
+        "invalid (`occurred_at_naive`)",
+        help="zone of timestamps without an offset",
+        metavar="TZ",
+    )
+    extra_columns: ExtraColumns = declare(
+        "error",
+        doc='`"ignore"`: unknown columns are left out instead of reported',
+        help="unknown columns: report them (default) or ignore them",
+    )
+    rename: Mapping[str, str] | None = declare(  # source column -> our column
+        None,
+        doc="read source column `SRC` as our `DEST`",
+        help="read source column SRC as DEST (repeatable), e.g. --rename EVENT_TYPE=event_type",
+        metavar="SRC=DEST",
+        parse=pair,
+        repeat=True,
+    )
+    rename_style: NameStyle | None = declare(  # the other columns' names (``_read.names``)
+        None,
+        doc='name the other columns: `"lower"` (`EVENT_TYPE` -> `event_type`) or `"snake"` '
+        "(`Event Type`, `eventType` -> `event_type`); the key after `properties.`/`context.`/"
+        "`traits.` is kept ([Column names](../guides/warehouse.md#column-names))",
+        help="name the other columns in this style: lower (EVENT_TYPE -> event_type) or snake "
+        "(Event Type, eventType -> event_type); the key after properties./traits. is kept",
+    )
+    dtypes: Mapping[str, str] | None = declare(  # CSV/TSV column -> one of _read.text.DTYPES
+        None,
+        doc="type CSV/TSV cells: `int64`, `float64`, `bool`, `json`, `str`; without it CSV "
+        "cells stay text",
+        help="CSV/TSV: read column COL as TYPE (int64, float64, bool, json, str); without it "
+        "CSV cells stay text (repeatable)",
+        flag="--dtype",
+        metavar="COL=TYPE",
+        parse=pair,
+        repeat=True,
+        spark=False,  # a Spark column carries its type
+    )
+    encoding: str = declare(  # of CSV/TSV files
+        "utf-8",
+        doc="the text encoding of CSV/TSV files",
+        help="CSV/TSV text encoding (default utf-8)",
+        spark=False,
+    )
+    decimals: Decimals = declare(
+        "error",
+        doc='what `DECIMAL` values become: refused, `"float"` when exact, `"str"` '
+        "([Decimals](tables.md#decimals))",
+        help="DECIMAL/NUMERIC values: refuse them (default), send floats when exact, or send "
+        "their digits as text",
+    )
+    slice_rows: int = declare(
+        DEFAULT_SLICE_ROWS,
+        doc="rows read and validated at a time (memory against overhead)",
+        help="read and validate N rows at a time",
+        metavar="N",
+    )
+    # the layout of CSV/TSV files, the format of unnamed ones: its fields are the keywords
+    text: TextFormat = field(default=DEFAULT_TEXT)
 
     def __post_init__(self) -> None:
         check_timezone(self.naive_timezone)
@@ -93,10 +185,14 @@ class TableOptions:
             one_of("rename_style", self.rename_style, NAME_STYLES)
         one_of("extra_columns", self.extra_columns, get_args(ExtraColumns))
         one_of("decimals", self.decimals, get_args(Decimals))
-        targets = [dest for _, dest in self.rename]
+        rename = pairs("rename", self.rename)
+        object.__setattr__(self, "rename", rename)
+        targets = list((rename or {}).values())
         if len(set(targets)) != len(targets):
-            raise ConfigurationError(f"rename maps two columns to one name: {dict(self.rename)}")
-        for column, dtype in self.dtypes:
+            raise ConfigurationError(f"rename maps two columns to one name: {dict(rename or {})}")
+        dtypes = pairs("dtypes", self.dtypes)
+        object.__setattr__(self, "dtypes", dtypes)
+        for column, dtype in (dtypes or {}).items():
             if dtype not in DTYPES:
                 raise ConfigurationError(
                     f"dtypes: {column!r} has unknown type {dtype!r}; use one of "
@@ -110,14 +206,47 @@ class TableOptions:
             raise ConfigurationError(f"slice_rows must be an integer, not {self.slice_rows!r}")
         if self.slice_rows < 1:
             raise ConfigurationError("slice_rows must be at least 1")
+        if not isinstance(self.text, TextFormat):
+            raise ConfigurationError(f"text must be a cc.TextFormat(...), not {self.text!r}")
+
+    @classmethod
+    def keywords(cls) -> list[Option]:
+        """The keywords of the public calls this class stands for: its declared fields,
+        with the text layout's in their place."""
+        return _keywords(cls)
+
+    @classmethod
+    def given(cls, values: Mapping[str, Any]) -> Self:
+        """The options of a public call's keywords (its ``locals()``: other names are not
+        looked at), or its ``options=`` value when one was passed, whole."""
+        whole = values.get("options")
+        if whole is None:
+            text = {o.name: values[o.name] for o in options_of(TextFormat) if o.name in values}
+            own = {o.name: values[o.name] for o in options_of(cls) if o.name in values}
+            return cls(**own, text=TextFormat(**text) if text else DEFAULT_TEXT)
+        if not isinstance(whole, cls):
+            raise ConfigurationError(
+                f"options must be a cc.{cls.__name__}(...), not {type(whole).__name__}"
+            )
+        also = [
+            o.name for o in cls.keywords() if o.name in values and not o.is_default(values[o.name])
+        ]
+        if also:
+            raise ConfigurationError(
+                f"options= holds every option, and {alternatives([f'{n}=' for n in also])} "
+                f"{'was' if len(also) == 1 else 'were'} given too: set "
+                f"{'it' if len(also) == 1 else 'them'} in the options "
+                f"(dataclasses.replace(options, {also[0]}=...))"
+            )
+        return whole
 
     @property
     def reading(self) -> ReadSpec:
         """How the input is read."""
         return ReadSpec(
             self.slice_rows,
-            self.rename,
-            self.dtypes,
+            tuple((self.rename or {}).items()),
+            tuple((self.dtypes or {}).items()),
             self.encoding,
             self.text,
             style=self.rename_style,
@@ -127,3 +256,9 @@ class TableOptions:
     def rules(self) -> ValueRules:
         """How free-form values become JSON."""
         return ValueRules(self.naive_timezone, self.decimals)
+
+
+def _keywords(cls: type) -> list[Option]:
+    declared = options_of(cls)
+    table = [o for o in declared if o.owner is TableOptions]
+    return [*table, *options_of(TextFormat), *(o for o in declared if o.owner is not TableOptions)]

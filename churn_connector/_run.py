@@ -20,7 +20,7 @@ import numpy as np
 
 from ._core.book import RowBook
 from ._core.config import ClientConfig
-from ._core.exceptions import Interrupted, _RunStopped
+from ._core.exceptions import Interrupted, RunStopped
 from ._core.types import RowState
 from ._delivery.chunking import Request, SizeLimit
 from ._delivery.prefetch import Handoff
@@ -62,6 +62,7 @@ class Run:
         self.progress = progress
         self.started = time.monotonic()
         self.size_limit = SizeLimit(config.max_request_bytes)  # learned from 413 answers
+        self.total: int | None = None  # the input's rows, when known up front
 
     def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row."""
@@ -83,7 +84,16 @@ class Run:
                 opened.close()
         elapsed = time.monotonic() - self.started
         kind, book, notes = stream.kind, stream.book, stream.notes()
-        result = SendResult(kind, book, sender.chunks, elapsed, dry_run=self.dry_run, notes=notes)
+        result = SendResult(
+            kind,
+            book,
+            sender.chunks,
+            elapsed,
+            dry_run=self.dry_run,
+            notes=notes,
+            wire_paths=stream.wire_paths,
+            fingerprint=stream.fingerprinter.result(),
+        )
         log.info("%s", result.summary())
         return result
 
@@ -96,16 +106,23 @@ class Run:
         total = row_count(self.stream.data)
         if total is not None:
             book.reserve(total)
+        self.total = total
         bar = Progress(
             self.stream.kind,
             total=None if enabled is False else total,  # a total, and so an ETA
             enabled=enabled,
             done=lambda: _finished(book),
+            counts=None if self.dry_run else book.counts,  # how the bar ends
         )
         poster: Poster = (
             DryRunPoster()
             if self.dry_run
-            else HttpPoster(self.config, self.concurrency, session=self.session)
+            else HttpPoster(
+                self.config,
+                self.concurrency,
+                session=self.session,
+                on_retry=bar.retried if bar.takes_retries else None,
+            )
         )
         sender = Sender(
             poster,
@@ -118,33 +135,48 @@ class Run:
             size_limit=self.size_limit,
             on_sent=stage.acknowledged if stage is not None else None,
         )
+        stopped = True
         try:
             with sigterm_raises():
                 sender.run(requests, feed)
+            stopped = False
         except BaseException as exc:
-            if isinstance(exc, Exception) and not isinstance(exc, _RunStopped):
+            if isinstance(exc, Exception) and not isinstance(exc, RunStopped):
                 raise  # a bug of ours: shown as it is
             raise self._stopped(exc, sender) from exc
         finally:
             poster.close()
-            bar.close()
+            bar.close(stopped=stopped)
         return sender
 
-    def _stopped(self, exc: BaseException, sender: Sender) -> _RunStopped:
+    def _stopped(self, exc: BaseException, sender: Sender) -> RunStopped:
         """The error a stopped run raises: every row accounted for, the frames attached."""
         book = self.stream.book
         reason = (
-            f"the run stopped ({exc.message})" if isinstance(exc, _RunStopped) else "interrupted"
+            f"the run stopped ({exc.message})" if isinstance(exc, RunStopped) else "interrupted"
         )
         pending = np.flatnonzero(book.status == RowState.PENDING)
         book.set(pending, RowState.FAILED, error=f"not sent: {reason}")
         elapsed = time.monotonic() - self.started
-        partial = SendResult(self.stream.kind, book, sender.chunks, elapsed)
+        partial = SendResult(
+            self.stream.kind,
+            book,
+            sender.chunks,
+            elapsed,
+            wire_paths=self.stream.wire_paths,
+            fingerprint=self.stream.fingerprinter.result(),
+            complete=False,  # a re-send also sends the rows it never read
+        )
         counts = dict(partial.counts)
-        if isinstance(exc, _RunStopped):
+        if isinstance(exc, RunStopped):
             return exc.with_results(counts, partial.rows, partial.chunks)
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
         summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
+        if self.total is not None and self.total > len(book):  # the rest was never read
+            summary = (
+                f"interrupted: {counts['sent']:,} of {self.total:,} rows delivered "
+                f"({len(book):,} read, {self.total - len(book):,} never read)"
+            )
         # the exception carries the summary and whoever catches it shows it (the CLI prints
         # it); logged as a warning too, it printed twice, in a notebook as red stderr
         log.info("%s", summary)

@@ -10,6 +10,7 @@ the same results as one whole frame. The ledger and the sender take batches from
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ import pyarrow
 from ._core.book import RowBook
 from ._core.types import Kind, Note, RowState
 from ._read.csv import ROW_PROBLEMS
+from ._read.fingerprint import Fingerprinter
+from ._read.text import DEFAULT_TEXT
 from ._validate.pandera import pa
 from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
 
@@ -66,6 +69,12 @@ class Stream(Protocol):
     book: RowBook
     failures: FailureLog
     duplicates: int  # rows skipped as exact repeats of an earlier row
+    wire_paths: Counter[str]  # events: slices by the wire path that wrote them
+
+    @property
+    def fingerprinter(self) -> Fingerprinter:
+        """What was read, for reports, rows files and receipts."""
+        ...
 
     def slices(self) -> Iterator[pd.DataFrame]:
         """The input, read once more from the start, in slices."""
@@ -98,14 +107,28 @@ class SliceStream:
         self.schema = schema
         self.book = RowBook()
         self.failures = FailureLog(self.book)
+        self.wire_paths: Counter[str] = Counter()
 
     def notes(self) -> list[Note]:
         """None by default; a resource with something to say overrides this."""
         return []
 
+    @property
+    def fingerprinter(self) -> Fingerprinter:
+        """The input's fingerprint, accumulated as slices begin (``_read.fingerprint``)."""
+        found: Fingerprinter | None = self.__dict__.get("_fingerprinter")
+        if found is None:
+            options = getattr(self, "options", None)
+            text = options.text if options is not None else DEFAULT_TEXT
+            found = self.__dict__["_fingerprinter"] = Fingerprinter(
+                getattr(self, "data", None), text
+            )
+        return found
+
     def begin(self, df: pd.DataFrame) -> SliceStart:
         """Add the slice to the book, validate it, record its failures, mark invalid rows."""
         n = len(df)
+        self.fingerprinter.add(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
         broken: dict[int, str] = df.attrs.get(ROW_PROBLEMS, {})
@@ -200,6 +223,10 @@ def report(stream: Stream) -> ValidationReport:
             np.concatenate(invalid_positions) if invalid_positions else np.empty(0, np.int64)
         ),
         notes=stream.notes(),
+        wire_paths=stream.wire_paths,
+        source=stream.fingerprinter.source,
+        fingerprint=stream.fingerprinter.result(),
+        table_rows=stream.failures.table_rows,
     )
 
 

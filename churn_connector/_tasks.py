@@ -19,9 +19,10 @@ from typing import Any, Unpack
 import pandas as pd
 import pyarrow as pa
 
-from ._client import Client, IdentifyOptions, SendEventsOptions
-from ._core.config import CLIENT_FIELDS, ClientConfig, Secret, as_secret
-from ._core.exceptions import ConfigurationError, DeliveryError, Interrupted, _RunStopped
+from ._client import Client, IdentifyOptions, SendEventsOptions, send_keywords
+from ._core.config import ClientConfig, Secret, as_secret
+from ._core.exceptions import ConfigurationError, DeliveryError, Interrupted, RunStopped
+from ._core.text_options import CLIENT_FIELDS
 from ._core.types import DataSource, ExitCode, Kind
 from ._results.result import SendResult, write_frame
 
@@ -54,7 +55,7 @@ class Recorded:
 
     kind: str
     result: SendResult | None
-    error: _RunStopped | None
+    error: RunStopped | None
     files: dict[str, str]
     elapsed_s: float
 
@@ -98,7 +99,7 @@ def record(kind: str, send: Callable[[], SendResult], results_dir: str | Path | 
     started = time.monotonic()
     try:
         result = send()
-    except _RunStopped as exc:
+    except RunStopped as exc:
         files = write_results(kind, exc.chunks, exc.rows, results_dir)
         return Recorded(kind, None, exc, files, time.monotonic() - started)
     files = write_results(kind, result.chunks, result.rows, results_dir)
@@ -208,7 +209,9 @@ PARTITION_RESULT_META = {
     "error": "string",
 }
 """The columns and dtypes of ``send_partition``'s result (Dask's ``meta=``)."""
-_SEND_TOO = {"batch_size", "max_concurrency"}  # keywords of the sends as well
+# keywords of the Client (its config, grouped or not) that send_partition routes there; the
+# sends' own (batch_size, max_concurrency: per call) stay with the send
+_CLIENT_KEYWORDS = CLIENT_FIELDS | {"retry", "timeouts"}
 
 
 def send_partition(
@@ -238,10 +241,16 @@ def send_partition(
     """
     if kind not in ("events", "identities"):
         raise ConfigurationError(f"kind must be 'events' or 'identities', not {kind!r}")
+    sends = {o.name for o in send_keywords(kind)} | {"options"}
+    if unknown := sorted(options.keys() - sends - _CLIENT_KEYWORDS):
+        raise ConfigurationError(
+            f"send_partition: unknown option(s) {unknown} for kind={kind}; known: "
+            f"{sorted(sends | _CLIENT_KEYWORDS)}"
+        )
     index = frame.index if isinstance(frame, pd.DataFrame) else pd.RangeIndex(frame.num_rows)
     if len(index) == 0:
         return _partition_result(pd.DataFrame(columns=list(PARTITION_RESULT_META)), index)
-    client_options = {k: options.pop(k) for k in CLIENT_FIELDS & options.keys() - _SEND_TOO}
+    client_options = {k: options.pop(k) for k in _CLIENT_KEYWORDS & options.keys() - sends}
     client = Client(base_url, as_secret(api_key), config=config, **client_options)
     options.setdefault("progress", False)
     if kind == "events":

@@ -26,19 +26,21 @@ import pyarrow
 from ..__version__ import __version__
 from .._client import Client
 from .._core.config import ClientConfig
-from .._core.exceptions import (
-    ChurnConnectorError,
-    InputError,
-    Interrupted,
-    LedgerError,
-    TransportError,
-)
+from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped
 from .._core.types import ExitCode
 from .._core.words import command_line, text_table
-from .._events.api import validate_events
-from .._identities.api import validate_identities
 from .._results.result import check_result_path, write_frame, write_frames
-from .options import add_data_arguments, data_options
+from .._results.runs import now_utc
+from .options import (
+    add_data_arguments,
+    add_send_arguments,
+    client_options,
+    data_options,
+    send_options,
+)
+from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
+from .track import add_track_parser, run_track
+from .validate import add_validate, run_validate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,52 +57,15 @@ def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", default=default, help="print errors only")
 
 
-def _add_network_options(p: argparse.ArgumentParser) -> None:
-    for flag, text in (
-        ("--deadline", "end the whole run after S seconds (default 3600)"),
-        ("--connect-timeout", "seconds to connect (default 5)"),
-        ("--read-timeout", "seconds to wait for each read of an answer (default 30)"),
-        ("--request-timeout", "seconds for one whole request, answer included (default 120)"),
-    ):
-        p.add_argument(flag, type=float, metavar="S", help=text)
-    p.add_argument(
-        "--max-request-bytes", type=int, metavar="N", help="keep every request body under N bytes"
-    )
-    p.add_argument("--ca-bundle", metavar="PEM", help="trust the CAs in this file (private CA)")
-    p.add_argument(
-        "--proxy",
-        metavar="URL",
-        help="http://[user:password@]host:port; a CONNECT tunnel, for https base URLs only",
-    )
-    p.add_argument(
-        "--trust-env", action="store_true", help="use HTTPS_PROXY / NO_PROXY from the environment"
-    )
-    p.add_argument(
-        "--allow-insecure-http",
-        action="store_true",
-        help="allow a plain http:// base URL for a host other than this machine (the key "
-        "travels in clear text)",
-    )
-
-
-# ClientConfig fields set by the options of the same name
-_NETWORK_FIELDS = (
-    "deadline",
-    "connect_timeout",
-    "read_timeout",
-    "request_timeout",
-    "max_request_bytes",
-    "ca_bundle",
-    "proxy",
-)
-
-
 _EPILOG = """\
 exit codes:
-  0  every row delivered (or skipped as already delivered); validate: every row valid
-  1  some rows were invalid (or expired) and not sent, the rest delivered
+  0  every row delivered (or skipped as already delivered); validate: the gate passes
+     (no invalid row, or none above --max-invalid; warnings allowed)
+  1  some rows were invalid (or expired) and not sent, the rest delivered; validate:
+     invalid rows above --max-invalid (any invalid row without it)
   2  some valid rows could not be delivered
-  3  usage, configuration, input, authentication or ledger error; the API unreachable
+  3  usage, configuration, input, authentication or ledger error; the API unreachable;
+     validate: the check could not run (it never passes then)
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; the result files are still written
   the highest that applies wins
 
@@ -122,30 +87,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    validate = sub.add_parser("validate", help="check a file; send nothing")
-    _add_verbosity(validate, argparse.SUPPRESS)
-    add_data_arguments(validate)
-    validate.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
+    add_validate(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
 
     send = sub.add_parser("send", help="validate, then send the valid rows")
     _add_verbosity(send, argparse.SUPPRESS)
     add_data_arguments(send)
     send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    send.add_argument("--concurrency", type=int, help="requests in flight at most")
-    send.add_argument("--batch-size", type=int, help="events per request (at most 500)")
+    # one flag, max_concurrency or identify_concurrency by kind
+    send.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
-    send.add_argument("--dry-run", action="store_true", help="build every request, send none")
-    send.add_argument(
-        "--ledger", type=Path, help="SQLite file of acknowledged data: skip it on re-runs"
-    )
-    _add_network_options(send)
-    send.add_argument(
-        "--auth-header",
-        choices=["bearer", "x-api-key"],
-        default="bearer",
-        help="how to send the key",
-    )
+    add_receipts(send)
+    add_send_arguments(send)
+    add_resend(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
+
+    add_track_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -161,50 +117,31 @@ def _say(args: argparse.Namespace, text: str) -> None:
         print(text)
 
 
-def _validate(args: argparse.Namespace) -> int:
-    validate = validate_events if args.kind == "events" else validate_identities
-    report = validate(args.file, **data_options(args))
-    _say(args, report.summary())
-    if report.n_rows == 0:
-        _say(args, "the input holds no rows: nothing to validate")
-    if args.report is not None:
-        write_frame(report.failures, args.report)
-        _say(args, f"failures written to {args.report}")
-    return ExitCode.OK if report.ok else ExitCode.INVALID
-
-
 def _send(args: argparse.Namespace) -> int:
+    started = now_utc()
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
-    client_options: dict[str, Any] = {"auth_header": args.auth_header}
-    client_options.update(
-        {name: getattr(args, name) for name in _NETWORK_FIELDS if getattr(args, name) is not None}
-    )
-    for flag in ("trust_env", "allow_insecure_http"):
-        if getattr(args, flag):
-            client_options[flag] = True
+    client = client_options(args)
     if args.concurrency is not None:
         key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
-        client_options[key] = args.concurrency
-    if args.batch_size is not None:
-        client_options["batch_size"] = args.batch_size
+        client[key] = args.concurrency
     # a dry run contacts nothing: it needs no base URL and no key
-    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client_options)
-    client = Client(config=config)
-    send = client.send_events if args.kind == "events" else client.identify
+    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client)
+    sender = Client(config=config)
+    send = sender.send_events if args.kind == "events" else sender.identify
     try:
         result = send(
             args.file,
-            dry_run=args.dry_run,
-            ledger=args.ledger,
             progress=False if args.quiet else None,
+            **send_options(args),
             **data_options(args),
         )
-    except (TransportError, LedgerError, InputError, Interrupted) as exc:
+    except RunStopped as exc:
         # the run stopped: still leave the record of what was and was not delivered
         for path, frame in ((args.results, exc.chunks), (args.rows, exc.rows)):
             if path is not None and frame is not None:
                 write_frame(frame, path)
+        stopped_receipt(args, "send", args.kind, exc, started)
         raise
     _say(args, result.summary())
     if result.n_rows == 0:
@@ -212,11 +149,13 @@ def _send(args: argparse.Namespace) -> int:
     first = result.first_failures(10)
     if not first.empty:
         width = shutil.get_terminal_size().columns - 1
-        _say(args, text_table(first[["row", "status", "error"]], width, wrap="error"))
+        table = first.reset_index()[["row", "status", "error"]]  # the labels: a column here
+        _say(args, text_table(table, width, wrap="error"))
     if args.results is not None:
         write_frame(result.chunks, args.results)
     if args.rows is not None:
         write_frames(result.row_frames(), args.rows)  # block by block: flat memory
+    result_receipt(args, "send", result)
     return result.exit_code
 
 
@@ -237,9 +176,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with command_line():  # messages name options by their flags
             if args.command == "validate":
-                return _validate(args)
+                return run_validate(args)
             if args.command == "send":
                 return _send(args)
+            if args.command == "resend":
+                return run_resend(args)
+            if args.command == "track":
+                return run_track(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))

@@ -70,7 +70,7 @@ def _undelivered(result: SendResult, report: ValidationReport) -> None:
     others = result.failures[result.failures["status"] != "invalid"]
     others = others[others["status"] != "skipped"]
     if not others.empty:
-        _table(others[["row", "status", "error"]], wrap="error")
+        _table(others.reset_index()[["row", "status", "error"]], wrap="error")
 
 
 def _next_steps(out: Path) -> None:

@@ -1,145 +1,158 @@
-"""The data flags of ``validate`` and ``send``: what the input is and how it is read and
-validated, and the keywords of the Python calls they stand for (one spelling each)."""
+"""The command line's flags, derived from the options' declarations (``_core.declare``).
+
+The data flags of ``validate`` and ``send`` say what the input is and how it is read and
+validated: one flag per keyword of the Python calls, spelled, explained and checked as that
+keyword's declaration says (an option of one kind of table is refused for the other). The
+``send`` flags of a run (``--dry-run``, ``--ledger``) and of the client (timeouts, TLS,
+proxy, ...) come from ``SendOptions`` and ``ClientConfig`` the same way. A value left at
+its default is not passed on: the Python default applies.
+"""
 
 from __future__ import annotations
 
 import argparse
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._core.config import ClientConfig
+from .._core.declare import FLAGS, Option, options_of
 from .._core.exceptions import ConfigurationError
-from .._read.names import NAME_STYLES
-from .._read.text import TEXT_FIELDS, add_text_arguments
+from .._core.types import Kind
+from .._core.words import alternatives
+from .._delivery.options import SendOptions
+from .._events.options import EventOptions
+from .._identities.options import IdentityOptions
+from .._read.text import TextFormat
+
+_TEXT_GROUP = "text exports (CSV/TSV as warehouses write them)"
+_TABLES: dict[Kind, type[EventOptions] | type[IdentityOptions]] = {
+    "events": EventOptions,
+    "identities": IdentityOptions,
+}
 
 
-def pair(text: str) -> tuple[str, str]:
-    """``NAME=VALUE`` (``--rename``, ``--dtype``) as a pair."""
-    source, sep, target = text.partition("=")
-    if not sep or not source or not target:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return source, target
+def _on_command_line(options: Iterable[Option]) -> list[Option]:
+    """The options whose flag is derived (declared with ``help``)."""
+    return [o for o in options if o.declared.help is not None]
 
 
-def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    """The input and its reading and validation, as ``validate`` and ``send`` take them."""
-    p.add_argument("kind", choices=["events", "identities"])
-    p.add_argument(
-        "file",
-        type=Path,
-        help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
-        "a folder of part files (or a Redshift manifest), or a glob (quote it)",
-    )
-    p.add_argument(
-        "--rename",
-        type=pair,
-        action="append",
-        metavar="SRC=DEST",
-        help="read source column SRC as DEST (repeatable), e.g. --rename EVENT_TYPE=event_type",
-    )
-    p.add_argument(
-        "--rename-style",
-        choices=NAME_STYLES,
-        help="name the other columns in this style: lower (EVENT_TYPE -> event_type) or snake "
-        "(Event Type, eventType -> event_type); the key after properties./traits. is kept",
-    )
-    p.add_argument(
-        "--event-type-style",
-        choices=NAME_STYLES,
-        help="events: rewrite event types in this style (snake: Order Completed -> "
-        "order_completed); the summary notes each rewrite",
-    )
-    p.add_argument(
-        "--dtype",
-        type=pair,
-        action="append",
-        metavar="COL=TYPE",
-        help="CSV/TSV: read column COL as TYPE (int64, float64, bool, json, str); "
-        "without it CSV cells stay text (repeatable)",
-    )
-    p.add_argument("--encoding", default="utf-8", help="CSV/TSV text encoding (default utf-8)")
-    add_text_arguments(p)
-    p.add_argument("--slice-rows", type=int, metavar="N", help="read and validate N rows at a time")
-    p.add_argument(
-        "--decimals",
-        choices=["error", "float", "str"],
-        default="error",
-        help="DECIMAL/NUMERIC values: refuse them (default), send floats when exact, "
-        "or send their digits as text",
-    )
-    p.add_argument(
-        "--epoch-unit",
-        choices=["s", "ms", "us", "ns"],
-        help="events: occurred_at holds epoch numbers of this unit",
-    )
-    p.add_argument("--naive-timezone", metavar="TZ", help="zone of timestamps without an offset")
-    p.add_argument(
-        "--extra-columns",
-        choices=["error", "ignore"],
-        default="error",
-        help="unknown columns: report them (default) or ignore them",
-    )
-    p.add_argument("--namespace", help="salt for hashed event message ids")
-    p.add_argument(
-        "--id-format",
-        choices=["v1", "v2"],
-        help="events: the message-id format (default v2); v1 makes the ids and events of "
-        "0.1, to finish a backfill begun with it",
-    )
-    p.add_argument("--phone-region", metavar="CC", help="identities: region of national numbers")
-    p.add_argument(
-        "--duplicates",
-        choices=["error", "keep_last", "in_order"],
-        default="error",
-        help="identities: what to do with several rows for one user",
-    )
-    p.add_argument(
-        "--blank-consent",
-        choices=["error", "omit_channel", "opted_in"],
-        help="identities: a blank <channel>_opted_in cell beside an address makes the row "
-        "invalid (error, the default), leaves that channel out (omit_channel), or sends it "
-        "opted in (opted_in)",
-    )
-    p.add_argument(
-        "--require-consent",
-        action="store_true",
-        help="identities: refuse rows with an address but no <channel>_opted_in column, "
-        "and channels items without opted_in (otherwise opted in, the contract's default)",
-    )
+def data_flags() -> list[Option]:
+    """The data options with a flag: the tables' keywords, those of events then identities'."""
+    seen: dict[str, Option] = {}
+    for table in _TABLES.values():
+        for option in table.keywords():
+            seen.setdefault(option.name, option)
+    return _on_command_line(seen.values())
+
+
+def _kinds(option: Option) -> list[Kind]:
+    return [
+        kind for kind, table in _TABLES.items() if option.name in {o.name for o in table.keywords()}
+    ]
+
+
+def _value_type(hint: Any) -> Any:
+    """How a flag's text is read, by the option's type hint (None: as text)."""
+    args = typing.get_args(hint) or (hint,)
+    return next((kind for kind in (int, float) if kind in args), None)
+
+
+def _is_mapping(hint: Any) -> bool:
+    args = typing.get_args(hint) or (hint,)
+    return any((typing.get_origin(a) or a) is Mapping for a in args)
+
+
+def _reading(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A declared parser as argparse calls it: its ValueError's message is the usage error
+    (argparse would say only "invalid <function name> value")."""
+
+    def read(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    read.__name__ = getattr(parse, "__name__", "value")
+    return read
+
+
+def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Option) -> None:
+    """The flag of one declared option: its spelling, help, metavar, choices and type."""
+    declared, flag = option.declared, option.flag
+    assert flag is not None, f"{option.name} has no flag"
+    kinds = _kinds(option)
+    help_text = declared.help or ""
+    if len(kinds) == 1:
+        help_text = f"{kinds[0]}: {help_text}"
+    settings: dict[str, Any] = {"dest": option.name, "default": option.default, "help": help_text}
+    if option.hint is bool:
+        settings["action"] = "store_false" if option.default else "store_true"
+    else:
+        if declared.repeat:
+            settings["action"] = "append"
+        settings["type"] = _reading(declared.parse) if declared.parse else _value_type(option.hint)
+        settings["choices"] = option.choices
+        settings["metavar"] = declared.metavar
+    p.add_argument(flag, **settings)
+
+
+def add_data_arguments(
+    p: argparse.ArgumentParser, *, skip: Iterable[str] = (), positional: bool = True
+) -> None:
+    """The input and its reading and validation, as ``validate`` and ``send`` take them
+    (but the options named in ``skip``, whose flags the command adds itself; without
+    ``positional``, the kind and the input too)."""
+    if positional:
+        p.add_argument("kind", choices=list(_TABLES))
+        p.add_argument(
+            "file",
+            type=Path,
+            help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
+            "a folder of part files (or a Redshift manifest), or a glob (quote it)",
+        )
+    text = p.add_argument_group(_TEXT_GROUP)
+    layout = {o.name for o in options_of(TextFormat)}
+    for option in data_flags():
+        if option.name not in skip:
+            add_flag(text if option.name in layout else p, option)
+
+
+def add_send_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of a run (``SendOptions``) and of the client (``ClientConfig``)."""
+    for option in _on_command_line([*options_of(SendOptions), *options_of(ClientConfig)]):
+        add_flag(p, option)
+
+
+def _given(args: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
+    """The values of these options' flags that differ from their defaults."""
+    given = {}
+    for option in _on_command_line(options):
+        value = getattr(args, option.name)
+        if not option.is_default(value):
+            given[option.name] = dict(value) if _is_mapping(option.hint) else value
+    return given
 
 
 def data_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords of the Python calls that the data flags stand for."""
-    options: dict[str, Any] = {
-        "naive_timezone": args.naive_timezone,
-        "extra_columns": args.extra_columns,
-        "rename": dict(args.rename or ()),
-        "dtypes": dict(args.dtype or ()),
-        "encoding": args.encoding,
-        "decimals": args.decimals,
-        "rename_style": args.rename_style,
-        **{name: getattr(args, name) for name in TEXT_FIELDS},
-    }
-    if args.slice_rows is not None:
-        options["slice_rows"] = args.slice_rows
-    if args.kind == "events":
-        options["namespace"] = args.namespace
-        options["epoch_unit"] = args.epoch_unit
-        options["event_type_style"] = args.event_type_style
-        if args.id_format is not None:
-            options["id_format"] = args.id_format
-    elif (
-        args.epoch_unit is not None
-        or args.event_type_style is not None
-        or args.id_format is not None
-    ):
+    given = _given(args, data_flags())
+    mine = {o.name for o in _TABLES[args.kind].keywords()}
+    if wrong := [FLAGS[name] for name in given if name not in mine]:
+        other = next(kind for kind in _TABLES if kind != args.kind)
         raise ConfigurationError(
-            "--epoch-unit, --event-type-style and --id-format apply to events only"
+            f"{alternatives(wrong).replace(' or ', ' and ')}: not for {args.kind}; these "
+            f"options apply to {other} only"
         )
-    else:
-        options["phone_region"] = args.phone_region
-        options["duplicates"] = args.duplicates
-        options["blank_consent"] = args.blank_consent or "error"
-        options["require_consent"] = args.require_consent
-    if args.kind == "events" and (args.blank_consent is not None or args.require_consent):
-        raise ConfigurationError("--blank-consent and --require-consent apply to identities only")
-    return options
+    return given
+
+
+def send_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of the send that ``--dry-run`` and ``--ledger`` stand for."""
+    return _given(args, options_of(SendOptions))
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``ClientConfig`` fields that the client's flags stand for."""
+    return _given(args, options_of(ClientConfig))

@@ -18,6 +18,16 @@ import pandas as pd
 from .types import STATE_NAMES, RowState
 
 
+def row_index(labels: pd.Index | list[Any]) -> pd.Index:
+    """The result frames' index: the input's own row labels, named ``row``; text labels
+    (a file's ``part-0.parquet:12``) as pandas' ``string`` dtype."""
+    index = labels if isinstance(labels, pd.Index) else pd.Index(labels)
+    text = index.dtype == object or isinstance(index.dtype, pd.StringDtype)
+    if text and index.inferred_type == "string":
+        index = index.astype("string")
+    return index.rename("row")
+
+
 class Labels:
     """Row labels stored as the input's own index slices (a RangeIndex costs nothing)."""
 
@@ -37,6 +47,18 @@ class Labels:
     def __getitem__(self, position: int) -> Any:
         k = bisect.bisect_right(self._starts, position) - 1
         return self._parts[k][position - self._starts[k]]
+
+    def index(self, lo: int = 0, hi: int | None = None) -> pd.Index:
+        """The labels of positions ``lo`` .. ``hi`` as one Index (slices of the inputs')."""
+        hi = self._n if hi is None else hi
+        parts = [
+            part[max(lo - start, 0) : hi - start]
+            for start, part in zip(self._starts, self._parts, strict=True)
+            if start + len(part) > lo and start < hi
+        ]
+        if not parts:
+            return pd.Index([], dtype=object)
+        return parts[0].append(parts[1:]) if len(parts) > 1 else parts[0]
 
     def to_list(self, lo: int = 0, hi: int | None = None) -> list[Any]:
         """The labels of positions ``lo`` .. ``hi`` (all by default)."""
@@ -202,7 +224,9 @@ class RowBook:
         return {name: int(found[i]) for i, name in enumerate(STATE_NAMES)}
 
     def frame(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
-        """The per-row frame of positions ``lo`` .. ``hi`` (all rows by default)."""
+        """The per-row frame of positions ``lo`` .. ``hi`` (all rows by default), indexed by
+        the rows' labels (``row``): ``status``, ``message_id``, ``chunk``, ``error``, with
+        pandas' nullable dtypes (``string``, ``Int64``: ``<NA>`` where there is none)."""
         hi = len(self) if hi is None else hi
         errors: list[str | None] = [None] * (hi - lo)
         if len(self.errors) <= hi - lo:
@@ -213,7 +237,7 @@ class RowBook:
             errors = [self.errors.get(p) for p in range(lo, hi)]
         return self._frame(
             np.arange(lo, hi, dtype=np.int64),
-            self.labels.to_list(lo, hi),
+            self.labels.index(lo, hi),
             self.message_ids(lo, hi),
             errors,
         )
@@ -234,25 +258,23 @@ class RowBook:
     def _frame(
         self,
         positions: np.ndarray,
-        labels: list[Any],
+        labels: pd.Index | list[Any],
         ids: list[str | None],
         errors: list[str | None],
     ) -> pd.DataFrame:
         chunk = self.chunk[positions]
-        chunks = pd.array(chunk, dtype="Int64")
-        chunks[chunk < 0] = pd.NA
+        chunks = pd.arrays.IntegerArray(chunk.astype(np.int64), chunk < 0)
         return pd.DataFrame(
             {
-                "row": pd.Series(labels, dtype=object),
-                "position": positions,
-                "message_id": pd.Series(ids, dtype=object),
-                "chunk": chunks,
                 "status": pd.Categorical.from_codes(
                     self.status[positions].astype(np.int64),
                     categories=pd.Index(list(STATE_NAMES)),
                 ),
-                "error": pd.Series(errors, dtype=object),
-            }
+                "message_id": pd.array(ids, dtype="string"),
+                "chunk": chunks,
+                "error": pd.array(errors, dtype="string"),
+            },
+            index=row_index(labels),
         )
 
     def frames(self, block: int = 200_000) -> Iterator[pd.DataFrame]:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import os
 import random
-import typing
-from collections.abc import ItemsView, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import ItemsView, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from .contract import MAX_BATCH_SIZE
+from .declare import declare, meta, registered
 from .exceptions import ConfigurationError
 from .types import AuthHeader
 from .words import Placeholder, named, on_command_line, option
@@ -126,11 +125,13 @@ class RetryPolicy:
     (full jitter), or is the server's ``Retry-After`` up to ``max_retry_after``.
     """
 
-    max_attempts: int = 8
-    initial_delay: float = 0.5
-    max_delay: float = 30.0
-    multiplier: float = 2.0
-    max_retry_after: float = 120.0
+    max_attempts: int = declare(8, doc="attempts per request, the first included")
+    initial_delay: float = declare(
+        0.5, doc="seconds: the ceiling of the first back-off (full jitter)"
+    )
+    max_delay: float = declare(30.0, doc="seconds: the largest back-off ceiling")
+    multiplier: float = declare(2.0, doc="the back-off ceiling grows by this factor per attempt")
+    max_retry_after: float = declare(120.0, doc="seconds: the longest `Retry-After` honoured")
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -151,6 +152,72 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _seconds(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{named(name)} must be a number of seconds, not {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeouts:
+    """How long a client waits, in seconds: a group of four, like httpx's ``Timeout``.
+
+    ``connect`` for a connection, ``read`` for each read of an answer, ``request`` for one
+    whole attempt (answer included), ``deadline`` for the whole run (None: no deadline;
+    then the rest of the rows are ``failed``). Immutable, checked when made.
+
+    ``Client(timeouts=cc.Timeouts(read=10, deadline=600))`` is ``Client(read_timeout=10,
+    deadline=600)``: the flat keywords stay, as an Airflow connection's extra, Spark's
+    options and the command line spell them (``--read-timeout``). ``client.config.timeouts``
+    shows the four.
+    """
+
+    connect: float = declare(5.0, doc="seconds to connect (`connect_timeout`)")
+    read: float = declare(30.0, doc="seconds for each read of an answer (`read_timeout`)")
+    request: float = declare(
+        120.0, doc="seconds for one whole attempt, answer included (`request_timeout`)"
+    )
+    deadline: float | None = declare(
+        3600.0, doc="seconds for the whole run (`None`: none); then the rest is `failed`"
+    )
+
+    def __post_init__(self) -> None:
+        for name in TIMEOUT_FIELDS:
+            value = getattr(self, TIMEOUT_FIELDS[name])
+            if value is not None or name != "deadline":
+                _seconds(name, value)
+        timeouts = (self.connect, self.read, self.request)
+        if min(timeouts) <= 0 or (self.deadline is not None and self.deadline <= 0):
+            raise ConfigurationError("timeouts and the deadline must be positive")
+
+
+# ClientConfig's flat timeout fields -> their names in a Timeouts
+TIMEOUT_FIELDS = {
+    "connect_timeout": "connect",
+    "read_timeout": "read",
+    "request_timeout": "request",
+    "deadline": "deadline",
+}
+
+
+def flat_timeouts(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with a ``timeouts`` group spelled as the four flat fields; a flat one
+    given beside the group must agree with it (one value, said once)."""
+    options = dict(options)
+    if "timeouts" not in options:
+        return options
+    group = options.pop("timeouts")
+    if not isinstance(group, Timeouts):
+        raise ConfigurationError(f"timeouts must be a cc.Timeouts(...), not {group!r}")
+    for flat, name in TIMEOUT_FIELDS.items():
+        value = getattr(group, name)
+        if flat in options and options[flat] != value:
+            raise ConfigurationError(
+                f"{flat}={options[flat]!r} and timeouts={group!r} disagree: give each once"
+            )
+        options[flat] = value
+    return options
 
 
 class ClientOptions(TypedDict, total=False):
@@ -175,8 +242,10 @@ class ClientOptions(TypedDict, total=False):
     proxy: str | None
     trust_env: bool
     max_requests_per_second: float | None
+    timeouts: Timeouts  # the four timeouts as one group (the flat ones stay)
 
 
+@registered
 @dataclass(frozen=True)
 class ClientConfig:
     """Everything a Client needs; build it with :meth:`create` to read the environment.
@@ -186,31 +255,123 @@ class ClientConfig:
     and command-line spellings); ``repr`` never shows the key.
     """
 
-    base_url: str
-    api_key: Secret = field(repr=False)
-    auth_header: AuthHeader = "bearer"
-    connect_timeout: float = 5.0
-    read_timeout: float = 30.0
+    base_url: str = field(
+        metadata=meta(
+            doc="the API's base URL, `https://` (plain `http://` for loopback only)",
+            flag="--base-url",  # create()'s first argument: written in _cli by hand
+            shown_default="`CHURN_BASE_URL`",
+        )
+    )
+    api_key: Secret = field(
+        repr=False,
+        metadata=meta(
+            doc="the key; kept in a `cc.Secret` that never prints it",
+            shown_default="`CHURN_API_KEY`",
+            shown_flag="only `CHURN_API_KEY`",
+        ),
+    )
+    auth_header: AuthHeader = declare(
+        "bearer",
+        doc='`Authorization: Bearer <key>`, or `"x-api-key"`',
+        help="how to send the key",
+    )
+    connect_timeout: float = declare(
+        5.0, doc="seconds to connect", help="seconds to connect (default 5)", metavar="S"
+    )
+    read_timeout: float = declare(
+        30.0,
+        doc="seconds for each read of an answer",
+        help="seconds to wait for each read of an answer (default 30)",
+        metavar="S",
+    )
     # 16 batches in flight keep ~85% of 16 x 500 events per round trip at 50 ms; identify
     # sends one user per request, so it needs more in flight to pass 1,000 users/s there
-    max_concurrency: int = 16
-    identify_concurrency: int = 64
-    batch_size: int = MAX_BATCH_SIZE
-    max_request_bytes: int | None = None
-    bisect_rejected: bool = True
-    max_split_requests: int = 1000  # per run; then a rejected batch is reported whole
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    allow_insecure_http: bool = False
-    request_timeout: float = 120.0  # one attempt, from connecting to the last byte read
-    deadline: float | None = 3600.0  # the whole run; None = no deadline
-    fail_fast_after: float = 10.0  # seconds of nothing but unreachable-host failures
-    ca_bundle: str | None = None  # PEM file of trusted CAs (default: REQUESTS_CA_BUNDLE, ...)
-    verify: bool = True  # False only for loopback hosts (a local TLS test server)
-    proxy: str | None = None  # http://[user:pass@]host:port, for https base URLs only
-    trust_env: bool = False  # read HTTPS_PROXY / NO_PROXY from the environment
+    max_concurrency: int = declare(
+        16,
+        doc="event requests in flight",
+        flag="--concurrency",  # one flag for both concurrencies, by kind: written in _cli
+        shown_flag="`send events --concurrency N`",
+    )
+    identify_concurrency: int = declare(
+        64,
+        doc="identify requests in flight (never two for one user)",
+        flag="--concurrency",
+        shown_flag="`send identities --concurrency N`",
+    )
+    batch_size: int = declare(
+        MAX_BATCH_SIZE,
+        doc=f"events per request (the API's limit is {MAX_BATCH_SIZE})",
+        help=f"events per request (at most {MAX_BATCH_SIZE})",
+        metavar="N",
+    )
+    max_request_bytes: int | None = declare(
+        None,
+        doc="keep every request body under N bytes",
+        help="keep every request body under N bytes",
+        metavar="N",
+    )
+    bisect_rejected: bool = declare(
+        True, doc="split a rejected batch to isolate the offending events"
+    )
+    max_split_requests: int = declare(  # per run; then a rejected batch is reported whole
+        1000, doc="extra requests a run may spend bisecting"
+    )
+    retry: RetryPolicy = declare(
+        default_factory=RetryPolicy,
+        doc="how often and how long to retry (below)",
+        shown_default="`cc.RetryPolicy()`",
+    )
+    allow_insecure_http: bool = declare(
+        False,
+        doc="allow plain `http://` to a host other than loopback",
+        help="allow a plain http:// base URL for a host other than this machine (the key "
+        "travels in clear text)",
+    )
+    request_timeout: float = declare(  # one attempt, from connecting to the last byte read
+        120.0,
+        doc="seconds for one whole attempt, answer included",
+        help="seconds for one whole request, answer included (default 120)",
+        metavar="S",
+    )
+    deadline: float | None = declare(  # the whole run; None = no deadline
+        3600.0,
+        doc="seconds for the whole run (`None`: none); then the rest is `failed`",
+        help="end the whole run after S seconds (default 3600)",
+        metavar="S",
+    )
+    fail_fast_after: float = declare(  # seconds of nothing but unreachable-host failures
+        10.0, doc="seconds of nothing but unreachable-host failures before the run stops"
+    )
+    ca_bundle: str | None = declare(  # PEM file of trusted CAs (default: REQUESTS_CA_BUNDLE)
+        None,
+        doc="trust the CAs in this file (a private CA)",
+        help="trust the CAs in this file (private CA)",
+        metavar="PEM",
+    )
+    verify: bool = declare(  # False only for loopback hosts (a local TLS test server)
+        True, doc="`False` only for loopback hosts (a local TLS test server)"
+    )
+    proxy: str | None = declare(  # http://[user:pass@]host:port, for https base URLs only
+        None,
+        doc="a CONNECT proxy for `https://` base URLs",
+        help="http://[user:password@]host:port; a CONNECT tunnel, for https base URLs only",
+        metavar="URL",
+    )
+    trust_env: bool = declare(
+        False,
+        doc="use `HTTPS_PROXY` / `NO_PROXY` from the environment",
+        help="use HTTPS_PROXY / NO_PROXY from the environment",
+    )
     # attempts (retries included) per second across this client's workers; None: no limit.
     # A share of a budget that many processes split (Spark tasks: churn_connector.spark)
-    max_requests_per_second: float | None = None
+    max_requests_per_second: float | None = declare(
+        None, doc="attempts per second across the workers, retries included"
+    )
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """The four timeouts as one :class:`Timeouts`."""
+        return Timeouts(**{name: getattr(self, flat) for flat, name in TIMEOUT_FIELDS.items()})
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -236,9 +397,7 @@ class ClientConfig:
         for name in ("max_concurrency", "identify_concurrency"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be at least 1")
-        timeouts = (self.connect_timeout, self.read_timeout, self.request_timeout)
-        if min(timeouts) <= 0 or (self.deadline is not None and self.deadline <= 0):
-            raise ConfigurationError("timeouts and the deadline must be positive")
+        _ = self.timeouts  # checks the four, as a Timeouts does
         rate = self.max_requests_per_second
         number = isinstance(rate, int | float) and not isinstance(rate, bool)
         if rate is not None and not (number and 0 < rate < float("inf")):
@@ -285,7 +444,7 @@ class ClientConfig:
                     raise ConfigurationError(_no_key())
                 api_key = DRY_RUN_KEY
         try:
-            return cls(base_url=url.rstrip("/"), api_key=api_key, **options)
+            return cls(base_url=url.rstrip("/"), api_key=api_key, **flat_timeouts(options))
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
 
@@ -309,9 +468,9 @@ class ClientConfig:
             )
 
     def with_options(self, **options: Unpack[ClientOptions]) -> ClientConfig:
-        """A copy with these fields changed, checked again."""
+        """A copy with these fields changed (``timeouts``: the four), checked again."""
         try:
-            return replace(self, **options)
+            return replace(self, **flat_timeouts(options))
         except TypeError as exc:
             raise ConfigurationError(str(exc)) from None
 
@@ -329,71 +488,3 @@ def check_proxy(proxy: str, base_url: str) -> None:
             "a proxy is only used for an https:// base URL: over plain http the proxy "
             "would read the key in every request"
         )
-
-
-# options given as text (an Airflow connection's extra, Spark's .option(...)): the fields of
-# ClientConfig (but the URL and the key) and of its RetryPolicy, by name
-CLIENT_FIELDS = frozenset(f.name for f in fields(ClientConfig)) - {"base_url", "api_key", "retry"}
-RETRY_FIELDS = frozenset(f.name for f in fields(RetryPolicy))
-_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
-
-
-def from_text(name: str, value: Any, hint: Any, where: str) -> Any:
-    """An option that may arrive as text, read as ``hint`` (``int | None``, ``bool``,
-    ``Sequence[str] | None`` as JSON or comma-separated, ``Mapping`` as JSON, ...); a typed
-    value passes as it is (the option's own checks judge it). ``where`` names the source
-    in errors ("connection extra", "option")."""
-    if not isinstance(value, str):
-        return value
-    args = typing.get_args(hint)
-    kinds = {typing.get_origin(a) or a for a in args if a is not type(None)} or {
-        typing.get_origin(hint) or hint
-    }
-    text = value.strip()
-    if text.lower() in ("null", "none") and type(None) in args:
-        return None  # e.g. deadline=none: no deadline
-    try:
-        if bool in kinds:
-            if text.lower() in _TRUE | _FALSE:
-                return text.lower() in _TRUE
-            raise ValueError(text)
-        if int in kinds:
-            return int(text)
-        if float in kinds:
-            return float(text)
-        if Mapping in kinds:
-            parsed = json.loads(text)
-            if not isinstance(parsed, dict):
-                raise ValueError(text)
-            return parsed
-        if Sequence in kinds:
-            if text.startswith("["):
-                items = json.loads(text)
-                if not isinstance(items, list):
-                    raise ValueError(text)
-                return items
-            return [item.strip() for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise ConfigurationError(f"{where} {name!r}: cannot read {value!r} as {hint}") from None
-    return text
-
-
-def client_options_from(values: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """ClientConfig and RetryPolicy fields by name (text or typed) as :class:`Client` keyword
-    options, the retry fields as one ``retry`` policy. Every name must be one of
-    ``CLIENT_FIELDS | RETRY_FIELDS``: the caller says what other names mean."""
-    client_hints = typing.get_type_hints(ClientConfig)
-    retry_hints = typing.get_type_hints(RetryPolicy)
-    options: dict[str, Any] = {}
-    retry: dict[str, Any] = {}
-    for key, value in values.items():
-        if key in RETRY_FIELDS:
-            retry[key] = from_text(key, value, retry_hints[key], where)
-        else:
-            options[key] = from_text(key, value, client_hints[key], where)
-    if retry:
-        try:
-            options["retry"] = RetryPolicy(**retry)
-        except TypeError as exc:
-            raise ConfigurationError(f"{where}: {exc}") from None
-    return options

@@ -1,24 +1,46 @@
 """Exceptions raised by churn_connector.
 
-Every exception the package raises on purpose derives from one root::
+Every error the package raises on purpose derives from one root, ``ChurnConnectorError`` (an
+``Exception``). A send that stops part way raises a ``RunStopped``, which carries what the
+run did before it stopped; an interrupt is a ``RunStopped`` too, but a ``KeyboardInterrupt``
+rather than an ``Exception``, so a caller's ``except Exception:`` never swallows Ctrl-C, a
+notebook's stop button or an orchestrator's kill::
 
-    ChurnConnectorError
-    ├── ConfigurationError      bad options, missing key or base URL, plain http to a remote host
-    ├── InputError              the input cannot be read          .path .line + run results
-    ├── DataValidationError     some rows are invalid             .n_invalid .n_rows
-    ├── TransportError          the API could not be used at all  .status .attempts + run results
-    │   └── AuthenticationError     401/403: the key was refused; the run stops at once
-    ├── LedgerError             the ledger file cannot be written; the run stops  + run results
-    ├── Interrupted             SIGINT/SIGTERM (or an orchestrator's kill) stopped the run
-    │                                                                 .signal + run results
-    └── DeliveryError           some valid rows were not delivered          .counts .rows .chunks
+    Exception
+    └── ChurnConnectorError          every error raised on purpose              retryable
+        ├── ConfigurationError       bad options; key or base URL missing       no
+        ├── DataValidationError      some rows invalid     .n_invalid .n_rows   no
+        ├── InputError ─────────┐    the input unreadable  .path .line          no*
+        ├── TransportError ─────┤    the API unusable      .status .attempts    yes*
+        │   └── AuthenticationError  401/403: the key refused; stops at once    no
+        ├── LedgerError ────────┤    the ledger unwritable .path                no*
+        ├── QueueFull           │    a tracker's queue full .max_queue          yes
+        └── DeliveryError       │    rows not delivered  .counts .rows .chunks  *
+    KeyboardInterrupt           │
+    └── Interrupted ────────────┤    Ctrl-C, SIGTERM, an orchestrator's kill    yes
+                                │                          .signal
+                                ▼
+    RunStopped (a BaseException)     a send stopped part way: .counts .rows .chunks
 
-"Run results" are ``.counts`` (rows per state), ``.rows`` and ``.chunks`` (the result frames
-of what happened before the run stopped), so a caller can still write them down.
+``retryable`` says whether making the same call again can succeed without changing the data,
+the options or the environment first. The starred classes decide per instance, from the
+cause: a refused connection or DNS that is down for now is retryable, an untrusted TLS
+certificate is not; a ledger that is locked or full is, one that is read-only or corrupt is
+not; an input that failed with an I/O error part way is, a broken file is not; a
+``DeliveryError`` is when rows ``failed`` (outcome unknown, never answered), not when they
+were only ``rejected`` or invalid. An ``Interrupted`` is retryable (nothing was wrong), but
+an interrupt is someone's decision to stop: it is no ``Exception``, so a retry helper that
+catches ``Exception`` never sees it.
+
+``RunStopped``'s ``.counts`` (rows per state), ``.rows`` and ``.chunks`` (the result frames
+of what happened before the run stopped) let a caller still write them down:
+``except cc.RunStopped as exc: exc.rows.to_parquet(...)``. ``Interrupted`` stands outside the
+``ChurnConnectorError`` tree: ``except cc.ChurnConnectorError`` does not catch it; catch it by
+name (``except cc.Interrupted``) or as a ``RunStopped``.
 
 Each class declares its attributes as keyword-only constructor arguments. All of them pickle
-and unpickle to an equal message and attributes (the root's ``__reduce__``), because Airflow
-and Spark move exceptions between processes. None of them ever holds the API key.
+and unpickle to an equal message and attributes (``__reduce__``), because Airflow and Spark
+move exceptions between processes. None of them ever holds the API key.
 """
 
 from __future__ import annotations
@@ -37,43 +59,43 @@ __all__ = [
     "InputError",
     "Interrupted",
     "LedgerError",
+    "QueueFull",
+    "RunStopped",
     "TransportError",
 ]
 
 
-class ChurnConnectorError(Exception):
-    """Root of every exception raised by churn_connector."""
+class _Described(BaseException):
+    """What every exception of the package has: a message, ``retryable``, and pickling."""
 
-    def __init__(self, message: str) -> None:
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
         super().__init__(message)
         self.message = message
+        if retryable is not None:
+            self.retryable = retryable
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # keyword-only attributes do not survive Exception's default pickling
+        # keyword-only attributes do not survive BaseException's default pickling
         return (_rebuild, (type(self), self.message, dict(self.__dict__)))
 
     def __str__(self) -> str:
         return self.message
 
 
-def _rebuild(cls: type[ChurnConnectorError], message: str, state: dict[str, Any]) -> Any:
+def _rebuild(cls: type[_Described], message: str, state: dict[str, Any]) -> Any:
     exc = cls.__new__(cls)
-    Exception.__init__(exc, message)
+    BaseException.__init__(exc, message)
     exc.__dict__.update(state)
     return exc
 
 
-class ConfigurationError(ChurnConnectorError):
-    """An option, the base URL or the API key is missing or unusable."""
+class ChurnConnectorError(_Described, Exception):
+    """Root of every error raised by churn_connector (an ``Exception``).
 
-
-class DataValidationError(ChurnConnectorError):
-    """Some rows are invalid (``ValidationReport.raise_for_failures``)."""
-
-    def __init__(self, message: str, *, n_invalid: int, n_rows: int) -> None:
-        super().__init__(message)
-        self.n_invalid = n_invalid
-        self.n_rows = n_rows
+    ``retryable``: whether making the same call again can succeed as things are.
+    """
 
 
 class _RunResults:
@@ -94,22 +116,59 @@ class _RunResults:
         self.chunks = chunks
 
 
-class _RunStopped(_RunResults, ChurnConnectorError):
-    """An error that ended a run part way; it carries what the run did before."""
+class RunStopped(_RunResults, _Described):
+    """A send that stopped part way: an error (``InputError``, ``TransportError``,
+    ``LedgerError``) or an interrupt (``Interrupted``).
+
+    ``counts`` (rows per state), ``rows`` and ``chunks`` (the per-row and per-request result
+    frames) say what the run did before it stopped: every row is accounted for, those never
+    sent are ``failed`` with "not sent". Catch it to keep the record of any stopped run::
+
+        try:
+            client.send_events(path)
+        except cc.RunStopped as exc:
+            exc.rows.to_parquet("rows.parquet")
+            raise
+
+    Not an ``Exception`` itself (an interrupt must pass ``except Exception``); the errors
+    among its subclasses are ``ChurnConnectorError`` too.
+    """
 
     def with_results(
         self, counts: dict[str, int], rows: pd.DataFrame, chunks: pd.DataFrame
-    ) -> _RunStopped:
+    ) -> RunStopped:
         """The same error, carrying what the stopped run delivered."""
         state = {**vars(self), "counts": counts, "rows": rows, "chunks": chunks}
         return _rebuild(type(self), self.message, state)  # type: ignore[no-any-return]
 
 
-class InputError(_RunStopped):
+_RunStopped = RunStopped  # its name before it was public (for code written against it)
+
+
+class ConfigurationError(ChurnConnectorError):
+    """An option, the base URL or the API key is missing or unusable."""
+
+
+class DataValidationError(ChurnConnectorError):
+    """Some rows are invalid (``ValidationReport.raise_for_failures``), or one event
+    (``track``); ``checks`` then names the checks it failed."""
+
+    def __init__(
+        self, message: str, *, n_invalid: int, n_rows: int, checks: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.n_invalid = n_invalid
+        self.n_rows = n_rows
+        self.checks = checks
+
+
+class InputError(ChurnConnectorError, RunStopped):
     """The input cannot be read (unsupported type, unreadable or broken file).
 
     ``path`` and ``line`` say where; raised part way through a send, it also carries what
-    the run delivered before (``counts``, ``rows``, ``chunks``).
+    the run delivered before (``counts``, ``rows``, ``chunks``). ``retryable`` when reading
+    failed with an I/O error (a network file system, an object store), not for a file that
+    is broken or missing.
     """
 
     def __init__(
@@ -121,19 +180,24 @@ class InputError(_RunStopped):
         counts: dict[str, int] | None = None,
         rows: pd.DataFrame | None = None,
         chunks: pd.DataFrame | None = None,
+        retryable: bool | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, retryable=retryable)
         self.path = path
         self.line = line
         self._set_results(counts, rows, chunks)
 
 
-class TransportError(_RunStopped):
+class TransportError(ChurnConnectorError, RunStopped):
     """The API could not be reached or used at all; the run stopped.
 
     ``status`` is the HTTP status that stopped it (None for network failures); when raised
     from a send, ``counts``, ``rows`` and ``chunks`` say what was delivered before.
+    ``retryable`` unless the cause needs a change first (an untrusted TLS certificate, a
+    port that does not speak TLS, a proxy that refuses, a wrong base URL).
     """
+
+    retryable = True
 
     def __init__(
         self,
@@ -144,22 +208,27 @@ class TransportError(_RunStopped):
         counts: dict[str, int] | None = None,
         rows: pd.DataFrame | None = None,
         chunks: pd.DataFrame | None = None,
+        retryable: bool | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, retryable=retryable)
         self.status = status
         self.attempts = attempts
         self._set_results(counts, rows, chunks)
 
 
 class AuthenticationError(TransportError):
-    """The API refused the key (401 or 403). Carries ``status``, never the key."""
+    """The API refused the key (401 or 403). Carries ``status``, never the key; not
+    ``retryable``: the key must change."""
+
+    retryable = False
 
 
-class LedgerError(_RunStopped):
+class LedgerError(ChurnConnectorError, RunStopped):
     """The ledger could not be written (read-only, corrupt, disk full); ``path`` names it.
 
     The run stops at the first failed write: a ledger that silently stops recording would
-    make a later run re-send, or worse, skip what it should not.
+    make a later run re-send, or worse, skip what it should not. ``retryable`` when the file
+    was locked by another process or the disk full, not when it is read-only or corrupt.
     """
 
     def __init__(
@@ -170,18 +239,33 @@ class LedgerError(_RunStopped):
         counts: dict[str, int] | None = None,
         rows: pd.DataFrame | None = None,
         chunks: pd.DataFrame | None = None,
+        retryable: bool | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, retryable=retryable)
         self.path = path
         self._set_results(counts, rows, chunks)
 
 
-class Interrupted(_RunStopped):
-    """The run was interrupted (Ctrl-C, SIGTERM, an orchestrator stopping the task).
+class Interrupted(RunStopped, KeyboardInterrupt):
+    """The run was interrupted (Ctrl-C, a notebook's stop button, SIGTERM, an orchestrator
+    stopping the task).
+
+    A ``KeyboardInterrupt`` (and a ``RunStopped``), not an ``Exception``: a caller's
+    ``except Exception:`` lets it through, as it lets Ctrl-C through. Catch it by name to
+    keep the results::
+
+        try:
+            result = client.send_events(path)
+        except cc.Interrupted as exc:
+            print(exc)  # "interrupted: 1,500 of 2,000 rows delivered"
+            exc.rows.to_parquet("rows.parquet")
 
     Requests in flight were abandoned: their rows are ``failed`` with "outcome unknown,
-    safe to re-send". ``signal`` is the signal number when one was received.
+    safe to re-send". ``signal`` is the signal number when one was received. ``retryable``:
+    nothing was wrong, a re-run (with the ledger) completes the job.
     """
+
+    retryable = True
 
     def __init__(
         self,
@@ -197,11 +281,25 @@ class Interrupted(_RunStopped):
         self._set_results(counts, rows, chunks)
 
 
+class QueueFull(ChurnConnectorError):
+    """A tracker's queue was full (``on_full="block"`` after its timeout, or ``"raise"``):
+    the event was not queued, nothing was dropped silently. ``max_queue`` is the limit;
+    ``retryable``: the queue drains as the API acknowledges."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, max_queue: int) -> None:
+        super().__init__(message)
+        self.max_queue = max_queue
+
+
 class DeliveryError(_RunResults, ChurnConnectorError):
     """Some valid rows were not delivered (``SendResult.raise_for_failures``).
 
     ``counts``: rows per state; ``rows``: the rows that were not delivered; ``chunks``: every
-    request of the run.
+    request of the run. ``retryable`` when rows ``failed`` (never answered, outcome unknown:
+    message ids make re-sending them safe); not when rows were only ``rejected``, invalid or
+    expired (the data must change).
     """
 
     def __init__(
@@ -211,6 +309,8 @@ class DeliveryError(_RunResults, ChurnConnectorError):
         counts: dict[str, int],
         rows: pd.DataFrame | None = None,
         chunks: pd.DataFrame | None = None,
+        retryable: bool | None = None,
     ) -> None:
-        super().__init__(message)
+        failed = bool(counts.get("failed"))
+        super().__init__(message, retryable=failed if retryable is None else retryable)
         self._set_results(counts, rows, chunks)

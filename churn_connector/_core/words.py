@@ -18,7 +18,7 @@ import math
 import re
 import shlex
 import textwrap
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from decimal import Decimal
@@ -28,35 +28,10 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from .declare import FLAGS  # keyword -> flag, from the options' declarations
+
 _COMMAND_LINE: ContextVar[bool] = ContextVar("churn_connector_command_line", default=False)
 
-# keyword of the Python calls -> the command line's flag for it
-FLAGS: dict[str, str] = {
-    "allow_insecure_http": "--allow-insecure-http",
-    "base_url": "--base-url",
-    "batch_size": "--batch-size",
-    "blank_consent": "--blank-consent",
-    "ca_bundle": "--ca-bundle",
-    "columns": "--columns",
-    "decimals": "--decimals",
-    "dtypes": "--dtype",
-    "duplicates": "--duplicates",
-    "encoding": "--encoding",
-    "epoch_unit": "--epoch-unit",
-    "event_type_style": "--event-type-style",
-    "extra_columns": "--extra-columns",
-    "format": "--format",
-    "header": "--no-header",  # the flag sets it to False
-    "ledger": "--ledger",
-    "max_concurrency": "--concurrency",
-    "naive_timezone": "--naive-timezone",
-    "namespace": "--namespace",
-    "phone_region": "--phone-region",
-    "rename": "--rename",
-    "rename_style": "--rename-style",
-    "require_consent": "--require-consent",
-    "slice_rows": "--slice-rows",
-}
 _PLAIN_LABEL = re.compile(r"[\w.:/+-]+")
 
 
@@ -161,7 +136,8 @@ class AsShown:
 
 def shown(value: Any) -> str:
     """A value as the user wrote it: text quoted (so white space shows), numbers and times
-    plain, null as null; no numpy or Decimal wrappers."""
+    plain, null as null, objects and lists as ``json_like`` writes them; no numpy or
+    Decimal wrappers."""
     if isinstance(value, np.generic):
         value = value.item()
     if value is None or type(value).__name__ in ("NAType", "NaTType"):
@@ -174,9 +150,93 @@ def shown(value: Any) -> str:
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else "infinity" if value > 0 else "-infinity"
-    if isinstance(value, np.ndarray):
-        return repr(value.tolist())
+    if isinstance(value, _CONTAINERS):
+        return json_like(value)
     return repr(value)
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset, np.ndarray)
+_DEEPEST = 32  # levels of a nested value written out; deeper ones are "…"
+_LONGEST = 10_000  # characters of a nested value written out
+
+
+def _missing(value: Any) -> bool:
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def value_text(value: Any) -> str | None:
+    """A cell's value for people, one rule for result frames and files: text as it is,
+    numbers and ``true``/``false`` as JSON writes them, times in ISO 8601, objects and
+    lists as ``json_like`` writes them; ``None`` for an empty cell (None, NaN, NA, NaT)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if _missing(value):
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    return json_like(value)
+
+
+def json_like(value: Any) -> str:
+    """``value`` written as JSON, with what JSON cannot hold spelled readably: ``NaN``,
+    ``Infinity``, a set as ``{1, 2}``, a non-text key bare (``{1: "a"}``), bytes as
+    ``<3 bytes>``, any other object as ``<TypeName>``; never a Python repr like
+    ``{'a': nan}``. Very deep or long values end in ``…``."""
+    text = _json_like(value, 0)
+    return text if len(text) <= _LONGEST else text[: _LONGEST - 1] + "…"
+
+
+def _json_like(value: Any, depth: int) -> str:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        return repr(value) if math.isfinite(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, Decimal):
+        return str(value) if value.is_finite() else "NaN" if value.is_nan() else f"{value}"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return json.dumps(value.isoformat())
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<{len(value)} bytes>"
+    if not isinstance(value, _CONTAINERS):
+        return f"<{type(value).__name__}>"
+    if depth >= _DEEPEST:
+        return "…"
+    if isinstance(value, dict):
+        members = (
+            f"{_json_like(k, depth + 1)}: {_json_like(v, depth + 1)}" for k, v in value.items()
+        )
+        return "{" + _joined(members) + "}"
+    if isinstance(value, set | frozenset):
+        items = [_json_like(v, depth + 1) for v in value]
+        return "{" + _joined(sorted(items)) + "}"
+    items_of = value.tolist() if isinstance(value, np.ndarray) else value
+    return "[" + _joined(_json_like(v, depth + 1) for v in items_of) + "]"
+
+
+def _joined(parts: Iterable[str]) -> str:
+    out: list[str] = []
+    size = 0
+    for part in parts:
+        out.append(part)
+        size += len(part) + 2
+        if size > _LONGEST:
+            out.append("…")
+            break
+    return ", ".join(out)
 
 
 _START = 40  # characters of a bad value a message shows

@@ -31,16 +31,6 @@ BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body
 _WATCH_EVERY = 0.1  # seconds between the watchdog's looks at requests in flight
 
 
-# what an echoed answer keeps: enough to read the error, never a whole body
-RESPONSE_TEXT_LIMIT = 300
-
-
-def trim(text: str | None, limit: int = RESPONSE_TEXT_LIMIT) -> str | None:
-    if text is None:
-        return None
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 @dataclass(frozen=True)
 class Abort:
     """End an attempt that has not finished ``after`` seconds from its start, saying why."""
@@ -60,12 +50,14 @@ class Answer:
 
 class NetworkFailure(Exception):
     """An attempt that got no HTTP answer; ``unreachable`` when the host cannot be used at all
-    (connection refused, DNS, TLS), which retrying each request will not heal."""
+    (connection refused, DNS, TLS), which retrying each request will not heal; then
+    ``retryable`` says whether a later run can (a server down: yes; TLS trust: no)."""
 
-    def __init__(self, message: str, *, unreachable: bool) -> None:
+    def __init__(self, message: str, *, unreachable: bool, retryable: bool = True) -> None:
         super().__init__(message)
         self.message = message
         self.unreachable = unreachable
+        self.retryable = retryable
 
 
 class _Response(http.client.HTTPResponse):
@@ -148,24 +140,40 @@ def _failure(
     if isinstance(exc, ConnectionRefusedError):
         return NetworkFailure(f"connection refused by {where}", unreachable=True)
     if isinstance(exc, socket.gaierror):
-        return NetworkFailure(f"cannot resolve the host of {where} ({exc})", unreachable=True)
+        # "temporary failure in name resolution" may heal; an unknown name will not
+        return NetworkFailure(
+            f"cannot resolve the host of {where} ({exc})",
+            unreachable=True,
+            retryable=exc.errno == socket.EAI_AGAIN,
+        )
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = exc.verify_message or exc.reason
         return NetworkFailure(
             f"TLS certificate of {where} not trusted ({detail}); {trust_fix}",
             unreachable=True,
+            retryable=False,
         )
     if isinstance(exc, ssl.SSLError):
         if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL"):
             return NetworkFailure(
-                f"the server at {where} does not speak TLS on this port", unreachable=True
+                f"the server at {where} does not speak TLS on this port",
+                unreachable=True,
+                retryable=False,
             )
         # a server that wants a client certificate ends TLS without saying much
         detail = exc.reason or "the server ended the TLS connection"
         fix = f"; {tls_fix}" if tls_fix else ""
-        return NetworkFailure(f"TLS error with {where} ({detail}){fix}", unreachable=True)
+        return NetworkFailure(
+            f"TLS error with {where} ({detail}){fix}", unreachable=True, retryable=False
+        )
     if isinstance(exc, OSError) and str(exc).startswith("Tunnel connection failed"):
-        return NetworkFailure(f"the proxy refused the tunnel to {where} ({exc})", unreachable=True)
+        # http.client: "Tunnel connection failed: 503 Service Unavailable"; a 5xx may heal
+        code = str(exc).removeprefix("Tunnel connection failed:").split()[:1]
+        return NetworkFailure(
+            f"the proxy refused the tunnel to {where} ({exc})",
+            unreachable=True,
+            retryable=bool(code) and code[0].startswith("5"),
+        )
     if isinstance(exc, TimeoutError):
         return NetworkFailure("read timeout", unreachable=False)
     return NetworkFailure(type(exc).__name__, unreachable=False)
@@ -283,7 +291,8 @@ class ConnectionPool:
         data = resp.read(BODY_LIMIT)
         # what was not read (a huge or endless body) leaves the connection unusable
         reusable = resp.isclosed() and not resp.will_close
-        text = trim(data.decode("utf-8", "replace")) if data else None
+        # whole (at most BODY_LIMIT): the key is masked before anything is trimmed
+        text = data.decode("utf-8", "replace") if data else None
         return Answer(resp.status, text, resp.getheader("Retry-After")), reusable
 
     # -- ending attempts -----------------------------------------------------------------

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from .._core.config import RetryPolicy
 
@@ -120,18 +120,32 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - current).total_seconds())
 
 
+class RetrySink(Protocol):
+    """Told of every retry: its cause and wait (``Progress.retried``)."""
+
+    def __call__(self, cause: str, wait: float, *, rate_limited: bool = False) -> None: ...
+
+
 class RetryLog:
     """Retries logged at WARNING with their cause, at most one line per cause every few
     seconds (with how many there were), so a flaky API does not flood the log."""
 
-    def __init__(self, log: logging.Logger, every: float = LOG_EVERY) -> None:
+    def __init__(
+        self, log: logging.Logger, every: float = LOG_EVERY, sink: RetrySink | None = None
+    ) -> None:
         self.log = log
         self.every = every
+        # where someone watches a bar (a notebook), each retry is told to it, and the lines
+        # go to the log at INFO: a WARNING with no handler set up is printed on stderr
+        self.sink = sink
+        self.level = logging.WARNING if sink is None else logging.INFO
         self._pending: dict[str, int] = {}
         self._last: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def note(self, cause: str, wait: float, *, rate_limited: bool = False) -> None:
+        if self.sink is not None:
+            self.sink(cause, wait, rate_limited=rate_limited)
         now = time.monotonic()
         with self._lock:
             count = self._pending.get(cause, 0) + 1
@@ -141,13 +155,14 @@ class RetryLog:
             self._pending[cause] = 0
             self._last[cause] = now
         if rate_limited:
-            self.log.warning(
+            self.log.log(
+                self.level,
                 "the API is rate limiting (HTTP 429): pausing every request for %.1f s%s",
                 wait,
                 _times(count),
             )
         else:
-            self.log.warning("retrying after %s in %.1f s%s", cause, wait, _times(count))
+            self.log.log(self.level, "retrying after %s in %.1f s%s", cause, wait, _times(count))
 
     def flush(self) -> None:
         """Log the retries counted but not yet logged."""
@@ -155,7 +170,7 @@ class RetryLog:
             pending = {c: n for c, n in self._pending.items() if n}
             self._pending.clear()
         for cause, count in pending.items():
-            self.log.warning("retried after %s%s", cause, _times(count))
+            self.log.log(self.level, "retried after %s%s", cause, _times(count))
 
 
 def _times(count: int) -> str:

@@ -143,10 +143,14 @@ class Sender:
                 return
             self._record(req, number, size, outcome, outcome.status)
             state = _ROW_STATE[outcome.status]
-            error = None
-            if state != RowState.SENT:
-                error = f"{outcome.error}: {outcome.response or ''}".rstrip(": ")
+            error = None if state == RowState.SENT else outcome.error
+            if error is not None and outcome.event_errors:
+                error += " (the answer named other events of the request, not this one)"
             self.book.set(req.positions, state, error=error, chunk=number)
+            if state != RowState.SENT:  # the API's own word on some events: on their rows
+                for index, said in outcome.event_errors:
+                    if 0 <= index < len(req.positions):
+                        self.book.set([req.positions[index]], state, error=said)
         if state == RowState.SENT and self.on_sent is not None:
             self.on_sent(req.positions)
         self.progress.update(len(req.positions))

@@ -25,7 +25,7 @@ import requests  # this module is imported only when a caller hands in a session
 
 from .._core.config import KEY_HEADERS, ClientConfig, SecretHeaders, _is_loopback
 from .._core.exceptions import ConfigurationError
-from .connections import BODY_LIMIT, Abort, Answer, NetworkFailure, _failure, trim
+from .connections import BODY_LIMIT, Abort, Answer, NetworkFailure, _failure
 
 log = logging.getLogger("churn_connector")
 
@@ -164,7 +164,8 @@ class SessionPool:
             if not chunk:
                 break
             data += chunk
-        text = trim(bytes(data).decode("utf-8", "replace")) if data else None
+        # whole (at most BODY_LIMIT): the key is masked before anything is trimmed
+        text = bytes(data).decode("utf-8", "replace") if data else None
         return Answer(resp.status_code, text, resp.headers.get("Retry-After"))
 
     def _failure(self, exc: BaseException, ends: float, abort: Abort) -> NetworkFailure:
@@ -173,7 +174,9 @@ class SessionPool:
         if isinstance(exc, requests.Timeout) and time.monotonic() >= ends - 0.05:
             return NetworkFailure(abort.reason, unreachable=False)
         if isinstance(exc, requests.exceptions.ProxyError):
-            return NetworkFailure(f"cannot use the proxy to reach {self.where}", unreachable=True)
+            return NetworkFailure(
+                f"cannot use the proxy to reach {self.where}", unreachable=True, retryable=False
+            )
         if isinstance(exc, requests.Timeout):
             connect = isinstance(exc, requests.ConnectTimeout)
             return NetworkFailure(f"{'connect' if connect else 'read'} timeout", unreachable=False)
@@ -187,6 +190,7 @@ class SessionPool:
         # TLS failures (a client certificate refused, say) fail every attempt alike
         if isinstance(exc, requests.exceptions.SSLError):
             failure.unreachable = True
+            failure.retryable = False
         return failure
 
     def abort_all(self, reason: str) -> None:

@@ -4,23 +4,29 @@
 ``retry.decide``, one 429 pause shared by all workers, a breaker that ends the run when the
 host cannot be reached at all, and request and run deadlines that hold even against a
 server that trickles its answer. ``DryRunPoster`` sends nothing; tests may script their own.
-Every attempt of one request sends the same bytes. Texts never hold the key or the URL.
+Every attempt of one request sends the same bytes. Texts never hold the key or the URL: an
+answer's body is masked before it is read or trimmed, and its message (``what_it_said``)
+becomes the error of the request's rows, or of one event's row where the answer names it.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import orjson
 
 from ..__version__ import __version__
 from .._core.config import ClientConfig, SecretHeaders
 from .._core.exceptions import AuthenticationError, TransportError
 from .connections import Abort, Answer, ConnectionPool, NetworkFailure
-from .retry import RetryLog, Verdict, decide, next_wait, retry_testing, sleep
+from .retry import RetryLog, RetrySink, Verdict, decide, next_wait, retry_testing, sleep
 
 if TYPE_CHECKING:
     import requests
@@ -35,7 +41,12 @@ INTERRUPTED = "interrupted"
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one request ended after its retries."""
+    """How one request ended after its retries.
+
+    ``error``: why, for people (``HTTP 422: <the API's message>``); ``response``: the body,
+    trimmed; ``event_errors``: (index in the request, the API's message for that event),
+    where the answer names events (every row of the request carries ``error`` but these).
+    """
 
     status: OutcomeStatus
     http_status: int | None
@@ -43,6 +54,73 @@ class Outcome:
     elapsed_s: float
     error: str | None
     response: str | None
+    event_errors: tuple[tuple[int, str], ...] = ()
+
+
+# what an echoed answer keeps: enough to read the error, never a whole body
+RESPONSE_TEXT_LIMIT = 300
+_EVENT_FIELD = re.compile(r"^(?:events)?\[\d+\]\.?")  # events[3].occurred_at -> occurred_at
+_TAGS = re.compile(r"<[^>]*>")
+_MESSAGE_KEYS = ("message", "detail", "title", "error_description", "description", "reason")
+
+
+def trim(text: str | None, limit: int = RESPONSE_TEXT_LIMIT) -> str | None:
+    """``text`` cut to ``limit`` characters (mask the key first: a key cut in two would
+    no longer be found)."""
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+@dataclass(frozen=True)
+class Said:
+    """What an answer's body says, for people: its message, and messages per event index."""
+
+    message: str | None = None
+    events: tuple[tuple[int, str], ...] = ()
+
+
+def what_it_said(body: str | None, scrub: Callable[[str], str]) -> Said:
+    """The message of an error body, whatever its shape: the sandbox's (and many APIs')
+    ``{"error": {"message", "details": [{"index", "field", "message"}]}}``, a ``message``
+    or ``detail`` member, JSON of another shape, HTML or plain text. Every text is masked
+    with ``scrub`` (after JSON decoding too: an escaped key is a key), on one line, trimmed.
+    """
+    if not body or not body.strip():
+        return Said()
+    try:
+        parsed: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        text = _TAGS.sub(" ", body) if body.lstrip().startswith("<") else body
+        return Said(_line(text, scrub))
+    if not isinstance(parsed, dict):
+        return Said(_line(body, scrub))
+    inner = parsed.get("error")
+    where = inner if isinstance(inner, dict) else parsed
+    message = next((where[k] for k in _MESSAGE_KEYS if isinstance(where.get(k), str)), None)
+    if message is None and isinstance(inner, str):
+        message = inner
+    if message is None and isinstance(where.get("code"), str):
+        message = where["code"]
+    details = where.get("details", parsed.get("details"))
+    events: dict[int, list[str]] = {}
+    for item in details if isinstance(details, list) else ():
+        if not isinstance(item, dict) or type(item.get("index")) is not int:
+            continue
+        said = item.get("message")
+        if not isinstance(said, str):
+            continue
+        field = item.get("field")
+        field = _EVENT_FIELD.sub("", field) if isinstance(field, str) else ""
+        events.setdefault(item["index"], []).append(f"{field}: {said}" if field else said)
+    return Said(
+        _line(message if message is not None else body, scrub),
+        tuple((index, _line("; ".join(texts), scrub)) for index, texts in sorted(events.items())),
+    )
+
+
+def _line(text: str, scrub: Callable[[str], str]) -> str:
+    return trim(" ".join(scrub(text).split())) or ""
 
 
 class Poster(Protocol):
@@ -153,7 +231,8 @@ class _Breaker:
 
 @dataclass
 class _Attempt:
-    """What one attempt saw."""
+    """What one attempt saw: ``cause`` in a word (``HTTP 503``), ``error`` with the API's
+    message, ``text`` the body (the key masked, trimmed)."""
 
     verdict: Verdict
     http_status: int | None = None
@@ -161,6 +240,9 @@ class _Attempt:
     text: str | None = None
     retry_after: str | None = None
     unreachable: bool = False
+    cause: str | None = None
+    events: tuple[tuple[int, str], ...] = ()
+    retryable: bool = True  # when unreachable: whether a later run may reach the host
 
 
 class HttpPoster:
@@ -173,6 +255,7 @@ class HttpPoster:
         pool_size: int,
         seed: int | None = None,
         session: requests.Session | None = None,
+        on_retry: RetrySink | None = None,
     ) -> None:
         self.config = config
         self.pool: ConnectionPool | SessionPool
@@ -199,7 +282,7 @@ class HttpPoster:
         self.breaker = _Breaker(config.fail_fast_after)
         rate = config.max_requests_per_second
         self.rate = None if rate is None else _RateLimit(rate)
-        self.retries = RetryLog(log)
+        self.retries = RetryLog(log, sink=on_retry)
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         deadline = config.deadline
@@ -230,12 +313,29 @@ class HttpPoster:
             answer: Answer = self.pool.post(path, body, self.headers, Abort(limit, reason))
         except NetworkFailure as exc:
             if exc.unreachable and self.breaker.unreachable():
-                raise self._unreachable(exc.message) from None
-            return _Attempt(decide(None, "network"), error=exc.message, unreachable=exc.unreachable)
+                raise self._unreachable(exc.message, retryable=exc.retryable) from None
+            return _Attempt(
+                decide(None, "network"),
+                error=exc.message,
+                unreachable=exc.unreachable,
+                cause=exc.message,
+                retryable=exc.retryable,
+            )
         self.breaker.answered()
-        text = self.config.api_key.scrub(answer.text) if answer.text is not None else None
-        status = answer.status
-        return _Attempt(decide(status), status, f"HTTP {status}", text, answer.retry_after)
+        scrub = self.config.api_key.scrub
+        text = scrub(answer.text) if answer.text is not None else None  # masked, then trimmed
+        status, verdict = answer.status, decide(answer.status)
+        said = Said() if verdict == "sent" else what_it_said(text, scrub)
+        cause = f"HTTP {status}"
+        return _Attempt(
+            verdict,
+            status,
+            f"{cause}: {said.message}" if said.message else cause,
+            trim(text),
+            answer.retry_after,
+            cause=cause,
+            events=tuple((i, f"{cause}: {m}") for i, m in said.events),
+        )
 
     def post(self, path: str, body: bytes) -> Outcome:
         """POST ``body`` with retries; raise AuthenticationError on 401/403."""
@@ -269,10 +369,12 @@ class HttpPoster:
                 raise _stop_error(seen, path, attempt)
             if seen.verdict in ("reject", "fail"):
                 status: OutcomeStatus = "rejected" if seen.verdict == "reject" else "failed"
-                return Outcome(status, seen.http_status, attempt, elapsed, error, seen.text)
+                return Outcome(
+                    status, seen.http_status, attempt, elapsed, error, seen.text, seen.events
+                )
             if attempt >= policy.max_attempts:
                 if seen.unreachable and unreachable_only:
-                    raise self._unreachable(error or "unreachable")
+                    raise self._unreachable(error or "unreachable", retryable=seen.retryable)
                 break
             unreachable_only = unreachable_only and seen.unreachable
             with self._rng_lock:
@@ -284,17 +386,19 @@ class HttpPoster:
                 break
             if seen.http_status == 429:
                 self.gate.pause(wait)
-            self.retries.note(error or "failure", wait, rate_limited=seen.http_status == 429)
+            cause = seen.cause or error or "failure"  # a word: lines per cause stay few
+            self.retries.note(cause, wait, rate_limited=seen.http_status == 429)
             sleep(wait, self._stop)
         elapsed = time.monotonic() - started
-        return Outcome("failed", seen.http_status, attempt, elapsed, error, seen.text)
+        return Outcome("failed", seen.http_status, attempt, elapsed, error, seen.text, seen.events)
 
-    def _unreachable(self, cause: str) -> TransportError:
+    def _unreachable(self, cause: str, *, retryable: bool) -> TransportError:
         """Stop the run: the API's host cannot be used at all."""
         self.stop(cause)
         return TransportError(
             f"cannot reach the API at {self.pool.where}: {cause}. The run was stopped.",
             attempts=1,
+            retryable=retryable,
         )
 
 
@@ -320,4 +424,5 @@ def _stop_error(seen: _Attempt, path: str, attempts: int) -> TransportError:
         "The run was stopped.",
         status=seen.http_status,
         attempts=attempts,
+        retryable=False,  # the base URL must change
     )

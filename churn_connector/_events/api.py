@@ -9,52 +9,13 @@ import orjson
 import pyarrow as pa
 
 from .._core.types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
-from .._options import pairs
-from .._read import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
 from .._stream import batches, report
 from .._validate.report import ValidationReport
 from .options import EventOptions
 from .stream import EventStream
-
-
-def event_options(
-    *,
-    now: Any = None,
-    naive_timezone: str | None = None,
-    extra_columns: ExtraColumns = "error",
-    namespace: str | None = None,
-    id_columns: Sequence[str] | None = None,
-    slice_rows: int = DEFAULT_SLICE_ROWS,
-    rename: Mapping[str, str] | None = None,
-    dtypes: Mapping[str, str] | None = None,
-    encoding: str = "utf-8",
-    decimals: Decimals = "error",
-    epoch_unit: EpochUnit | None = None,
-    id_format: IdFormat = "v2",
-    text: TextFormat | None = None,
-    rename_style: NameStyle | None = None,
-    event_type_style: NameStyle | None = None,
-) -> EventOptions:
-    """The validated options object of the public keyword arguments."""
-    return EventOptions(
-        now=now,
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        namespace=namespace,
-        id_columns=tuple(id_columns) if id_columns is not None else None,
-        slice_rows=slice_rows,
-        rename=pairs("rename", rename),
-        dtypes=pairs("dtypes", dtypes),
-        encoding=encoding,
-        decimals=decimals,
-        epoch_unit=epoch_unit,
-        id_format=id_format,
-        text=text or TextFormat(),
-        rename_style=rename_style,
-        event_type_style=event_type_style,
-    )
 
 
 def validate_events(
@@ -81,6 +42,7 @@ def validate_events(
     format: Format | None = None,
     rename_style: NameStyle | None = None,
     event_type_style: NameStyle | None = None,
+    options: EventOptions | None = None,
 ) -> ValidationReport:
     """Check every row of an events table against the contract; nothing is sent.
 
@@ -100,25 +62,11 @@ def validate_events(
     ``delimiter``, ``quote`` (None: no quoting), ``escape`` (``"\\"``: Spark), ``null``
     (markers of null cells, e.g. ``"\\N"``: Snowflake, Redshift), ``header=False`` with
     ``columns=[...]``, and ``format`` for parts whose name says none (``"csv"``: Redshift's
-    ``0000_part_00``); see ``TextFormat``.
+    ``0000_part_00``); see :class:`TextFormat`. ``options``: all of these as one
+    :class:`EventOptions`, passed whole (the keywords then stay unset).
     """
-    options = event_options(
-        now=now,
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        namespace=namespace,
-        id_columns=id_columns,
-        slice_rows=slice_rows,
-        rename=rename,
-        dtypes=dtypes,
-        encoding=encoding,
-        decimals=decimals,
-        epoch_unit=epoch_unit,
-        id_format=id_format,
-        text=text_format(delimiter, header, columns, escape, null, quote, format),
-        rename_style=rename_style,
-        event_type_style=event_type_style,
-    )
+    # the keywords (or options=), checked as one value
+    options = EventOptions.given(locals())
     return report(EventStream(data, options))
 
 
@@ -146,25 +94,10 @@ def events_to_wire(
     format: Format | None = None,
     rename_style: NameStyle | None = None,
     event_type_style: NameStyle | None = None,
+    options: EventOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
-    options = event_options(
-        now=now,
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        namespace=namespace,
-        id_columns=id_columns,
-        slice_rows=slice_rows,
-        rename=rename,
-        dtypes=dtypes,
-        encoding=encoding,
-        decimals=decimals,
-        epoch_unit=epoch_unit,
-        id_format=id_format,
-        text=text_format(delimiter, header, columns, escape, null, quote, format),
-        rename_style=rename_style,
-        event_type_style=event_type_style,
-    )
+    options = EventOptions.given(locals())  # the keywords, checked as one value
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)
     return [

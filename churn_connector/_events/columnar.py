@@ -2,31 +2,33 @@
 
 For every field a column of JSON fragments (``"key":value``, null where the key is omitted)
 is built with Arrow/numpy kernels and the fragments are joined row-wise in C, in canonical
-key order. The SHA-256 ids are one native call over the column with the ``fast`` extra
-(polars-hash), else a hashlib loop over the rows (the reference; both give the same bytes).
+key order. The ids are hashed by ``ids.digests``: one native call a slice with the ``fast``
+extra, else a hashlib loop over the rows.
 
-    canonical(row) = b'{"context":{' + TAIL[row]                    (what is hashed)
-    wire(row)      = b'{"context":{"$message_id":"' + UUID + b'"' + [b","] + TAIL[row]
+    canonical(row) = CONTEXT_OPEN + TAIL[row]                       (what is hashed)
+    wire(row)      = ID_OPEN + b'"' + UUID + b'"' + [b","] + TAIL[row]
 
-Byte identity with orjson rests on the rules of ``_arrowjson`` (tests hold both).
-An Arrow struct ``properties``/``context`` column is written from its fields.
+Both paths share their primitives (``ids``: the hashing loop, the UUID bits and text, the
+context opening; ``_timestamps.ms_text``: the millisecond spelling); byte identity of the
+values rests on the rules of ``_json.arrow`` (tests hold both paths to the same bytes).
 
-A text column of JSON objects is parsed (validation checked it) and written back sorted.
+Which slices take this path (``fallback_reason`` declares it, from the columns alone):
+``external_user_id``, ``event_type`` and ``occurred_at`` of any validated dtype, and
+``properties`` / ``context`` as flat ``<kind>.<key>`` columns of integers, booleans, floats,
+strings or datetimes; or as one Arrow struct column whose fields are integers, booleans,
+floats, strings, zoned timestamps or structs of them; or as one column of JSON-object text
+(parsed, validation checked it, and written back sorted). Id format v2 (``_values``):
+integral floats are written as integers and a struct's null fields are omitted; v1 keeps
+0.1's spelling. Both paths follow ``options.id_format``.
 
-Id format v2 (``_values``): integral floats are written as integers and a struct's null
-fields are omitted; v1 keeps 0.1's spelling. Both paths follow ``options.id_format``.
-
-Anything else (object columns of dicts, a struct or JSON text beside flat columns, a
-``message_id`` column, ``id_columns``) raises Unsupported: the caller uses the per-row path,
-which stays the reference (tests/events/test_wire_columnar.py holds the two to the same bytes).
+Everything else takes the per-row path, which stays the reference: ``message_id`` columns,
+``id_columns``, object or categorical columns (dicts, mixed values), an object column beside
+flat columns of the same kind, struct fields of other types (lists, maps, naive timestamps,
+decimals, ...). ``wire.build_events`` logs the reason at DEBUG and counts the paths.
 """
 
 from __future__ import annotations
 
-import binascii
-import functools
-import hashlib
-import itertools
 from typing import Any
 
 import numpy as np
@@ -40,7 +42,7 @@ from .._json.arrow import (
     BIN,
     NotColumnar,
     contiguous,
-    data_bytes,
+    field_problem,
     fixed_width,
     floats,
     format_ms,
@@ -52,18 +54,67 @@ from .._json.arrow import (
 from .._json.timestamps import TimestampProblem
 from .._json.values import json_numbers
 from .._validate import columns as _columns
-from .ids import PREFIXES
+from . import ids as _ids
 from .options import EventOptions
 
-_CONTEXT_OPEN = b'{"context":{'
-_ID_OPEN = b'{"context":{"$message_id":"'
-# where each of the 36 UUID characters comes from in 32 hex digits plus a dash (index 32)
-_UUID_IDX = np.array(
-    [*range(0, 8), 32, *range(8, 12), 32, *range(12, 16), 32, *range(16, 20), 32, *range(20, 32)]
-)
-
+_ID_OPEN = _ids.ID_OPEN + b'"'  # the id is a UUID: its JSON is the text in quotes
 
 Unsupported = NotColumnar  # this slice needs the per-row path
+
+
+# -- which slices this path takes -----------------------------------------------------------
+
+
+def fallback_reason(work: pd.DataFrame, options: EventOptions) -> str | None:
+    """Why a slice with these columns and options needs the per-row path, in a few words;
+    None when this path writes it. Decided from the options and dtypes alone (the module
+    docstring lists what is covered); ``build`` refuses exactly these slices."""
+    if options.id_columns:
+        return "id_columns hash chosen columns"
+    if "message_id" in work.columns:
+        return "a message_id column"
+    for kind in ("context", "properties"):
+        flat = _columns.flat_columns(work, kind)
+        if kind in work.columns:
+            if flat:
+                return f"a {kind} column beside {kind}.<key> columns"
+            cells = work[kind]
+            if _columns.is_text_dtype(cells):
+                continue
+            dtype = cells.dtype
+            if not (isinstance(dtype, pd.ArrowDtype) and pa.types.is_struct(dtype.pyarrow_dtype)):
+                return f"{kind} is a column of {_dtype_words(dtype)}, not an Arrow struct"
+            problem = field_problem(dtype.pyarrow_dtype)
+            if problem is not None:
+                return f"{kind}: {problem}"
+            continue
+        for column in flat:
+            if _flat_kind(work[column].dtype) is None:
+                return f"{column} is a column of {_dtype_words(work[column].dtype)}"
+    return None
+
+
+def _flat_kind(dtype: Any) -> str | None:
+    """How ``value_json`` writes a flat column of this dtype; None: the per-row path must."""
+    if isinstance(dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(dtype):
+        return "time"
+    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_object_dtype(dtype):
+        return None
+    if pd.api.types.is_float_dtype(dtype):
+        return "float"
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
+        return "exact"
+    if pd.api.types.is_string_dtype(dtype):
+        return "string"
+    return None
+
+
+def _dtype_words(dtype: Any) -> str:
+    if pd.api.types.is_object_dtype(dtype):
+        return "Python objects (object dtype)"
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "categories"
+    return f"dtype {dtype}"
 
 
 # -- building blocks ----------------------------------------------------------------------
@@ -75,23 +126,21 @@ def value_json(
     """(values, quote): JSON text of each cell of a flat column is quote + value + quote
     (null where the key is omitted). Strings needing no escape are returned raw; in v2
     integral floats are integers."""
-    dtype = s.dtype
-    if isinstance(dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(dtype):
+    kind = _flat_kind(s.dtype)
+    if kind == "time":
         norm = _timestamps.normalize(s, naive_timezone)
         return with_nulls(format_ms(norm.ms), norm.problem != TimestampProblem.OK), b'"'
-    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_object_dtype(dtype):
-        raise Unsupported("object or categorical column")
-    if pd.api.types.is_float_dtype(dtype):
+    if kind == "float":
         arr = s.to_numpy(dtype="float64", na_value=np.nan)
         return with_nulls(floats(arr, whole_as_int=v2), np.isnan(arr)), b""
-    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
+    if kind == "exact":
         return pc.cast(contiguous(s), pa.string()).cast(BIN), b""
-    if pd.api.types.is_string_dtype(dtype):
+    if kind == "string":
         arr = contiguous(s)
         if needs_escape(arr):
             return quote(arr), b""
         return arr.cast(BIN), b'"'
-    raise Unsupported(f"dtype {dtype}")
+    raise Unsupported(f"dtype {s.dtype}")  # fallback_reason says so first
 
 
 def _object_fragments(
@@ -106,13 +155,13 @@ def _object_fragments(
     keys after it a leading one. Otherwise the comma depends on whether an earlier key is
     present in that row (if_else).
     """
-    if kind in work.columns:
-        if _columns.flat_columns(work, kind):
-            raise Unsupported(f"{kind} object and {kind}.<key> columns together")
+    if kind in work.columns:  # alone, as JSON text or an Arrow struct (fallback_reason)
         cells = work[kind]
         if _columns.is_text_dtype(cells):
             return [_text_members(cells, v2=v2)]
-        members = struct_members(_struct_of(cells), naive_timezone, v2=v2)
+        struct = contiguous(cells)
+        assert isinstance(struct, pa.StructArray)
+        members = struct_members(struct, naive_timezone, v2=v2)
         return [members] if members is not None else []
     keyed = sorted((c[len(kind) + 1 :], c) for c in _columns.flat_columns(work, kind))
     columns = []
@@ -172,16 +221,6 @@ def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
 _WHOLE_FLOAT = r"[0-9]\.0(?:[,}\]]|$)"
 
 
-def _struct_of(s: pd.Series) -> pa.StructArray:
-    """The Arrow struct array behind an object column, or Unsupported (dicts, JSON text)."""
-    dtype = s.dtype
-    if not (isinstance(dtype, pd.ArrowDtype) and pa.types.is_struct(dtype.pyarrow_dtype)):
-        raise Unsupported("an object column that is not an Arrow struct")
-    arr = contiguous(s)
-    assert isinstance(arr, pa.StructArray)
-    return arr
-
-
 def _user_ids(s: pd.Series) -> tuple[pa.BinaryArray, bytes]:
     """(values, quote) of the ids: JSON is quote + value + quote."""
     if _columns.is_int_dtype(s):
@@ -203,87 +242,6 @@ def _event_types(s: pd.Series) -> pa.BinaryArray:
     return contiguous(s).cast(BIN)
 
 
-# -- hashing and ids ----------------------------------------------------------------------
-
-
-def _digests(tails: pa.BinaryArray, namespace: str | None, prefix: bytes) -> np.ndarray:
-    head = prefix + (namespace or "").encode("utf-8") + b"\n" + _CONTEXT_OPEN
-    full = native_sha256(head, tails)
-    if full is None:
-        full = python_sha256(head, tails)
-    arr = full[:, :16].copy()
-    arr[:, 6] = (arr[:, 6] & 0x0F) | 0x80
-    arr[:, 8] = (arr[:, 8] & 0x3F) | 0x80
-    return arr
-
-
-def python_sha256(head: bytes, tails: pa.BinaryArray) -> np.ndarray:
-    """(n, 32) uint8: SHA-256(head + tail) of each row, hashlib row by row (the reference)."""
-    base = hashlib.sha256(head)
-    copy = base.copy
-    data = bytes(data_bytes(tails))  # one copy; slicing bytes beats to_pylist/memoryview
-    offsets = np.frombuffer(tails.buffers()[1], dtype=np.int32)
-    bounds = offsets[tails.offset : tails.offset + len(tails) + 1] - offsets[tails.offset]
-    bounds = bounds.tolist()
-    out: list[bytes] = []
-    append = out.append
-    for lo, hi in itertools.pairwise(bounds):
-        h = copy()
-        h.update(data[lo:hi])
-        append(h.digest())
-    return np.frombuffer(b"".join(out), dtype=np.uint8).reshape(-1, 32)
-
-
-def native_sha256(head: bytes, tails: pa.BinaryArray) -> np.ndarray | None:
-    """The same as python_sha256 in one native call over the column (polars-hash, Rust,
-    with the CPU's SHA instructions where it has them); None without the ``fast`` extra,
-    for text that is not UTF-8 (it hashes strings) or when the plugin fails."""
-    native = _native()
-    if native is None:
-        return None
-    if len(tails) == 0:
-        return np.empty((0, 32), dtype=np.uint8)
-    pl, plh = native
-    try:
-        texts = pc.binary_join_element_wise(head, tails, b"").cast(pa.string())
-        hexed = pc.cast(
-            pl.from_arrow(pa.table({"c": texts}))
-            .select(plh.col("c").chash.sha2_256())
-            .to_series()
-            .to_arrow(),
-            pa.large_string(),
-        )
-    except Exception:  # an accelerator: whatever fails falls back to hashlib
-        return None
-    n = len(hexed)
-    offsets = np.frombuffer(hexed.buffers()[1], dtype=np.int64)[hexed.offset : hexed.offset + n + 1]
-    if hexed.null_count or not np.array_equal(offsets - offsets[0], np.arange(n + 1) * 64):
-        return None
-    data = memoryview(hexed.buffers()[2])[offsets[0] : offsets[0] + 64 * n]
-    return np.frombuffer(binascii.unhexlify(data), dtype=np.uint8).reshape(n, 32)
-
-
-@functools.cache
-def _native() -> tuple[Any, Any] | None:
-    try:
-        import polars as pl  # noqa: PLC0415 - heavy optional dependency (the fast extra)
-        import polars_hash as plh  # noqa: PLC0415 - optional, with polars (the fast extra)
-    except ImportError:
-        return None
-    return pl, plh
-
-
-def uuid_text(digests: np.ndarray) -> np.ndarray:
-    """(n, 16) uint8 -> (n, 36) uint8 lowercase UUID text (hexlify + one gather)."""
-    n = digests.shape[0]
-    hexed = np.empty((n, 33), dtype=np.uint8)
-    hexed[:, :32] = np.frombuffer(binascii.hexlify(digests.tobytes()), dtype=np.uint8).reshape(
-        n, 32
-    )
-    hexed[:, 32] = 45
-    return np.ascontiguousarray(hexed[:, _UUID_IDX])
-
-
 # -- the slice -----------------------------------------------------------------------------
 
 
@@ -293,8 +251,9 @@ def build(
     """Wire bytes and id digests of validated rows of ``work``, in row order; raises
     Unsupported when the per-row path must do it. ``occurred_ms``: the rows' occurred_at
     in epoch ms (validation normalised the column already)."""
-    if options.id_columns or "message_id" in work.columns:
-        raise Unsupported("message_id column or id_columns")
+    reason = fallback_reason(work, options)
+    if reason is not None:
+        raise Unsupported(reason)
     n = len(work)
     tz = options.rules.naive_timezone
     v2 = options.id_format == "v2"
@@ -318,8 +277,9 @@ def build(
     )
     if len(tails) != n:  # a pyarrow join that dropped rows would change every id after it
         raise Unsupported("the row join lost rows")
-    digests = _digests(tails, options.namespace, PREFIXES[options.id_format])
-    uuids = fixed_width(uuid_text(digests))
+    prefix = _ids.PREFIXES[options.id_format]
+    digests = _ids.digests(tails, options.namespace, prefix, lead=_ids.CONTEXT_OPEN)
+    uuids = fixed_width(_ids.uuid_text(digests))
     if context:
         if any(isinstance(c, bytes) for c in context):
             comma: pa.Array | bytes = b","  # an always-present context key

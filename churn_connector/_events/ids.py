@@ -27,16 +27,22 @@ both formats, so an event whose bytes did not change keeps its recorded digest.
 
 from __future__ import annotations
 
+import binascii
+import functools
 import hashlib
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._core.book import Spill
 from .._core.exceptions import ConfigurationError
 from .._core.types import IdFormat
+from .._json.arrow import data_bytes
 from .._json.values import canonical, json_numbers
 
 PREFIXES: dict[IdFormat, bytes] = {
@@ -44,46 +50,156 @@ PREFIXES: dict[IdFormat, bytes] = {
     "v2": b"churn-connector/message-id/v2\n",
 }
 CONTENT_PREFIX = PREFIXES["v1"]  # content digests: a ledger promise, the same in v1 and v2
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
-_DASHES = (8, 12, 16, 20)
+
+# Every canonical event begins with its context ("context" sorts first of the five keys);
+# on the wire the id is spliced in as the context's first member, so each event is
+# serialised once: CANONICAL = CONTEXT_OPEN + tail, WIRE = ID_OPEN + id + [","] + tail.
+CONTEXT_OPEN = b'{"context":{'
+ID_OPEN = CONTEXT_OPEN + b'"$message_id":'
+
+# where each of the 36 UUID characters comes from in 32 hex digits plus a dash (index 32)
+_UUID_IDX = np.array(
+    [*range(0, 8), 32, *range(8, 12), 32, *range(12, 16), 32, *range(16, 20), 32, *range(20, 32)]
+)
 
 
 def digests(
-    rows: Sequence[bytes], namespace: str | None = None, prefix: bytes = PREFIXES["v2"]
+    rows: Sequence[bytes] | pa.BinaryArray,
+    namespace: str | None = None,
+    prefix: bytes = PREFIXES["v2"],
+    *,
+    lead: bytes = b"",
 ) -> np.ndarray:
-    """(n, 16) uint8 array: the UUIDv8 bytes for each canonical row."""
-    base = hashlib.sha256(prefix + (namespace or "").encode("utf-8") + b"\n")
-    out = bytearray()
-    for row in rows:
-        h = base.copy()
-        h.update(row)
-        out += h.digest()[:16]
-    arr = np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, 16).copy()
+    """(n, 16) uint8 array: the UUIDv8 bytes of ``lead + row`` for each row (the
+    column-wise path hashes its rows' tails after the shared ``CONTEXT_OPEN``).
+
+    The one hashing of both wire paths: one native call over the column with the ``fast``
+    extra, else a hashlib loop over the rows (the reference; tests hold the two equal).
+    """
+    arr = rows if isinstance(rows, pa.Array) else pa.array(rows, pa.binary())
+    head = prefix + (namespace or "").encode("utf-8") + b"\n" + lead
+    hashed = native_sha256(head, arr) if len(arr) >= _NATIVE_FROM else None
+    return uuid8(python_sha256(head, arr) if hashed is None else hashed)
+
+
+def python_sha256(head: bytes, arr: pa.BinaryArray) -> bytes:
+    """The joined 32-byte SHA-256 digests of ``head + row``, row by row with hashlib: the
+    rows' bytes are sliced out of one buffer, and each hash continues a copy of the hash of
+    ``head``."""
+    copy = hashlib.sha256(head).copy
+    data = bytes(data_bytes(arr))  # one copy; slicing bytes beats to_pylist/memoryview
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if _large(arr) else np.int32)
+    bounds = (offsets[arr.offset : arr.offset + len(arr) + 1] - offsets[arr.offset]).tolist()
+    out: list[bytes] = []
+    append = out.append
+    for lo, hi in itertools.pairwise(bounds):
+        h = copy()
+        h.update(data[lo:hi])
+        append(h.digest())
+    return b"".join(out)
+
+
+def native_sha256(head: bytes, arr: pa.BinaryArray) -> bytes | None:
+    """What python_sha256 returns, in one native call over the column (polars-hash: Rust,
+    with the CPU's SHA instructions where it has them); None without the ``fast`` extra,
+    for bytes that are not UTF-8 (it hashes strings) or when the plugin fails."""
+    native = _native()
+    if native is None:
+        return None
+    if len(arr) == 0:
+        return b""
+    pl, plh = native
+    try:
+        texts = pc.binary_join_element_wise(head, arr, b"").cast(
+            pa.large_string() if _large(arr) else pa.string()
+        )
+        hexed = pc.cast(
+            pl.from_arrow(pa.table({"c": texts}))
+            .select(plh.col("c").chash.sha2_256())
+            .to_series()
+            .to_arrow(),
+            pa.large_string(),
+        )
+    except Exception:  # an accelerator: whatever fails falls back to hashlib
+        return None
+    n = len(hexed)
+    offsets = np.frombuffer(hexed.buffers()[1], dtype=np.int64)[hexed.offset : hexed.offset + n + 1]
+    if hexed.null_count or not np.array_equal(offsets - offsets[0], np.arange(n + 1) * 64):
+        return None
+    return binascii.unhexlify(memoryview(hexed.buffers()[2])[offsets[0] : offsets[0] + 64 * n])
+
+
+@functools.cache
+def _native() -> tuple[Any, Any] | None:
+    try:
+        import polars as pl  # noqa: PLC0415 - heavy optional dependency (the fast extra)
+        import polars_hash as plh  # noqa: PLC0415 - optional, with polars (the fast extra)
+    except ImportError:
+        return None
+    return pl, plh
+
+
+_NATIVE_FROM = 256  # rows: below, the native call's fixed cost is more than the loop's
+
+
+def _large(arr: pa.Array) -> bool:
+    return pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+
+
+def uuid8(sha256_digests: bytes) -> np.ndarray:
+    """Joined 32-byte SHA-256 digests -> (n, 16) uint8: each one's first 16 bytes with the
+    version nibble 8 and the RFC 4122 variant bits."""
+    arr = np.frombuffer(sha256_digests, dtype=np.uint8).reshape(-1, 32)[:, :16].copy()
     arr[:, 6] = (arr[:, 6] & 0x0F) | 0x80
     arr[:, 8] = (arr[:, 8] & 0x3F) | 0x80
     return arr
 
 
+def uuid_text(digests: np.ndarray) -> np.ndarray:
+    """(n, 16) uint8 -> (n, 36) uint8: lowercase 8-4-4-4-12 UUID text (hexlify, one gather)."""
+    n = digests.shape[0]
+    hexed = np.empty((n, 33), dtype=np.uint8)
+    hexed[:, :32] = np.frombuffer(
+        binascii.hexlify(np.ascontiguousarray(digests).tobytes()), dtype=np.uint8
+    ).reshape(n, 32)
+    hexed[:, 32] = 45  # '-'
+    return np.ascontiguousarray(hexed[:, _UUID_IDX])
+
+
 def format_uuids(arr: np.ndarray) -> np.ndarray:
-    """(n, 16) uint8 -> (n,) array of 36-byte lowercase UUID strings (``S36``), vectorised."""
-    n = arr.shape[0]
-    hexed = np.empty((n, 32), dtype=np.uint8)
-    hexed[:, 0::2] = _HEX[arr >> 4]
-    hexed[:, 1::2] = _HEX[arr & 0x0F]
-    parts = np.split(hexed, _DASHES, axis=1)
-    dash = np.full((n, 1), ord("-"), dtype=np.uint8)
-    joined = np.concatenate([p for part in parts for p in (part, dash)][:-1], axis=1)
-    return np.ascontiguousarray(joined).view("S36").ravel()
+    """(n, 16) uint8 -> (n,) array of 36-byte lowercase UUID strings (``S36``)."""
+    return uuid_text(arr).view("S36").ravel()
+
+
+def with_id(row: bytes, id_json: bytes) -> bytes:
+    """The wire bytes of one canonical event: ``id_json`` spliced in as the first member
+    of its context."""
+    tail = row[len(CONTEXT_OPEN) :]
+    return ID_OPEN + id_json + (b"" if tail[:1] == b"}" else b",") + tail
 
 
 def message_ids(
-    rows: Sequence[bytes], namespace: str | None = None, id_format: IdFormat = "v2"
+    rows: Sequence[bytes] | pa.BinaryArray, namespace: str | None = None, id_format: IdFormat = "v2"
 ) -> list[str]:
     """Message ids (str) for canonical rows; see the module docstring for the format."""
-    if not rows:
+    if len(rows) == 0:
         return []
     hashed = digests(rows, namespace, PREFIXES[id_format])
     return format_uuids(hashed).astype("U36").tolist()  # type: ignore[no-any-return]
+
+
+def one_id(row: bytes, namespace: str | None = None, id_format: IdFormat = "v2") -> str:
+    """The hashed id of one canonical row: ``digests`` and ``format_uuids`` for a single
+    event, without arrays (a one-off event is hashed alone; the vectorised pair costs more
+    than the hash for one row). Golden vectors hold the two equal."""
+    digest = hashlib.sha256(
+        PREFIXES[id_format] + (namespace or "").encode("utf-8") + b"\n" + row
+    ).digest()
+    head = bytearray(digest[:16])
+    head[6] = (head[6] & 0x0F) | 0x80
+    head[8] = (head[8] & 0x3F) | 0x80
+    x = head.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def message_id(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from .._core.declare import declare, registered
 from .._core.exceptions import ConfigurationError
 from .._core.types import EpochUnit, IdFormat
 from .._json.values import ValueRules
@@ -15,24 +17,57 @@ WIRE_FIELDS = ("context", "event_type", "external_user_id", "occurred_at", "prop
 _NESTED = ("properties.", "context.")
 
 
+@registered
 @dataclass(frozen=True, kw_only=True)
 class EventOptions(TableOptions):
-    """How events are validated and turned into wire objects (immutable, validated).
+    """How events are validated and turned into wire objects: the keywords of
+    :func:`validate_events`, as one value to pass whole (``options=``), immutable and checked
+    when made. The text-export keywords are one value here: ``text=cc.TextFormat(...)``.
 
-    ``now`` anchors the accepted time window (default: when the options are made);
-    ``namespace`` salts hashed message ids; ``id_columns`` restricts what they hash;
-    ``epoch_unit`` lets ``occurred_at`` hold epoch numbers of that unit;
+    ``now`` anchors the accepted time window (default: the current time when a call uses
+    the options); ``namespace`` salts hashed message ids; ``id_columns`` restricts what they
+    hash; ``epoch_unit`` lets ``occurred_at`` hold epoch numbers of that unit;
     ``event_type_style`` rewrites event types in that style before they are checked;
     ``id_format`` names the canonical form of ids and wire (``"v1"`` keeps 0.1's, for its
-    backfills).
+    backfills). ::
+
+        options = cc.EventOptions(naive_timezone="Europe/Paris", namespace="shop")
+        report = cc.validate_events("export.parquet", options=options)
     """
 
-    now: Any = None  # becomes a UTC pd.Timestamp
-    namespace: str | None = None
-    id_columns: tuple[str, ...] | None = None
-    epoch_unit: EpochUnit | None = None  # what an epoch number in occurred_at counts
-    event_type_style: NameStyle | None = None  # event types rewritten so (``_names``)
-    id_format: IdFormat = "v2"
+    now: Any = declare(  # a UTC pd.Timestamp, or None: the current time when used
+        None,
+        doc="the instant the 30-day window is measured from (timezone-aware)",
+        spark=False,
+        shown_default="the current time",
+    )
+    epoch_unit: EpochUnit | None = declare(  # what an epoch number in occurred_at counts
+        None,
+        doc='`occurred_at` holds epoch numbers of this unit (`"s"`, `"ms"`, `"us"`, `"ns"`)',
+        help="occurred_at holds epoch numbers of this unit",
+    )
+    event_type_style: NameStyle | None = declare(  # event types rewritten so (``_read.names``)
+        None,
+        doc='rewrite event types in this style before they are checked (`"snake"`: `Order '
+        "Completed` -> `order_completed`); the report's `notes` list each rewrite",
+        help="rewrite event types in this style (snake: Order Completed -> order_completed); "
+        "the summary notes each rewrite",
+    )
+    namespace: str | None = declare(
+        None,
+        doc="a salt for the hashed [message ids](../concepts/message-ids.md)",
+        help="salt for hashed message ids",
+    )
+    id_columns: Sequence[str] | None = declare(
+        None, doc="hash only these columns into the message id"
+    )
+    id_format: IdFormat = declare(
+        "v2",
+        doc="the [message-id format](../concepts/message-ids.md#keeping-the-ids-of-01); "
+        '`"v1"` makes 0.1\'s ids and events, to finish a backfill begun with it',
+        help="the message-id format (default v2); v1 makes the ids and events of 0.1, to "
+        "finish a backfill begun with it",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -41,7 +76,8 @@ class EventOptions(TableOptions):
         if self.epoch_unit is not None:
             one_of("epoch_unit", self.epoch_unit, get_args(EpochUnit))
         one_of("id_format", self.id_format, get_args(IdFormat))
-        object.__setattr__(self, "now", utc_now(self.now))
+        if self.now is not None:
+            object.__setattr__(self, "now", utc_now(self.now))
         if self.namespace is not None and not isinstance(self.namespace, str):
             raise ConfigurationError(f"namespace must be a string, not {self.namespace!r}")
         if self.id_columns is not None:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from .._core.types import Decimals, EpochUnit, ExtraColumns
 from .._json.values import InexactValue, ValueRules, object_value
+from .._options import utc_now
 from .._validate import columns as _columns
 from .._validate.pandera import pa
 from .._validate.schema import (
@@ -48,20 +49,14 @@ def events_schema(
     ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
     ``epoch_unit`` and ``decimals`` work as for ``validate_events``.
     """
-    options = EventOptions(
-        now=now,
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        epoch_unit=epoch_unit,
-        decimals=decimals,
-    )
-    return build_schema(options)
+    return build_schema(EventOptions.given(locals()))
 
 
 def build_schema(options: EventOptions) -> pa.DataFrameSchema:
     """The events schema for validated options."""
     tz = options.rules
-    checks = SchemaBuilder(tz, options.now, options.epoch_unit)
+    now = options.now if options.now is not None else utc_now()  # None: when built
+    checks = SchemaBuilder(tz, now, options.epoch_unit)
     message_id_checks = [
         checks.add(
             "message_id_type",

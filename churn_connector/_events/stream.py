@@ -196,6 +196,9 @@ class EventStream(SliceStream):
         self._content: list[tuple[int, HashedIds]] = []  # content digests, when ids are not
         self._collided: dict[bytes, int] = {}  # ids whose 64-bit key an earlier id has
         self._restyled_types: Counter[tuple[str, str]] = Counter()  # (original, new): rows
+        # slices (with valid rows) by the path that wrote their bytes: the per-row count
+        # is the column-wise path's fallbacks (each logged with its reason at DEBUG)
+        self.wire_paths = Counter({"columnar": 0, "per_row": 0})
 
     def slices(self) -> Iterator[pd.DataFrame]:
         frames = iter_frames(self.data, self.options.reading)
@@ -251,6 +254,8 @@ class EventStream(SliceStream):
         begun = self.begin(df)
         start, valid = begun.start, begun.valid
         wire = build_events(begun.work, self.options, None if times is None else times[valid])
+        if wire.path is not None:
+            self.wire_paths[wire.path] += 1
         hashed = wire.given is None and not self.options.id_columns
         column: IdColumn = (
             HashedIds(n, valid, wire.digests, self.book.spill)

@@ -8,9 +8,10 @@ encoded exactly once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -24,8 +25,10 @@ from . import columnar
 from . import ids as _ids
 from .options import EventOptions
 
-_CONTEXT_OPEN = b'{"context":{'
 _BLOCK = 1024
+log = logging.getLogger("churn_connector")
+
+WirePath = Literal["columnar", "per_row"]
 
 
 @dataclass
@@ -37,6 +40,7 @@ class WireEvents:
     given: list[str] | None  # the caller's message ids, when a message_id column was given
     content: np.ndarray  # (k, 16) uint8: digests of the content without the id
     ms: np.ndarray  # occurred_at in epoch milliseconds
+    path: WirePath | None = None  # which path wrote them (None: no rows)
 
     @property
     def id_keys(self) -> np.ndarray:
@@ -61,12 +65,6 @@ def key64(digests: np.ndarray) -> np.ndarray:
 _EMPTY = np.empty((0, 16), dtype=np.uint8)
 
 
-def _splice(row: bytes, id_json: bytes) -> bytes:
-    rest = row[len(_CONTEXT_OPEN) :]
-    sep = b"" if rest[:1] == b"}" else b","
-    return b'{"context":{"$message_id":' + id_json + sep + rest
-
-
 def _id_payload(event: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for column in columns:
@@ -83,8 +81,9 @@ def build_events(
 ) -> WireEvents:
     """Wire events for validated rows of ``work`` (a RangeIndex frame).
 
-    Typed flat columns take the column-wise path (``columnar``); the rest (objects, given
-    message ids, ``id_columns``) the per-row one. Both produce the same bytes.
+    Slices ``columnar.fallback_reason`` finds no reason against take the column-wise path;
+    the rest (object columns, given message ids, ``id_columns``, ...) the per-row one, with
+    the reason logged at DEBUG. Both produce the same bytes; ``path`` says which ran.
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
     """
     if len(work) == 0:
@@ -94,9 +93,10 @@ def build_events(
         ms = _timestamps.normalize(work["occurred_at"], tz, options.epoch_unit).ms
     try:
         body, digests = columnar.build(work, options, ms)
-    except columnar.Unsupported:
+    except columnar.Unsupported as exc:
+        log.debug("wire: %s rows take the per-row path: %s", f"{len(work):,}", exc)
         return build_events_per_row(work, options, ms)
-    return WireEvents(body, digests, None, digests, ms)
+    return WireEvents(body, digests, None, digests, ms, "columnar")
 
 
 def build_events_per_row(work: pd.DataFrame, options: EventOptions, ms: np.ndarray) -> WireEvents:
@@ -130,7 +130,7 @@ def build_events_per_row(work: pd.DataFrame, options: EventOptions, ms: np.ndarr
         ids.append(block_digests)
         content.append(block_content)
     rows = pa.array(body, pa.binary())
-    return WireEvents(rows, np.concatenate(ids), given, np.concatenate(content), ms)
+    return WireEvents(rows, np.concatenate(ids), given, np.concatenate(content), ms, "per_row")
 
 
 def _serialise(
@@ -162,5 +162,5 @@ def _serialise(
             digests = content
         uuids = _ids.format_uuids(digests)
         quoted = [b'"' + u + b'"' for u in uuids.tolist()]  # hex and dashes need no escaping
-    body.extend(_splice(row, q) for row, q in zip(rows, quoted, strict=True))
+    body.extend(_ids.with_id(row, q) for row, q in zip(rows, quoted, strict=True))
     return digests, content

@@ -6,48 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._core.types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
-from .._options import pairs
-from .._read import DEFAULT_SLICE_ROWS, TextFormat, text_format
+from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
 from .._stream import report
 from .._validate.report import ValidationReport
 from .options import IdentityOptions
 from .stream import IdentityStream
-
-
-def identity_options(
-    *,
-    naive_timezone: str | None = None,
-    extra_columns: ExtraColumns = "error",
-    phone_region: str | None = None,
-    duplicates: Duplicates = "error",
-    slice_rows: int = DEFAULT_SLICE_ROWS,
-    rename: Mapping[str, str] | None = None,
-    dtypes: Mapping[str, str] | None = None,
-    encoding: str = "utf-8",
-    decimals: Decimals = "error",
-    text: TextFormat | None = None,
-    blank_consent: BlankConsent = "error",
-    require_consent: bool = False,
-    rename_style: NameStyle | None = None,
-) -> IdentityOptions:
-    """The validated options object of the public keyword arguments."""
-    return IdentityOptions(
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        phone_region=phone_region,
-        duplicates=duplicates,
-        slice_rows=slice_rows,
-        rename=pairs("rename", rename),
-        dtypes=pairs("dtypes", dtypes),
-        encoding=encoding,
-        decimals=decimals,
-        text=text or TextFormat(),
-        blank_consent=blank_consent,
-        require_consent=require_consent,
-        rename_style=rename_style,
-    )
 
 
 def validate_identities(
@@ -72,6 +37,7 @@ def validate_identities(
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
     rename_style: NameStyle | None = None,
+    options: IdentityOptions | None = None,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
@@ -86,23 +52,11 @@ def validate_identities(
     channel out of the request (the API keeps what it holds), ``"opted_in"`` sends it opted
     in. An address without a consent column is opted in (the contract's default) and the
     report's ``notes`` say how many; ``require_consent=True`` makes such rows, and
-    ``channels`` items without ``opted_in``, invalid.
+    ``channels`` items without ``opted_in``, invalid. ``options``: all of these as one
+    :class:`IdentityOptions`, passed whole (the keywords then stay unset).
     """
-    options = identity_options(
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        phone_region=phone_region,
-        duplicates=duplicates,
-        slice_rows=slice_rows,
-        rename=rename,
-        dtypes=dtypes,
-        encoding=encoding,
-        decimals=decimals,
-        text=text_format(delimiter, header, columns, escape, null, quote, format),
-        blank_consent=blank_consent,
-        require_consent=require_consent,
-        rename_style=rename_style,
-    )
+    # the keywords (or options=), checked as one value
+    options = IdentityOptions.given(locals())
     return report(IdentityStream(data, options))
 
 
@@ -128,22 +82,9 @@ def identities_to_wire(
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
     rename_style: NameStyle | None = None,
+    options: IdentityOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
-    options = identity_options(
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        phone_region=phone_region,
-        duplicates=duplicates,
-        slice_rows=slice_rows,
-        rename=rename,
-        dtypes=dtypes,
-        encoding=encoding,
-        decimals=decimals,
-        text=text_format(delimiter, header, columns, escape, null, quote, format),
-        blank_consent=blank_consent,
-        require_consent=require_consent,
-        rename_style=rename_style,
-    )
+    options = IdentityOptions.given(locals())  # the keywords (or options=), checked as one value
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
+from .._core.declare import declare, registered
 from .._core.exceptions import ConfigurationError
 from .._core.types import CHANNELS, BlankConsent, Duplicates
 from .._options import TableOptions, one_of
@@ -21,9 +22,12 @@ E164_PATTERN = r"\+[1-9][0-9]{1,14}"
 EMAIL_PATTERN = r"[^@\s]+@[^@\s]+\.[^@\s]+"
 
 
+@registered
 @dataclass(frozen=True, kw_only=True)
 class IdentityOptions(TableOptions):
-    """How identities are validated, become identify bodies, and how repeats are handled.
+    """How identities are validated, become identify bodies, and how repeats are handled:
+    the keywords of :func:`validate_identities`, as one value to pass whole (``options=``),
+    immutable and checked when made (the text-export keywords as ``text=cc.TextFormat(...)``).
 
     ``phone_region`` (an ISO 3166 code, stored upper-case) also accepts national numbers
     valid in that region; ``duplicates`` says what several rows for one user mean.
@@ -32,10 +36,33 @@ class IdentityOptions(TableOptions):
     consent column, and ``channels`` items without ``opted_in``.
     """
 
-    phone_region: str | None = None
-    duplicates: Duplicates = "error"
-    blank_consent: BlankConsent = "error"
-    require_consent: bool = False
+    phone_region: str | None = declare(
+        None,
+        doc='read national phone numbers of this region (`"US"`)',
+        help="region of national numbers",
+        metavar="CC",
+    )
+    blank_consent: BlankConsent = declare(
+        "error",
+        doc="a blank `<channel>_opted_in` cell beside an address: the row is invalid "
+        '(`"error"`), the channel is left out (`"omit_channel"`), or sent opted in '
+        '(`"opted_in"`) ([Consent](../guides/identities.md#consent))',
+        help="a blank <channel>_opted_in cell beside an address makes the row invalid (error, "
+        "the default), leaves that channel out (omit_channel), or sends it opted in (opted_in)",
+    )
+    require_consent: bool = declare(
+        False,
+        doc="an address without a consent column, or a `channels` item without `opted_in`, "
+        "makes the row invalid",
+        help="refuse rows with an address but no <channel>_opted_in column, and channels items "
+        "without opted_in (otherwise opted in, the contract's default)",
+    )
+    duplicates: Duplicates = declare(
+        "error",
+        doc='several rows for one user: `"error"`, `"keep_last"`, `"in_order"` '
+        "([Sync identities](../guides/identities.md#several-rows-for-one-user))",
+        help="what to do with several rows for one user",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -318,14 +318,7 @@ def identities_schema(
     region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
     ``blank_consent`` and ``require_consent`` as for ``validate_identities``.
     """
-    options = IdentityOptions(
-        naive_timezone=naive_timezone,
-        extra_columns=extra_columns,
-        phone_region=phone_region,
-        blank_consent=blank_consent,
-        require_consent=require_consent,
-    )
-    return build_schema(options)
+    return build_schema(IdentityOptions.given(locals()))
 
 
 def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:

@@ -13,7 +13,8 @@ object per row. Byte identity with orjson rests on these rules (tests hold them)
   integer (|x| < 2**53) is that integer's digits (``_values.json_number``).
 - struct members: a null field is ``null`` in v1 and omitted in v2 (``_values.to_json``).
 - ints: decimal digits (Arrow cast); bools: true/false; keys sorted by code point;
-  timestamps: ``YYYY-MM-DDTHH:MM:SS.mmmZ``, UTC, floored to the millisecond.
+  timestamps: ``YYYY-MM-DDTHH:MM:SS.mmmZ``, UTC, floored to the millisecond: the one
+  spelling of ``_timestamps.ms_text``, which the per-row path uses too.
 
 Pitfall (pyarrow 26): ``binary_join_element_wise(..., null_handling="skip")`` DROPS output
 rows whose inputs are all null; every join here has a non-null scalar among its inputs.
@@ -47,67 +48,17 @@ def fixed_width(data: np.ndarray) -> pa.BinaryArray:
     )
 
 
-_T2 = np.array([[48 + i // 10, 48 + i % 10] for i in range(100)], dtype=np.uint8)
-
-
-_T3 = np.array([[48 + i // 100, 48 + i // 10 % 10, 48 + i % 10] for i in range(1000)], np.uint8)
-
-
 _ESCAPED = np.zeros(256, dtype=bool)
 _ESCAPED[:0x20] = True
 _ESCAPED[[0x22, 0x5C]] = True
 
 
 def format_ms(ms: np.ndarray) -> pa.BinaryArray:
-    """Epoch ms -> ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (== _timestamps.format_ms, vectorised)."""
-    n = len(ms)
-    if n and not (ms.min() >= -62_135_596_800_000 and ms.max() <= 253_402_300_799_999):
-        # outside years 1..9999: numpy's own spelling, as today
+    """Epoch ms -> the wire spelling of each (``_timestamps.ms_text``), as Arrow binary."""
+    text = _timestamps.ms_text(ms)
+    if text is None:  # outside years 1..9999: never sent, spelled only for messages
         return pa.array(_timestamps.format_ms(ms), BIN)
-    days, rem = np.divmod(ms, 86_400_000)
-    out = np.empty((n, 24), dtype=np.uint8)
-    lo = int(days.min()) if n else 0
-    span = int(days.max()) - lo + 1 if n else 0
-    if span <= 4096:  # typical: a few weeks of events -> spell each date once
-        table = (
-            np.array(_timestamps.format_ms(np.arange(lo, lo + span) * 86_400_000), dtype="S24")
-            .view(np.uint8)
-            .reshape(span, 24)[:, :11]
-        )
-        out[:, :11] = table[days - lo]
-    else:
-        _civil(out, days)
-    secs, milli = np.divmod(rem, 1000)
-    mins, sec = np.divmod(secs, 60)
-    hour, minute = np.divmod(mins, 60)
-    out[:, 11:13] = _T2[hour]
-    out[:, 14:16] = _T2[minute]
-    out[:, 17:19] = _T2[sec]
-    out[:, 20:23] = _T3[milli]
-    out[:, 13] = out[:, 16] = 58
-    out[:, 19] = 46
-    out[:, 23] = 90
-    return fixed_width(out)
-
-
-def _civil(out: np.ndarray, days: np.ndarray) -> None:
-    """``YYYY-MM-DDT`` into out[:, :11] for days since 1970 (years 1..9999)."""
-    z = days + 719_468  # civil_from_days (H. Hinnant), proleptic Gregorian
-    era = z // 146_097
-    doe = z - era * 146_097
-    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = np.where(mp < 10, mp + 3, mp - 9)
-    year = yoe + era * 400 + (month <= 2)
-    century, yy = np.divmod(year, 100)
-    out[:, 0:2] = _T2[century]
-    out[:, 2:4] = _T2[yy]
-    out[:, 5:7] = _T2[month]
-    out[:, 8:10] = _T2[day]
-    out[:, 4] = out[:, 7] = 45
-    out[:, 10] = 84
+    return fixed_width(text)
 
 
 def contiguous(s: pd.Series) -> pa.Array:
@@ -238,20 +189,55 @@ def json_of(arr: pa.Array, naive_timezone: str | None, *, v2: bool = True) -> pa
     return text if v2 else text.fill_null(pa.scalar(b"null", BIN))
 
 
-def _json_of(arr: pa.Array, naive_timezone: str | None, *, v2: bool) -> pa.Array:
-    t = arr.type
+def field_problem(t: pa.DataType, name: str = "") -> str | None:
+    """Why a struct field of type ``t`` needs the per-row path; None when ``json_of``
+    writes it (integers, booleans, floats, strings, zoned timestamps, structs of them)."""
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            field = t.field(i)
+            problem = field_problem(field.type, f"{name}.{field.name}" if name else field.name)
+            if problem is not None:
+                return problem
+        return None
+    if _leaf_kind(t) is None:
+        return f"field {name!r} is of type {t}"
+    return None
+
+
+def _leaf_kind(t: pa.DataType) -> str | None:
     types = pa.types
     if types.is_integer(t) or types.is_boolean(t):
-        return pc.cast(pc.cast(arr, pa.string()), BIN)
+        return "exact"
     if types.is_floating(t):
+        return "float"
+    if types.is_string(t) or types.is_large_string(t):
+        return "string"
+    if types.is_timestamp(t) and t.tz is not None:
+        return "time"
+    return None
+
+
+def _json_of(arr: pa.Array, naive_timezone: str | None, *, v2: bool) -> pa.Array:
+    t = arr.type
+    if pa.types.is_struct(t):
+        assert isinstance(arr, pa.StructArray)
+        members = struct_members(arr, naive_timezone, v2=v2)
+        body = pc.binary_join_element_wise(b"{", members, b"}", b"") if members else None
+        objects = body if body is not None else pa.array([b"{}"] * len(arr), BIN)
+        return with_nulls(objects, ~arr.is_valid().to_numpy(zero_copy_only=False))
+    kind = _leaf_kind(t)
+    if kind == "exact":
+        return pc.cast(pc.cast(arr, pa.string()), BIN)
+    if kind == "float":
         values = arr.to_numpy(zero_copy_only=False).astype(np.float64)
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         if not np.isfinite(values[valid]).all():
             raise NotColumnar("NaN or infinity in a struct field")  # validation refuses it
         return with_nulls(floats(np.where(valid, values, 0.0), whole_as_int=v2), ~valid)
-    if types.is_string(t) or types.is_large_string(t):
+    if kind == "string":
         return quote(arr.cast(pa.string()))
-    if types.is_timestamp(t) and t.tz is not None:
+    if kind == "time":
+        assert isinstance(t, pa.TimestampType)
         per_ms = {"s": 0, "ms": 1, "us": 1_000, "ns": 1_000_000}[t.unit]
         ints = arr.cast(pa.int64())
         present = ints.drop_null()
@@ -262,10 +248,4 @@ def _json_of(arr: pa.Array, naive_timezone: str | None, *, v2: bool) -> pa.Array
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         text = pc.binary_join_element_wise(b'"', format_ms(ms), b'"', b"")
         return with_nulls(text, ~valid)
-    if types.is_struct(t):
-        assert isinstance(arr, pa.StructArray)
-        members = struct_members(arr, naive_timezone, v2=v2)
-        body = pc.binary_join_element_wise(b"{", members, b"}", b"") if members else None
-        objects = body if body is not None else pa.array([b"{}"] * len(arr), BIN)
-        return with_nulls(objects, ~arr.is_valid().to_numpy(zero_copy_only=False))
-    raise NotColumnar(f"struct field of type {t}")
+    raise NotColumnar(f"struct field of type {t}")  # field_problem says so first

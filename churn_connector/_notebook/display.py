@@ -1,11 +1,16 @@
 """HTML for notebooks: how a ValidationReport and a SendResult look in Jupyter.
 
 Compact and styled with inline CSS only: no scripts, no stylesheet, nothing fetched, so it
-looks the same in JupyterLab, Notebook, VS Code and a notebook saved as HTML. The size is
-bounded whatever the input: counts by state, a few groups of failures with one example
-each, every text trimmed, so a million bad rows render like ten. Nothing technical by
-default (responses, byte counts): the hint at the bottom points to the frames that have it.
-Only counts, check names, row labels and validation messages reach this module; never a key.
+looks the same in JupyterLab, Notebook, VS Code and a notebook saved as HTML, in light and
+dark themes: text keeps the theme's colour (muted text is the same colour, fainter), each
+state its colour and mark (``palette``), and rows a transparent background, so the
+notebook's striping and hover never make one row look highlighted. The size is bounded
+whatever the input: counts by state, a few groups of failures with one example each, every
+text trimmed, so a million bad rows render like ten. Every number shown is one the frames
+give back (``report.failures``, ``res.rows``). Nothing technical by default (byte counts,
+whole responses): the hint at the bottom points to the frames that have it. Only counts,
+check names, row labels, validation messages and the API's (scrubbed) messages reach this
+module; never a key.
 """
 
 from __future__ import annotations
@@ -13,48 +18,39 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .._core.types import RowState
+from .._core.words import row_label
+from .palette import COLOURS, ORDER, STATES, WORST_FIRST
 
 MAX_GROUPS = 6  # failure groups shown; the rest are counted in one line
 TEXT_LIMIT = 140  # characters of a message or reason
-LABEL_LIMIT = 40  # characters of a row label or column name
-
-COLOURS = {
-    "valid": "#1a7f37",
-    "sent": "#1a7f37",
-    "would_send": "#0969da",
-    "skipped": "#6e7781",
-    "invalid": "#bc4c00",
-    "expired": "#9a6700",
-    "rejected": "#cf222e",
-    "failed": "#cf222e",
-}
-STATE_NOTES = {
-    "sent": "acknowledged by the API",
-    "would_send": "valid, ready to send",
-    "skipped": "already delivered (ledger) or a repeat of an earlier row",
-    "invalid": "never sent: see the reasons",
-    "rejected": "the API refused them",
-    "failed": "not delivered: safe to re-send",
-    "expired": "aged out of the 30-day window before sending",
-}
+LABEL_LIMIT = 40  # characters of a row label
+NAME_LIMIT = 24  # characters of a column name in a group's detail
+NAMES_SHOWN = 2  # column names a group lists before "+N more"
 UNDELIVERED = ("invalid", "rejected", "failed", "expired")
+_TEXT = "\ufe0e"  # a mark is text, never an emoji picture
 
 _BOX = (
     "font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:13px;"
-    "line-height:1.45;max-width:60em;padding:2px 0"
+    "line-height:1.45;max-width:72em;padding:2px 0"
 )
-_TABLE = "border-collapse:collapse;margin:4px 0 8px 0;border:none"
+_TABLE = "border-collapse:collapse;margin:4px 0 8px 0;border:none;table-layout:auto"
+_ROW = "background:transparent"  # Jupyter stripes and hovers table rows: not these
 _CELL = "padding:2px 12px 2px 0;text-align:left;vertical-align:top;border:none"
 _NUM = "padding:2px 12px 2px 0;text-align:right;vertical-align:top;border:none"
-_HEAD = f"{_CELL};font-weight:600;border-bottom:1px solid rgba(127,127,127,.35)"
-_MUTED = "color:#6e7781"
+_HEAD = f"{_ROW};border-bottom:1px solid rgba(127,127,127,.35)"  # the header row
+# the theme's text colour, fainter: >= 4.5:1 on light and dark themes alike
+MUTED_OPACITY = 0.72
+_MUTED = "opacity:.72"
+# an example wraps onto two lines at most (a shorter one fits on one)
+_CLAMP = "display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2;overflow:hidden"
+_ONE_LINE = 70
 
 
 def esc(value: Any, limit: int = TEXT_LIMIT) -> str:
@@ -63,6 +59,26 @@ def esc(value: Any, limit: int = TEXT_LIMIT) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return html.escape(text)
+
+
+def middle_cut(text: str, limit: int) -> str:
+    """``text`` cut in the middle to ``limit`` characters: both ends tell the most."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+
+
+def label_text(label: Any, limit: int = LABEL_LIMIT) -> str:
+    """A row label cut to ``limit`` characters, keeping its row number: a part file's long
+    name (``part-00000-1f2e…c000.snappy.parquet:42``) is cut in its middle."""
+    text = " ".join(row_label(label).split())
+    if len(text) <= limit:
+        return text
+    name, colon, number = text.rpartition(":")
+    if colon and number.isdigit() and len(number) + 6 <= limit:
+        return middle_cut(name, limit - len(number) - 1) + ":" + number
+    return middle_cut(text, limit)
 
 
 def _percent(share: float) -> str:
@@ -74,11 +90,10 @@ def _percent(share: float) -> str:
     return f"{share:.1%}"
 
 
-def _swatch(colour: str) -> str:
-    return (
-        '<span style="display:inline-block;width:10px;height:10px;border-radius:2px;'
-        f'margin-right:6px;background:{colour}"></span>'
-    )
+def mark(state: str) -> str:
+    """The state's mark, in its colour."""
+    style = STATES[state]
+    return f'<span style="color:{style.colour}">{style.mark}{_TEXT}</span>'
 
 
 def _bar(share: float, colour: str) -> str:
@@ -91,19 +106,25 @@ def _bar(share: float, colour: str) -> str:
     )
 
 
+def _row(cells: str) -> str:
+    return f'<tr style="{_ROW}">{cells}</tr>'
+
+
 def counts_table(rows: Iterable[tuple[str, int]], total: int, notes: Mapping[str, str]) -> str:
-    """One line per state: colour, name, rows, share of ``total``, a bar, what it means."""
+    """One line per state: its mark, name, rows, share of ``total``, a bar, what it means."""
     lines = []
     for name, n in rows:
-        colour = COLOURS.get(name, "#6e7781")
         share = n / total if total else 0.0
         lines.append(
-            f'<tr><td style="{_CELL};white-space:nowrap">{_swatch(colour)}'
-            f"{esc(name.replace('_', ' '))}</td>"
-            f'<td style="{_NUM}">{n:,}</td>'
-            f'<td style="{_NUM};{_MUTED}">{html.escape(_percent(share))}</td>'
-            f'<td style="{_CELL}">{_bar(share, colour)}</td>'
-            f'<td style="{_CELL};{_MUTED}">{esc(notes.get(name, ""))}</td></tr>'
+            _row(
+                f'<td style="{_CELL};white-space:nowrap">{mark(name)} '
+                f"{esc(name.replace('_', ' '))}</td>"
+                f'<td style="{_NUM}">{n:,}</td>'
+                f'<td style="{_NUM};{_MUTED}">{html.escape(_percent(share))}</td>'
+                f'<td style="{_CELL}">{_bar(share, COLOURS[name])}</td>'
+                f'<td style="{_CELL};{_MUTED}">'
+                f"{esc(notes.get(name, STATES[name].meaning))}</td>"
+            )
         )
     return f'<table style="{_TABLE}">{"".join(lines)}</table>'
 
@@ -113,45 +134,87 @@ class Group:
     """Failures that share a reason: how many, and one example."""
 
     reason: str
-    detail: str  # the columns (report) or the row state (send result)
+    detail: str  # HTML: the columns (report) or the row state (send result)
     count: int
     example_row: str
     example: str
 
 
-def groups_table(title: str, groups: Sequence[Group], unit: str, where: str, frame: str) -> str:
-    """The first groups (largest first) with an example each, and "… and N more"."""
+@dataclass(frozen=True)
+class Groups:
+    """Failure groups, largest first, and what the lines under them count.
+
+    ``more``: what the groups beyond the shown ones hold (failures, or distinct rows);
+    ``several``: rows counted under more than one reason.
+    """
+
+    groups: list[Group] = field(default_factory=list)
+    more: int = 0
+    several: int = 0
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -> str:
+    """The first groups (largest first) with an example each, then "… and N more reasons
+    (M <unit>)" for those not shown."""
+    groups = found.groups
     if not groups:
         return ""
     shown = groups[:MAX_GROUPS]
-    head = "".join(f'<th style="{_HEAD}">{h}</th>' for h in ("reason", where, unit, "example"))
+    cells = "".join(f'<th style="{_CELL}">{h}</th>' for h in ("reason", where, unit, "example"))
+    head = f'<tr style="{_HEAD}">{cells}</tr>'
     body = "".join(
-        f'<tr><td style="{_CELL}"><code>{esc(g.reason, LABEL_LIMIT * 2)}</code></td>'
-        f'<td style="{_CELL}">{esc(g.detail, LABEL_LIMIT * 2)}</td>'
-        f'<td style="{_NUM}">{g.count:,}</td>'
-        f'<td style="{_CELL}"><span style="{_MUTED}">{esc(g.example_row, LABEL_LIMIT)}:</span> '
-        f"{esc(g.example)}</td></tr>"
+        _row(
+            f"{_reason_cell(g.reason)}"
+            f'<td style="{_CELL};white-space:nowrap">{g.detail}</td>'
+            f'<td style="{_NUM}">{g.count:,}</td>{_example_cell(g)}'
+        )
         for g in shown
     )
+    lines = []
     hidden = len(groups) - len(shown)
-    more = sum(g.count for g in groups) - len(shown)  # each shown group shows one example
-    extra = ""
-    if more:
-        across = f" (of {hidden:,} more reason{'s' if hidden != 1 else ''})" if hidden else ""
-        extra = f'<div style="{_MUTED}">… and {more:,} more {unit}{across} in {code(frame)}</div>'
+    if hidden:
+        held = f"{found.more:,} {unit.removesuffix('s') if found.more == 1 else unit}"
+        lines.append(f"… and {_plural(hidden, 'more reason')} ({held}) in {code(frame)}")
+    if found.several:
+        lines.append(
+            f"a row with several reasons is counted under each "
+            f"({_plural(found.several, 'row')} have more than one)"
+        )
+    extra = "".join(f'<div style="{_MUTED}">{line}</div>' for line in lines)
     return (
         f'<div style="font-weight:600;margin-top:6px">{esc(title)}</div>'
-        f'<table style="{_TABLE}"><tr>{head}</tr>{body}</table>{extra}'
+        f'<table style="{_TABLE}">{head}{body}</table>{extra}'
     )
 
 
-def page(mark: str, colour: str, title: str, sections: Sequence[str], hints: Sequence[str]) -> str:
-    """The whole repr: a headline, its sections, and what to call next."""
+def _reason_cell(reason: str) -> str:
+    # a check name or a status (HTTP 503) stays on its line; an error's own text wraps
+    text = esc(reason, LABEL_LIMIT * 2)
+    if " " not in reason or _HTTP.fullmatch(reason):
+        return f'<td style="{_CELL};white-space:nowrap"><code>{text}</code></td>'
+    return f'<td style="{_CELL}"><div style="{_CLAMP}">{text}</div></td>'
+
+
+def _example_cell(group: Group) -> str:
+    where = f'<span style="{_MUTED}">{html.escape(group.example_row)}</span>'
+    if not group.example or group.example == group.reason:  # the reason says it all
+        return f'<td style="{_CELL}">{where}</td>'
+    text = esc(group.example)
+    if len(text) > _ONE_LINE:
+        return f'<td style="{_CELL}"><div style="{_CLAMP}">{where}: {text}</div></td>'
+    return f'<td style="{_CELL}">{where}: {text}</td>'
+
+
+def page(state: str, title: str, sections: Sequence[str], hints: Sequence[str]) -> str:
+    """The whole repr: a headline marked like ``state``, its sections, what to call next."""
     hint = " · ".join(hints)
     return (
         f'<div style="{_BOX}">'
-        f'<div style="font-weight:600;font-size:14px"><span style="color:{colour}">{mark}</span> '
-        f"{esc(title, 200)}</div>"
+        f'<div style="font-weight:600;font-size:14px">{mark(state)} {esc(title, 200)}</div>'
         + "".join(sections)
         + f'<div style="{_MUTED};margin-top:4px">Next: {hint}</div></div>'
     )
@@ -178,10 +241,19 @@ def notes_section(notes: Sequence[Mapping[str, Any]]) -> str:
 # -- the validation report -------------------------------------------------------------------
 
 
-def check_groups(failures: pd.DataFrame) -> list[Group]:
+def columns_text(names: Sequence[str]) -> str:
+    """The first column names, each trimmed, and how many more: the count is never cut."""
+    if not names:
+        return "—"
+    shown = ", ".join(esc(middle_cut(n, NAME_LIMIT), NAME_LIMIT) for n in names[:NAMES_SHOWN])
+    rest = len(names) - NAMES_SHOWN
+    return shown + (f' <span style="white-space:nowrap">+{rest:,} more</span>' if rest > 0 else "")
+
+
+def check_groups(failures: pd.DataFrame) -> Groups:
     """Failures by check, largest first, each with its columns and its first failure."""
     if failures.empty:
-        return []
+        return Groups()
     counts = failures["check"].astype(str).value_counts(sort=True)
     first = {str(r["check"]): r for r in failures.drop_duplicates("check").to_dict("records")}
     columns: dict[str, list[str]] = {}
@@ -191,11 +263,20 @@ def check_groups(failures: pd.DataFrame) -> list[Group]:
     groups = []
     for check, count in counts.items():
         example = first[str(check)]
-        names = columns.get(str(check), [])
-        detail = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
-        where = "whole table" if pd.isna(example["position"]) else f"row {example['row']}"
-        groups.append(Group(str(check), detail or "—", int(count), where, str(example["message"])))
-    return groups
+        where = (
+            "whole table" if pd.isna(example["position"]) else f"row {label_text(example['row'])}"
+        )
+        groups.append(
+            Group(
+                str(check),
+                columns_text(columns.get(str(check), [])),
+                int(count),
+                where,
+                str(example["message"]),
+            )
+        )
+    more = int(counts.iloc[MAX_GROUPS:].sum())  # one failure is one check's: no overlap
+    return Groups(groups, more)
 
 
 _QUARANTINE = 'report.quarantine("bad_rows.csv")'
@@ -209,6 +290,14 @@ def report_html(
     failures: pd.DataFrame,
     remarks: Sequence[Mapping[str, Any]] = (),
 ) -> str:
+    send = "client.identify" if kind == "identities" else "client.send_events"
+    if n_rows == 0 and failures.empty:
+        return page(
+            "skipped",
+            f"{kind}: no rows",
+            [f'<div style="{_MUTED}">the input holds no rows: nothing to validate or send</div>'],
+            [f"{code(f'{send}(...)')} with a table that has rows"],
+        )
     n_valid = n_rows - n_invalid
     states = [("valid", n_valid), ("invalid", n_invalid)]
     notes = {
@@ -218,7 +307,7 @@ def report_html(
             if duplicates
             else ""
         ),
-        "invalid": "never sent: see the reasons below",
+        "invalid": "never sent: fix the data (see the reasons below)",
     }
     sections = [counts_table(states, n_rows, notes), notes_section(remarks)]
     sections.append(
@@ -227,27 +316,22 @@ def report_html(
         )
     )
     if failures.empty:
-        mark, colour = "✔", COLOURS["valid"]
-        title = f"{kind}: all {n_rows:,} rows valid"
-        hints = [f"{code('client.send_events(report.valid)')} sends them"]
-        if kind == "identities":
-            hints = [f"{code('client.identify(report.valid)')} sends them"]
+        state, title = "sent", f"{kind}: all {n_rows:,} rows valid"
+        hints = [f"{code(f'{send}(report.valid)')} sends them"]
     else:
-        mark, colour = "✘", COLOURS["invalid"]
-        title = f"{kind}: {n_invalid:,} of {n_rows:,} rows invalid"
-        send = "client.identify" if kind == "identities" else "client.send_events"
+        state, title = "invalid", f"{kind}: {n_invalid:,} of {n_rows:,} rows invalid"
         hints = [
             f"{code('report.failures')} lists every failure",
             f"{code(_QUARANTINE)} writes the invalid rows with their reasons",
             f"{code(f'{send}(report.valid)')} sends the valid ones",
             f"{code('report.plot()')} charts the failures",
         ]
-    return page(mark, colour, title, sections, hints)
+    return page(state, title, sections, hints)
 
 
 # -- the send result -------------------------------------------------------------------------
 
-_CHECK_NAMES = re.compile(r"\[([a-z0-9_]+)\]")
+_CHECKED = re.compile(r"\[([a-z0-9_]+)\] (.*?)(?=; \[[a-z0-9_]+\] |\Z)", re.DOTALL)
 _HTTP = re.compile(r"HTTP \d{3}")
 _REQUEST_WORDS = {
     "sent": "accepted",
@@ -258,28 +342,30 @@ _REQUEST_WORDS = {
 }
 
 
-def reason_of(error: str | None, state: str) -> tuple[str, str]:
-    """(group key, example text) of one undelivered row's error: check names for invalid
-    rows; the HTTP status, never the response body, for answers; else the error itself."""
+def reasons_of(error: str | None, state: str) -> list[tuple[str, str]]:
+    """(reason, example text) pairs of one undelivered row's error: one per failed check
+    for an invalid row (as the report groups them); the HTTP status for an answer, with the
+    API's message as the example; else the error itself."""
     if not error:
-        return state, ""
+        return [(state, "")]
     if state == "invalid":
-        checks = list(dict.fromkeys(_CHECK_NAMES.findall(error)))
-        message = _CHECK_NAMES.sub("", error.split("; [")[0]).strip()
-        return ", ".join(checks) or "invalid", message
+        found = [(m.group(1), m.group(2)) for m in _CHECKED.finditer(error)]
+        return list(dict(found).items()) or [("invalid", error)]
     http = _HTTP.match(error)
     if http:
-        return http.group(0), f"{http.group(0)} (the response is in res.chunks)"
-    return error, error
+        said = error[http.end() :].lstrip(":; ").strip()
+        return [(http.group(0), said or "the API said nothing more")]
+    return [(error, error)]
 
 
 def undelivered_groups(
     status: np.ndarray, errors: Mapping[int, str], label: Callable[[int], Any]
-) -> list[Group]:
-    """Rows not delivered, grouped by (reason, state), largest first.
+) -> Groups:
+    """Rows not delivered, grouped by (reason, state), largest first; a row with several
+    reasons (an invalid row failing two checks) is counted under each.
 
     Vectorised over the rows: an interrupted million-row send has a million failed rows,
-    but only a few distinct errors, each turned into a reason once.
+    but only a few distinct errors, each turned into reasons once.
     """
     codes = [int(RowState[s.upper()]) for s in UNDELIVERED]
     positions = np.flatnonzero(np.isin(status, codes))
@@ -290,23 +376,42 @@ def undelivered_groups(
         text_codes.astype(np.int64) * len(RowState) + states, return_index=True, return_counts=True
     )
     found: dict[tuple[str, str], list[Any]] = {}  # -> [count, first position, example]
+    keys_of_pair: list[tuple[list[tuple[str, str]], int]] = []
+    several = 0
     for pair, at, count in zip(pairs.tolist(), first.tolist(), counts.tolist(), strict=True):
         error = texts_seen[pair // len(RowState)]
         state = RowState(pair % len(RowState)).label
-        reason, example = reason_of(error if isinstance(error, str) else None, state)
-        entry = found.get((reason, state))
+        reasons = reasons_of(error if isinstance(error, str) else None, state)
+        keys = [(reason, state) for reason, _ in reasons]
+        keys_of_pair.append((keys, count))
+        if len(keys) > 1:
+            several += count
         p = int(positions[at])
-        if entry is None:
-            found[(reason, state)] = [count, p, example]
-        else:
-            entry[0] += count
-            if p < entry[1]:
-                entry[1], entry[2] = p, example
+        for key, (_, example) in zip(keys, reasons, strict=True):
+            entry = found.get(key)
+            if entry is None:
+                found[key] = [count, p, example]
+            else:
+                entry[0] += count
+                if p < entry[1]:
+                    entry[1], entry[2] = p, example
     ordered = sorted(found.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
-    return [
-        Group(reason, state, count, f"row {label(first)}", example)
+    hidden = {key for key, _ in ordered[MAX_GROUPS:]}
+    more = sum(count for keys, count in keys_of_pair if hidden.intersection(keys))
+    groups = [
+        Group(
+            reason, f"{mark(state)} {esc(state)}", count, f"row {label_text(label(first))}", example
+        )
         for (reason, state), (count, first, example) in ordered
     ]
+    return Groups(groups, more, several)
+
+
+def headline_state(counts: Mapping[str, int], *, dry_run: bool) -> str:
+    """The state whose mark and colour the headline wears: the worst one present."""
+    if dry_run:
+        return "would_send"
+    return next((s for s in WORST_FIRST if counts.get(s, 0)), "sent")
 
 
 def result_html(
@@ -315,49 +420,48 @@ def result_html(
     counts: Mapping[str, int],
     requests: Mapping[str, int],
     elapsed_s: float,
-    groups: Sequence[Group],
+    groups: Groups,
     *,
     dry_run: bool,
     remarks: Sequence[Mapping[str, Any]] = (),
+    retries: int = 0,
 ) -> str:
-    order = ["would_send", "sent", "skipped", *UNDELIVERED]
-    states = [(s, counts.get(s, 0)) for s in order if counts.get(s, 0) or s == "sent"]
-    if dry_run:
-        states = [(s, n) for s, n in states if s != "sent" or n]
-    n_requests = sum(requests.values())
-    said = ", ".join(f"{n:,} {_REQUEST_WORDS.get(s, s)}" for s, n in sorted(requests.items()))
-    timing = (
-        f'<div style="{_MUTED}">{n_requests:,} request{"s" if n_requests != 1 else ""}'
-        f"{': ' + said if said else ''}; {elapsed_s:.2f} s</div>"
-    )
-    sections = [
-        counts_table(states, n_rows, STATE_NOTES),
-        timing,
-        notes_section(remarks),
-        groups_table("Rows not delivered, by reason", groups, "rows", "state", "res.failures"),
-    ]
-    undelivered = counts.get("rejected", 0) + counts.get("failed", 0)
-    if dry_run:
-        mark, colour = "○", COLOURS["would_send"]
-        title = (
-            f"dry run of {kind}: {counts.get('would_send', 0):,} of {n_rows:,} rows would be sent"
-        )
-    else:
-        mark, colour = "✔", COLOURS["sent"]
-        if undelivered:
-            mark, colour = "✘", COLOURS["failed"]
-        elif counts.get("invalid", 0) or counts.get("expired", 0):
-            mark, colour = "⚠", COLOURS["invalid"]
-        skipped = counts.get("skipped", 0)
-        title = f"{kind}: {counts.get('sent', 0):,} of {n_rows:,} rows sent" + (
-            f", {skipped:,} skipped" if skipped else ""
-        )
     hints = [
         f"{code('res.rows')}: one row per input row (status, message id, error)",
         f"{code('res.failures')}: the rows not delivered",
         f"{code('res.chunks')}: one row per request (HTTP status, attempts, timings, response)",
         f"{code('res.plot()')}",
     ]
+    if n_rows == 0:
+        title = f"{'dry run of ' if dry_run else ''}{kind}: no rows"
+        text = "the input holds no rows: nothing was sent"
+        return page("skipped", title, [f'<div style="{_MUTED}">{text}</div>'], hints[:1])
+    states = [(s, counts.get(s, 0)) for s in ORDER if counts.get(s, 0) or s == "sent"]
+    if dry_run:
+        states = [(s, n) for s, n in states if s != "sent" or n]
+    n_requests = sum(requests.values())
+    said = ", ".join(f"{n:,} {_REQUEST_WORDS.get(s, s)}" for s, n in sorted(requests.items()))
+    if retries:
+        said += f" ({retries:,} retr{'y' if retries == 1 else 'ies'})"
+    timing = (
+        f'<div style="{_MUTED}">{_plural(n_requests, "request")}'
+        f"{': ' + said if said else ''}; {elapsed_s:.2f} s</div>"
+    )
+    sections = [
+        counts_table(states, n_rows, {}),
+        timing,
+        notes_section(remarks),
+        groups_table("Rows not delivered, by reason", groups, "rows", "state", "res.failures"),
+    ]
+    if dry_run:
+        title = (
+            f"dry run of {kind}: {counts.get('would_send', 0):,} of {n_rows:,} rows would be sent"
+        )
+    else:
+        skipped = counts.get("skipped", 0)
+        title = f"{kind}: {counts.get('sent', 0):,} of {n_rows:,} rows sent" + (
+            f", {skipped:,} skipped" if skipped else ""
+        )
     if counts.get("failed", 0):
         hints.insert(0, "failed rows are safe to re-send: run the same send again")
-    return page(mark, colour, title, sections, hints)
+    return page(headline_state(counts, dry_run=dry_run), title, sections, hints)

@@ -38,7 +38,7 @@ from .files import expand, format_of, read_paths
 from .manifest import is_manifest_name, manifests_in, read_manifest
 from .names import NameStyle, styler
 from .spool import SpooledArrow, replayable
-from .text import DEFAULT_TEXT, TEXT_ONLY, TextFormat, text_format, typed
+from .text import DEFAULT_TEXT, TEXT_ONLY, TextFormat, typed
 
 __all__ = [
     "DEFAULT_SLICE_ROWS",
@@ -47,7 +47,6 @@ __all__ = [
     "iter_frames",
     "replayable",
     "row_count",
-    "text_format",
 ]
 
 DEFAULT_SLICE_ROWS = 50_000
@@ -146,7 +145,13 @@ def _read_failed(what: str, seen: int, exc: Exception) -> Exception:
         return exc
     name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
     said = str(exc) if isinstance(exc, pa.ArrowException | OSError) else f"it raised {name}: {exc}"
-    return InputError(f"reading {what} failed after {seen:,} rows: {said}")
+    # an I/O error part way (a network file system, an object store) may pass; a file that
+    # is missing or forbidden, or broken content, needs a change first
+    passing = isinstance(exc, OSError) and not isinstance(exc, _LASTING_OS_ERRORS)
+    return InputError(f"reading {what} failed after {seen:,} rows: {said}", retryable=passing)
+
+
+_LASTING_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
 def _kind(data: Any) -> str:

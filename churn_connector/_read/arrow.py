@@ -9,7 +9,8 @@ so the caller checks for pandas first.
 
 Conversion keeps meaning: nullable integers stay integers, time zones stay on timestamps
 wherever they sit (structs, maps and lists included), view types (polars' ``string_view``)
-become their classic layouts, decimals become ``Decimal`` objects with their scale.
+become their classic layouts, decimals become ``Decimal`` objects with their scale; ``pylist``
+gives maps as dicts on every supported pyarrow.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+# Array.to_pylist(maps_as_pydicts=...) came with pyarrow 20 (apache/arrow#45471); before it,
+# maps are lists of (key, value) pairs and ``pylist`` makes them dicts itself
+_NATIVE_PYDICTS = int(pa.__version__.split(".")[0]) >= 20
 _ARROW_NULLABLE = {
     pa.int8(): pd.Int8Dtype(),
     pa.int16(): pd.Int16Dtype(),
@@ -57,6 +61,54 @@ def _classic(t: pa.DataType) -> pa.DataType:
     if types.is_dictionary(t):
         return pa.dictionary(t.index_type, _classic(t.value_type), t.ordered)
     return t
+
+
+def _has_map(t: pa.DataType) -> bool:
+    types = pa.types
+    if types.is_map(t):
+        return True
+    if types.is_struct(t):
+        return any(_has_map(f.type) for f in t)
+    if types.is_dictionary(t):
+        return _has_map(t.value_type)
+    if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t):
+        return _has_map(t.value_type)
+    if types.is_list_view(t) or types.is_large_list_view(t):
+        return _has_map(t.value_type)
+    return False
+
+
+def _dicts(value: Any, t: pa.DataType) -> Any:
+    """A plain ``to_pylist`` value of type ``t`` with its maps' pairs made dicts."""
+    if value is None:
+        return None
+    types = pa.types
+    if types.is_map(t):
+        made: dict[Any, Any] = {}
+        for key, item in value:
+            if key in made:
+                raise KeyError(f"a map holds the key {key!r} twice")
+            made[key] = _dicts(item, t.item_type)
+        return made
+    if types.is_struct(t):
+        return {f.name: _dicts(value[f.name], f.type) for f in t}
+    if types.is_dictionary(t):
+        return _dicts(value, t.value_type)
+    if isinstance(value, list):  # the list types
+        return [_dicts(v, t.value_type) for v in value]
+    return value
+
+
+def pylist(arr: pa.Array) -> list[Any]:
+    """``arr.to_pylist(maps_as_pydicts="strict")`` on every supported pyarrow: maps as dicts
+    at any depth; a map that repeats a key raises ``KeyError`` (pyarrow 20+ raises a
+    ``ValueError`` when the map sits in a struct)."""
+    if _NATIVE_PYDICTS:
+        return arr.to_pylist(maps_as_pydicts="strict")  # type: ignore[no-any-return]
+    values: list[Any] = arr.to_pylist()
+    if not _has_map(arr.type):
+        return values
+    return [_dicts(v, arr.type) for v in values]
 
 
 def _zoned_in_list(t: pa.DataType, *, in_list: bool = False) -> bool:

@@ -18,7 +18,7 @@ import csv
 import io
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -311,7 +311,7 @@ def _frames(
     blank: set[int],
     at: _Position,
     rows: int,
-    columns: tuple[str, ...] | None,
+    columns: Sequence[str] | None,
     apart: bool,  # noqa: FBT001 - see _cell_newlines
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled."""

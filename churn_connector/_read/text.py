@@ -13,7 +13,6 @@ parts without one, such as Redshift's ``0000_part_00``).
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -22,6 +21,7 @@ from typing import Any, Literal, TypedDict, get_args
 import orjson
 import pandas as pd
 
+from .._core.declare import FLAGS, declare, registered
 from .._core.exceptions import ConfigurationError, InputError
 from .._core.words import on_command_line, option
 from .._json.values import BadCell, is_missing
@@ -31,16 +31,6 @@ TEXT_FORMATS = ("csv", "tsv")
 # the options that only mean something for CSV/TSV, by their public names
 TEXT_ONLY = ("delimiter", "quote", "escape", "null", "header", "columns")
 TEXT_FIELDS = (*TEXT_ONLY, "format")
-_CLI = {
-    "delimiter": "--delimiter",
-    "quote": "--quote",
-    "escape": "--escape",
-    "null": "--null",
-    "header": "--no-header",
-    "columns": "--columns",
-    "format": "--format",
-}
-
 
 # a column name that is a value: the file's first line was data, not a header
 _VALUE_LIKE = re.compile(
@@ -84,17 +74,91 @@ def _one_character(name: str, value: Any) -> None:
         raise ConfigurationError(f"{name} cannot be a line break")
 
 
-@dataclass(frozen=True)
-class TextFormat:
-    """How CSV/TSV files are read, and which format files without a known suffix have."""
+def _character(text: str) -> str:
+    # a tab is hard to type in a shell: \t and "tab" say it
+    return "\t" if text in ("\\t", "tab") else text
 
-    delimiter: str | None = None
-    quote: str | None = '"'
-    escape: str | None = None
-    null: tuple[str, ...] | None = None
-    header: bool = True
-    columns: tuple[str, ...] | None = None
-    format: Format | None = None
+
+def _quote(text: str) -> str | None:
+    return None if text.lower() == "none" else text
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]
+
+
+@registered
+@dataclass(frozen=True, kw_only=True)
+class TextFormat:
+    """How CSV/TSV files are read, and which format files without a known suffix have:
+    the text-export keywords of :func:`validate_events` and the other calls, as one value
+    (immutable, checked when made) for ``cc.EventOptions(text=...)`` and
+    ``cc.IdentityOptions(text=...)``. ::
+
+        layout = cc.TextFormat(delimiter="|", quote=None, null=r"\\N")
+    """
+
+    # every field is a keyword of the public calls (``spark=False``: a Spark partition is
+    # a frame, not a file)
+    delimiter: str | None = declare(
+        None,
+        doc="CSV/TSV: the field delimiter (one character; `\\t` or `tab` on the CLI)",
+        help="cell delimiter (default , or tab)",
+        metavar="C",
+        parse=_character,
+        spark=False,
+        shown_default='`","` (`"\\t"` for `.tsv`)',
+    )
+    quote: str | None = declare(
+        '"',
+        doc="CSV/TSV: the quote character, or `None` for none",
+        help='quote character (default "; none)',
+        metavar="C",
+        parse=_quote,
+        spark=False,
+        shown_flag="`--quote C\\|none`",
+    )
+    escape: str | None = declare(
+        None,
+        doc="CSV/TSV: the escape character (Spark and Redshift `ESCAPE` write `\\`)",
+        help="escape character (Spark: \\)",
+        metavar="C",
+        spark=False,
+    )
+    null: str | Sequence[str] | None = declare(
+        None,
+        doc='CSV/TSV: the text(s) that mean null, e.g. `"\\\\N"` (Snowflake, Redshift); '
+        "replaces the default",
+        help="a cell that means null (repeatable; e.g. \\N); default: an empty cell",
+        metavar="MARKER",
+        repeat=True,
+        spark=False,
+        shown_default="only an empty cell",
+    )
+    header: bool = declare(
+        True,
+        doc="CSV/TSV: `False` when the first line is data; then `columns` names the columns",
+        help="the first line is data (Redshift, Snowflake, Spark defaults); needs --columns",
+        flag="--no-header",
+        spark=False,
+    )
+    columns: Sequence[str] | None = declare(
+        None,
+        doc="CSV/TSV without a header: the column names, in order",
+        help="the column names of a file with no header",
+        metavar="A,B,C",
+        parse=_names,
+        spark=False,
+        shown_flag="`--columns a,b,c`",
+    )
+    format: Format | None = declare(
+        None,
+        doc='read files as `"csv"`, `"tsv"`, `"parquet"`, `"ndjson"` or `"avro"` (parts named '
+        "without a suffix, like Redshift's `0000_part_00`)",
+        help="the format of files whose name says none (Redshift's 0000_part_00: csv)",
+        spark=False,
+        shown_default="by the file's suffix",
+    )
 
     def __post_init__(self) -> None:
         if self.delimiter is not None:
@@ -155,7 +219,7 @@ class TextFormat:
         """Which of ``names`` differ from their defaults (for refusing them where they make
         no sense), as ``name=`` / ``--flag``."""
         return [
-            f"{f.name}= ({_CLI[f.name]})"
+            f"{f.name}= ({FLAGS[f.name]})"
             for f in fields(self)
             if f.name in names and getattr(self, f.name) != f.default
         ]
@@ -180,73 +244,6 @@ class TextOptions(TypedDict, total=False):
     null: str | Sequence[str] | None
     quote: str | None
     format: Format | None
-
-
-def text_format(
-    delimiter: str | None = None,
-    header: bool = True,  # noqa: FBT001, FBT002 - the public keywords, passed on in order
-    columns: Sequence[str] | None = None,
-    escape: str | None = None,
-    null: str | Sequence[str] | None = None,
-    quote: str | None = '"',
-    format: Format | None = None,
-) -> TextFormat:
-    """The checked ``TextFormat`` of the public keywords (a ConfigurationError if not)."""
-    return TextFormat(
-        delimiter=delimiter,
-        quote=quote,
-        escape=escape,
-        null=None if null is None else ((null,) if isinstance(null, str) else tuple(null)),
-        header=header,
-        # a string is refused by the check, not split into characters
-        columns=columns if columns is None or isinstance(columns, str) else tuple(columns),  # type: ignore[arg-type]
-        format=format,
-    )
-
-
-def _character(text: str) -> str:
-    # a tab is hard to type in a shell: \t and "tab" say it
-    return "\t" if text in ("\\t", "tab") else text
-
-
-def _quote(text: str) -> str | None:
-    return None if text.lower() == "none" else text
-
-
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",")]
-
-
-def add_text_arguments(p: argparse.ArgumentParser) -> None:
-    """The command line's flags of these options (``TEXT_FIELDS`` name their values)."""
-    text = p.add_argument_group("text exports (CSV/TSV as warehouses write them)")
-    text.add_argument(
-        "--format",
-        choices=["csv", "tsv", "parquet", "ndjson", "avro"],
-        help="the format of files whose name says none (Redshift's 0000_part_00: csv)",
-    )
-    text.add_argument(
-        "--delimiter", type=_character, metavar="C", help="cell delimiter (default , or tab)"
-    )
-    text.add_argument(
-        "--no-header",
-        dest="header",
-        action="store_false",
-        help="the first line is data (Redshift, Snowflake, Spark defaults); needs --columns",
-    )
-    text.add_argument(
-        "--columns", type=_names, metavar="A,B,C", help="the column names of a file with no header"
-    )
-    text.add_argument(
-        "--quote", type=_quote, default='"', metavar="C", help='quote character (default "; none)'
-    )
-    text.add_argument("--escape", metavar="C", help="escape character (Spark: \\)")
-    text.add_argument(
-        "--null",
-        action="append",
-        metavar="MARKER",
-        help="a cell that means null (repeatable; e.g. \\N); default: an empty cell",
-    )
 
 
 # ------------------------------------------------------------------------------------------

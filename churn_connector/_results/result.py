@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -17,8 +19,17 @@ from .._core.book import RowBook
 from .._core.exceptions import ConfigurationError, DeliveryError
 from .._core.types import ExitCode, Note, RowState
 from .._delivery.sender import ChunkRecord
-from .._notebook.display import Group, result_html, undelivered_groups
+from .._notebook.display import Groups, result_html, undelivered_groups
 from .._notebook.plots import states_chart, timeline_chart
+from .runs import (
+    HEADER,
+    header_bytes,
+    header_of,
+    now_utc,
+    receipt,
+    rows_header,
+    sidecar,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -51,8 +62,10 @@ class SendResult:
     chunk, error); ``counts``: rows per state (they add up to ``n_rows``); ``ok``: every
     valid row was acknowledged; ``exit_code``: the CLI's; ``notes``: what validation noted
     beyond failures (``ValidationReport.notes``); ``plot()``: a chart; ``kind``
-    (``"events"``/``"identities"``), ``elapsed_s`` and ``dry_run`` say what ran. In a
-    notebook it shows itself as a summary.
+    (``"events"``/``"identities"``), ``elapsed_s`` and ``dry_run`` say what ran;
+    ``wire_paths``: events only, how many slices the column-wise path wrote and how many
+    fell back to the per-row one (``{"columnar": 48, "per_row": 2}``; the reason of each
+    fallback is logged at DEBUG). In a notebook it shows itself as a summary.
     """
 
     def __init__(
@@ -64,9 +77,20 @@ class SendResult:
         *,
         dry_run: bool = False,
         notes: Sequence[Note] = (),
+        wire_paths: Mapping[str, int] | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+        complete: bool = True,
     ) -> None:
         self.kind = kind
+        # the run's id and times, the input's fingerprint: for the rows file and receipts
+        self.run_id = uuid.uuid4().hex
+        self.finished_at = now_utc()
+        self.started_at = self.finished_at - dt.timedelta(seconds=elapsed_s)
+        self.fingerprint: dict[str, Any] = dict(fingerprint or {})
+        self.complete = complete
+        self.subset = False  # a re-send's result: some rows of the input, not all
         self.notes: list[Note] = list(notes)
+        self.wire_paths: dict[str, int] = dict(wire_paths or {})
         self._book = book
         self._chunks = chunks
         self.elapsed_s = elapsed_s
@@ -83,15 +107,42 @@ class SendResult:
         self.n_rows = len(book)
         self._rows: pd.DataFrame | None = None
         self._chunk_frame: pd.DataFrame | None = None
-        self._groups: list[Group] | None = None  # the HTML's failure groups, once
+        self._groups: Groups | None = None  # the HTML's failure groups, once
 
     @property
     def rows(self) -> pd.DataFrame:
-        """One row per input row: ``row`` (its label), ``message_id``, ``chunk`` (the request
-        that carried it), ``status`` and ``error``; built when first read."""
+        """One row per input row, indexed by its label in the input (``row``): ``status``,
+        ``message_id``, ``chunk`` (the request that carried it) and ``error`` (why it was
+        not delivered: a validation message, the API's message, ...); ``<NA>`` where there
+        is none. Built when first read."""
         if self._rows is None:
             self._rows = self._book.frame()
+            self._rows.attrs[HEADER] = self.header
         return self._rows
+
+    @property
+    def header(self) -> dict[str, Any]:
+        """What the rows file records of the run (``rows.attrs["churn_connector"]``): the
+        input's fingerprint, the kind, the run's id, whether it completed."""
+        header = rows_header(
+            self.kind, self.run_id, self.fingerprint, complete=self.complete, dry_run=self.dry_run
+        )
+        return {**header, "subset": True} if self.subset else header
+
+    def receipt(self, exit_code: int | None = None, *, command: str = "send") -> dict[str, Any]:
+        """The run's receipt: one JSON object of counts and ids (never data, never the key)
+        that ``--receipts`` appends as a line; ``exit_code`` defaults to :attr:`exit_code`."""
+        return receipt(
+            command=command,
+            kind=self.kind,
+            header=self.header,
+            counts=self.counts,
+            requests=len(self._chunks),
+            retries=self.retries,
+            exit_code=self.exit_code if exit_code is None else exit_code,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
 
     @property
     def chunks(self) -> pd.DataFrame:
@@ -101,12 +152,19 @@ class SendResult:
             self._chunk_frame = pd.DataFrame(
                 [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
                 columns=CHUNK_COLUMNS,
-            ).astype({"parent_chunk": "Int64", "http_status": "Int64"})
+            ).astype(
+                {
+                    "parent_chunk": "Int64",
+                    "http_status": "Int64",
+                    "error": "string",
+                    "response": "string",
+                }
+            )
         return self._chunk_frame
 
     @property
     def failures(self) -> pd.DataFrame:
-        """Rows that were not delivered (invalid, rejected, failed or expired)."""
+        """Rows that were not delivered (invalid, rejected, failed or expired), as ``rows``."""
         return self.first_failures(None)
 
     def first_failures(self, n: int | None = 10) -> pd.DataFrame:
@@ -119,7 +177,10 @@ class SendResult:
         if self._rows is not None:
             yield self._rows
             return
-        yield from self._book.frames(block)
+        header = self.header
+        for frame in self._book.frames(block):
+            frame.attrs[HEADER] = header
+            yield frame
 
     @property
     def ok(self) -> bool:
@@ -192,7 +253,13 @@ class SendResult:
             self._groups,
             dry_run=self.dry_run,
             remarks=self.notes,
+            retries=self.retries,
         )
+
+    @property
+    def retries(self) -> int:
+        """Attempts beyond the first, over every request (``res.chunks["attempts"]``)."""
+        return sum(max(c.attempts - 1, 0) for c in self._chunks)
 
 
 RESULT_SUFFIXES = (".csv", ".parquet")
@@ -215,21 +282,35 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
     check_result_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".csv":
+        header: dict[str, Any] | None = None
         with path.open("w", newline="", encoding="utf-8") as fh:
             for k, frame in enumerate(frames):
-                frame.to_csv(fh, index=False, header=k == 0)
+                header = header or header_of(frame)
+                _with_labels(frame).to_csv(fh, index=False, header=k == 0)
+        if header is not None:  # a rows file's header: CSV has no place for it
+            sidecar(path).write_bytes(header_bytes(header))
         return
     writer: pq.ParquetWriter | None = None
     try:
-        for frame in frames:
+        for labelled in frames:
+            frame = _with_labels(labelled)
             schema = None if writer is None else writer.schema
             table = pa.Table.from_pandas(_parquet_ready(frame), schema=schema, preserve_index=False)
             if writer is None:
+                found = header_of(labelled)
+                if found is not None:  # a rows file's header, in the file's metadata
+                    meta = {**(table.schema.metadata or {}), HEADER.encode(): header_bytes(found)}
+                    table = table.replace_schema_metadata(meta)
                 writer = pq.ParquetWriter(path, table.schema)
             writer.write_table(table)
     finally:
         if writer is not None:
             writer.close()
+
+
+def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    # a named index (the per-row frame's row labels) is the file's first column
+    return frame.reset_index() if frame.index.name is not None else frame
 
 
 def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
@@ -240,3 +321,17 @@ def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
         if frame[c].dtype == object or isinstance(frame[c].dtype, pd.CategoricalDtype)
     ]
     return frame.astype(dict.fromkeys(text, "string"))
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write a text report (JSON, JUnit XML) as UTF-8, its folder made if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def append_line(line: str, path: Path) -> None:
+    """Append one line (a receipt) to ``path``, its folder made if needed: one ``write`` in
+    append mode, so lines of runs that finish together do not interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line.rstrip("\n") + "\n")

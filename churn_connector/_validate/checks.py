@@ -9,7 +9,6 @@ docs' table of checks (docs/reference/checks.md) is generated from this registry
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from dataclasses import dataclass
@@ -324,13 +323,17 @@ def readme_with_table(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="print or update the docs' checks table")
-    parser.add_argument("--update", type=Path, help="rewrite the table in this file")
-    args = parser.parse_args(argv)
-    if args.update is None:
+    """Print the checks table, or rewrite it in a file: ``--update FILE``. (No argparse:
+    importing it would cost every ``import churn_connector`` some 6 ms.)"""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
         print(markdown_table())
         return 0
-    args.update.write_text(readme_with_table(args.update.read_text()))
+    if len(args) != 2 or args[0] != "--update":
+        print("usage: checks.py [--update FILE]  (print or update the docs' checks table)")
+        return 2
+    path = Path(args[1])
+    path.write_text(readme_with_table(path.read_text()))
     return 0
 
 

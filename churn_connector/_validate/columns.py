@@ -24,6 +24,7 @@ from .._json.values import (
     object_value,
     to_json,
 )
+from .._read.arrow import pylist
 
 MISSING: Any = object()  # a cell that is omitted from the wire (null, NaN, NA)
 
@@ -57,15 +58,26 @@ def values_of(s: pd.Series) -> list[Any]:
     """The Python values of a column as the wire reads them. An Arrow column of lists,
     structs or maps gives Arrow's own values: a null in a list stays None and an int an int
     (``to_numpy`` would give pandas' NaN and floats), and a map is a dict, as it is in an
-    Arrow input's flat columns (a map with a repeated key keeps its pairs, as written)."""
+    Arrow input's flat columns (a map with a repeated key keeps its pairs, as written), on
+    every supported pyarrow."""
     if not is_nested_arrow(s):
         return s.tolist()
     chunked = pa.array(s)
     arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
     try:
-        return arr.to_pylist(maps_as_pydicts="strict")  # type: ignore[no-any-return]
-    except KeyError:
-        return arr.to_pylist()  # type: ignore[no-any-return]
+        return pylist(arr)
+    except (KeyError, ValueError):
+        # a repeated key (pyarrow 20+ re-raises the KeyError as a ValueError when the map
+        # sits in a struct): row by row, so only that row keeps its pairs (a struct with
+        # repeated field names raises again here)
+        values: list[Any] = []
+        for i in range(len(arr)):
+            row = arr.slice(i, 1)
+            try:
+                values.extend(pylist(row))
+            except (KeyError, ValueError):
+                values.extend(row.to_pylist())
+        return values
 
 
 def elementwise(s: pd.Series, test: Callable[[Any], bool]) -> pd.Series:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,11 +16,14 @@ import pyarrow
 from .._core.book import RowBook
 from .._core.exceptions import ConfigurationError, DataValidationError
 from .._core.types import Note, RowState
-from .._core.words import row_label, shown
+from .._core.words import row_label, shown, value_text
 from .._json.values import has_surrogate, mask_unreportable
 from .._notebook.display import report_html
 from .._notebook.plots import failures_chart
+from .._read.fingerprint import Source
 from .checks import require
+from .document import FIRST_FAILURES, document, dumps
+from .gate import GateOptions, GateVerdict, ThresholdArg, check_of_kind, counted_rows, judge
 from .pandera import full_validation, pa, schema_errors
 from .schema import UnknownColumn, explanations, frame_owners
 
@@ -144,6 +148,8 @@ class FailureLog:
         self.book = book
         self.records: list[dict[str, Any]] = []
         self._table_level: set[tuple[Any, ...]] = set()
+        # rows each table-level failure marked, over every slice it was found in
+        self.table_rows: Counter[tuple[str | None, str]] = Counter()
 
     def add(self, records: list[dict[str, Any]], start: int, n: int) -> None:
         """Note one slice's schema failures on its rows (``start`` .. ``start + n``)."""
@@ -151,6 +157,7 @@ class FailureLog:
             note = _note(rec["check"], rec["message"])
             if rec["position"] is None:
                 key = (rec["column"], rec["check"])
+                self.table_rows[key] += n
                 if key not in self._table_level:
                     self._table_level.add(key)
                     self.records.append(rec)
@@ -223,10 +230,31 @@ def failure_line(position: Any, row: Any, column: Any, message: str) -> str:
 
 
 def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
-    data = {c: pd.Series([r[c] for r in records], dtype=object) for c in FAILURE_COLUMNS}
-    frame = pd.DataFrame(data)
-    frame["position"] = frame["position"].astype("Int64")
-    return frame
+    """``report.failures``: pandas' nullable dtypes (``<NA>`` where a failure concerns the
+    whole table, or has no value); ``value`` as people read it (``value_text``)."""
+    labels = [pd.NA if r["row"] is None else r["row"] for r in records]
+    return pd.DataFrame(
+        {
+            "row": _labels(labels),
+            "position": pd.array([r["position"] for r in records], dtype="Int64"),
+            "column": pd.array([r["column"] for r in records], dtype="string"),
+            "check": pd.array([r["check"] for r in records], dtype="string"),
+            "value": pd.array([value_text(r["value"]) for r in records], dtype="string"),
+            "message": pd.array([r["message"] for r in records], dtype="string"),
+        },
+        columns=FAILURE_COLUMNS,
+    )
+
+
+def _labels(labels: list[Any]) -> Any:
+    """Row labels as a nullable array: ``Int64`` or ``string`` when they are all of a kind."""
+    try:
+        array = pd.array(labels)
+    except (TypeError, ValueError):
+        array = pd.array(labels, dtype=object)
+    if array.dtype == object and all(isinstance(v, str) for v in labels if v is not pd.NA):
+        array = pd.array(labels, dtype="string")
+    return array
 
 
 class ValidationReport:
@@ -239,8 +267,10 @@ class ValidationReport:
     ``n_invalid`` count rows; ``duplicates`` counts exact repeats (same message id, sent
     once). ``quarantine()`` joins the invalid rows and their failures; ``plot()`` charts the
     failures. ``notes``: what is worth knowing but is no failure (e.g. channels opted in by
-    default), as dicts with ``kind``, ``column``, ``count`` and ``message``. In a notebook it
-    shows itself as a summary.
+    default), as dicts with ``kind``, ``column``, ``count`` and ``message``. ``wire_paths``
+    (events): slices written by the column-wise path and by the per-row one (its fallback;
+    the reason is logged at DEBUG), as ``SendResult.wire_paths``. In a notebook it shows
+    itself as a summary.
     """
 
     def __init__(
@@ -255,8 +285,17 @@ class ValidationReport:
         invalid: pd.DataFrame | None = None,
         invalid_positions: np.ndarray | None = None,
         notes: Sequence[Note] = (),
+        wire_paths: Mapping[str, int] | None = None,
+        source: Source | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+        table_rows: Mapping[tuple[str | None, str], int] | None = None,
     ) -> None:
         self.kind = kind
+        self.source = source if source is not None else Source("table", None)
+        self.fingerprint: dict[str, Any] = dict(fingerprint or {})
+        # rows each table-level failure (column, check) marked
+        self.table_rows: dict[tuple[str | None, str], int] = dict(table_rows or {})
+        self.wire_paths: dict[str, int] = dict(wire_paths or {})
         self.valid = valid
         self.failures = failures
         self.n_rows = n_rows
@@ -273,6 +312,50 @@ class ValidationReport:
     def ok(self) -> bool:
         """No row is invalid and nothing failed."""
         return self.n_invalid == 0 and self.failures.empty
+
+    @property
+    def invalid_positions(self) -> np.ndarray:
+        """The 0-based positions of the invalid rows in the input, in order."""
+        return self._invalid_positions
+
+    def gate(
+        self,
+        *,
+        max_invalid: ThresholdArg = None,
+        warn_invalid: ThresholdArg = None,
+        warn_on: Sequence[str] | None = None,
+    ) -> GateVerdict:
+        """The data-quality gate's verdict on this report, with its reasons.
+
+        ``max_invalid``: fail above this many invalid rows (``10``) or this share of the
+        rows (``"0.5%"``); unset, any invalid row fails. ``warn_invalid``: warn above it
+        (unset: any invalid row within ``max_invalid`` warns). ``warn_on``: checks whose
+        failures only warn (their rows stay invalid and unsent, but do not count against
+        ``max_invalid``). ``verdict.status`` is ``"pass"``, ``"warn"`` or ``"fail"``;
+        ``verdict.exit_code`` is the command line's (0, or 1 when it fails).
+        """
+        options = GateOptions(max_invalid=max_invalid, warn_invalid=warn_invalid, warn_on=warn_on)
+        warned_checks = tuple(options.warn_on or ())
+        for check in warned_checks:
+            check_of_kind(check, self.kind)
+        invalid, warned = counted_rows(self, warned_checks)
+        return judge(self.n_rows, invalid, warned, options)
+
+    def to_json(
+        self,
+        *,
+        max_invalid: ThresholdArg = None,
+        warn_invalid: ThresholdArg = None,
+        warn_on: Sequence[str] | None = None,
+        first: int = FIRST_FAILURES,
+    ) -> str:
+        """The report as the JSON document of contract ``v1`` (its JSON Schema:
+        ``docs/reference/validation-report.v1.schema.json``): the gate's verdict (judged as
+        :meth:`gate` judges), counts per state, per check and per column, the first
+        ``first`` failures with their row labels (and file and line, for CSV and NDJSON
+        rows), the notes, the input's fingerprint, the package and contract versions."""
+        verdict = self.gate(max_invalid=max_invalid, warn_invalid=warn_invalid, warn_on=warn_on)
+        return dumps(document(self, verdict, first=first))
 
     def summary(self) -> str:
         """Rows valid and invalid, failures by check, the first five failures."""
@@ -347,36 +430,55 @@ def quarantine_frame(
     common_checks = [str(c) for c in table["check"].tolist()]
     common_reasons = [str(m) for m in table["message"].tolist()]
     out = invalid.copy()
-    out["failed_checks"] = [
-        ", ".join(dict.fromkeys(common_checks + checks.get(p, []))) for p in positions.tolist()
-    ]
-    out["reasons"] = [" | ".join(common_reasons + reasons.get(p, [])) for p in positions.tolist()]
+    out["failed_checks"] = pd.array(
+        [", ".join(dict.fromkeys(common_checks + checks.get(p, []))) for p in positions.tolist()],
+        dtype="string",
+    )
+    out["reasons"] = pd.array(
+        [" | ".join(common_reasons + reasons.get(p, [])) for p in positions.tolist()],
+        dtype="string",
+    )
     return out
 
 
-def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``frame`` with its row labels (first column ``row``) as CSV or Parquet."""
+def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str], *, labels: bool = True) -> Path:
+    """Write ``frame`` with its row labels (first column ``row``; none without ``labels``)
+    as CSV or Parquet."""
     target = Path(path)
     suffixes = [s.lower() for s in target.suffixes]
     if ".parquet" not in suffixes and ".csv" not in suffixes:
         raise ConfigurationError(f"{target}: use a .csv or .parquet file name")
     target.parent.mkdir(parents=True, exist_ok=True)
     label = "row" if "row" not in frame.columns else "row_label"
-    labelled = frame.rename_axis(label).reset_index()
+    labelled = frame.rename_axis(label).reset_index() if labels else frame.reset_index(drop=True)
     if ".csv" in suffixes:
-        labelled.to_csv(target, index=False)
+        # text cells hold objects and lists as people read them (value_text), not reprs
+        labelled.assign(**_as_text(labelled, containers_only=True)).to_csv(target, index=False)
         return target
     try:
         labelled.to_parquet(target, index=False)
     except (pyarrow.ArrowException, TypeError, ValueError):
         # bad rows often mix types in one column (that is why they are bad): Parquet
         # columns cannot, so those columns are written as text (nulls stay null)
-        mixed = {c: labelled[c].map(_text) for c in labelled.columns if labelled[c].dtype == object}
-        labelled.assign(**mixed).to_parquet(target, index=False)
+        labelled.assign(**_as_text(labelled)).to_parquet(target, index=False)
     return target
 
 
-def _text(value: Any) -> str | None:
-    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
-        return None
-    return str(value)
+def _as_text(frame: pd.DataFrame, *, containers_only: bool = False) -> dict[str, pd.Series]:
+    """The object columns of ``frame`` as ``value_text`` writes their cells (only those
+    holding an object or a list, with ``containers_only``)."""
+    out = {}
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object:
+            continue
+        if containers_only and not column.map(_container).any():
+            continue
+        out[str(name)] = pd.Series(
+            pd.array([value_text(v) for v in column.tolist()], dtype="string"), index=frame.index
+        )
+    return out
+
+
+def _container(value: Any) -> bool:
+    return isinstance(value, dict | list | tuple | set | frozenset | np.ndarray)

@@ -1,5 +1,6 @@
 """The Airflow provider: ``ChurnHook`` (a ``churn`` Connection → a Client),
-``SendEventsOperator`` and ``IdentifyOperator``. Needs ``pip install churn-connector[airflow]``
+``SendEventsOperator`` and ``IdentifyOperator``, and ``ValidateOperator`` (the data-quality
+gate). Needs ``pip install churn-connector[airflow]``
 (Airflow 3.3.1+).
 
 Names load on first use: Airflow's provider discovery imports ``churn_connector.airflow.
@@ -15,15 +16,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .hook import ChurnHook
     from .operators import ChurnSendKilled, IdentifyOperator, SendEventsOperator
+    from .validate import ValidateOperator
 
 _LAZY = {
     "ChurnHook": ".hook",
     "ChurnSendKilled": ".operators",
     "IdentifyOperator": ".operators",
     "SendEventsOperator": ".operators",
+    "ValidateOperator": ".validate",
 }
 
-__all__ = ["ChurnHook", "ChurnSendKilled", "IdentifyOperator", "SendEventsOperator"]
+__all__ = [
+    "ChurnHook",
+    "ChurnSendKilled",
+    "IdentifyOperator",
+    "SendEventsOperator",
+    "ValidateOperator",
+]
 
 
 def __getattr__(name: str) -> Any:

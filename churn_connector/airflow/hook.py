@@ -28,8 +28,9 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from .._client import Client
-from .._core.config import CLIENT_FIELDS, RETRY_FIELDS, Secret, client_options_from
+from .._core.config import TIMEOUT_FIELDS, Secret
 from .._core.exceptions import ChurnConnectorError, ConfigurationError
+from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from
 from .provider import CONN_TYPE, DEFAULT_CONN_ID, INTEGRATION
 
 __all__ = ["ChurnHook", "base_url_from", "client_options_from_extra"]
@@ -82,7 +83,8 @@ class ChurnHook(BaseHook):
     """Builds a :class:`churn_connector.Client` from an Airflow connection.
 
     ``client_options`` override the connection's extra for this hook, e.g.
-    ``ChurnHook(max_concurrency=4)`` or ``ChurnHook(retry=cc.RetryPolicy(max_attempts=3))``;
+    ``ChurnHook(max_concurrency=4)``, ``ChurnHook(retry=cc.RetryPolicy(max_attempts=3))`` or
+    ``ChurnHook(timeouts=cc.Timeouts(read=10))`` (which replaces the extra's four timeouts);
     the base URL and the key come from the connection only.
     """
 
@@ -104,10 +106,18 @@ class ChurnHook(BaseHook):
                 f"connection {self.churn_conn_id!r} has no password: put the API key there"
             )
         overrides = dict(self.client_options)
-        retry = overrides.pop("retry", None)  # a whole RetryPolicy, if given
-        options = client_options_from_extra({**conn.extra_dejson, **overrides})
-        if retry is not None:
-            options["retry"] = retry
+        # values given whole: a RetryPolicy, a Timeouts (which replaces the extra's four)
+        whole: dict[str, Any] = {
+            k: overrides.pop(k) for k in ("retry", "timeouts") if k in overrides
+        }
+        extra = dict(conn.extra_dejson)
+        if "timeouts" in whole:
+            extra = {
+                k: v
+                for k, v in extra.items()
+                if k.removeprefix(f"extra__{CONN_TYPE}__") not in TIMEOUT_FIELDS
+            }
+        options = {**client_options_from_extra({**extra, **overrides}), **whole}
         base_url = base_url_from(conn.host, conn.port, conn.schema)
         try:
             # the key goes straight into a Secret: no local variable of ours holds it

@@ -13,12 +13,13 @@ from the Connection (``ChurnHook``) and is no argument of these operators.
 
 The task fails with the run's summary when valid rows were not delivered, and, with
 ``fail_on_invalid=True``, when rows were invalid (or expired). Failures a retry cannot mend
-(the key refused, bad options, invalid or rejected rows) fail without retrying.
+(the exception's ``retryable`` is False: the key refused, an untrusted certificate, bad
+options, a broken input, invalid or rejected rows) fail without retrying.
 """
 
 from __future__ import annotations
 
-import inspect
+import datetime as dt
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -28,8 +29,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
-from .._core.exceptions import AuthenticationError, ConfigurationError, DeliveryError, _RunStopped
-from .._results.result import SendResult
+from .._client import send_keywords
+from .._core.exceptions import ConfigurationError, DeliveryError, RunStopped
+from .._core.text_options import keyword_from_text
+from .._core.types import Kind
+from .._results.result import SendResult, append_line
+from .._results.runs import now_utc, receipt_line, receipts_path, stopped_receipt
 from .._tasks import Recorded, record
 from .hook import ChurnHook
 from .provider import DEFAULT_CONN_ID
@@ -69,9 +74,8 @@ def _is_location(value: Any) -> bool:
 class _ChurnSendOperator(BaseOperator):
     """What both operators share; see the module's docstring."""
 
-    _kind: ClassVar[str]  # "events" | "identities": the result files' prefix
-    _method: ClassVar[str]  # the Client method that sends
-    template_fields: Sequence[str] = ("source", "results_dir", "send_options")
+    _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
+    template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts")
     template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
     ui_color = "#e8f1fb"
 
@@ -85,6 +89,7 @@ class _ChurnSendOperator(BaseOperator):
         results_dir: str | None = DEFAULT_RESULTS_DIR,
         results_base: str | None = None,
         fail_on_invalid: bool = False,
+        receipts: str | bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -108,6 +113,8 @@ class _ChurnSendOperator(BaseOperator):
         self.results_dir = results_dir
         self._results_base = results_base
         self.fail_on_invalid = fail_on_invalid
+        # True: receipts.jsonl in results_dir; a path: that file (or folder); False: none
+        self.receipts = receipts
         self._sending = False
         self._main_thread: int | None = None
 
@@ -140,13 +147,10 @@ class _ChurnSendOperator(BaseOperator):
             client = ChurnHook(self.churn_conn_id, **self.client_options).get_conn()
         except ConfigurationError as exc:
             raise AirflowFailException(f"churn connection {self.churn_conn_id!r}: {exc}") from None
-        send: Callable[..., SendResult] = getattr(client, self._method)
-        options = dict(self.send_options)
-        known = set(inspect.signature(send).parameters) - {"data"}
-        if unknown := sorted(set(options) - known):
-            raise AirflowFailException(
-                f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
-            )
+        send: Callable[..., SendResult] = (
+            client.send_events if self._kind == "events" else client.identify
+        )
+        options = self._send_options()
 
         ledger = options.get("ledger")
         if isinstance(ledger, str | os.PathLike) and not options.get("dry_run"):
@@ -169,6 +173,9 @@ class _ChurnSendOperator(BaseOperator):
             "results_dir": self.results_dir or None,
             "try_number": context["ti"].try_number,
         }
+        receipt = self._write_receipt(recorded, context)
+        if receipt is not None:
+            summary["files"] = {**summary.get("files", {}), "receipts": receipt}
         failure = self._failure(recorded)
         if failure is not None:
             self.log.error("churn %s: the task fails; summary %s", self._kind, summary)
@@ -189,6 +196,55 @@ class _ChurnSendOperator(BaseOperator):
                 recorded.files.get("rows", "the rows file: results_dir is off"),
             )
         return summary
+
+    def _write_receipt(self, recorded: Recorded, context: Context) -> str | None:
+        """Append the run's receipt (``receipts``): counts and ids, never data or the key."""
+        target = self.receipts
+        if target is True:
+            target = self.results_dir or ""
+        if not target:
+            return None
+        if recorded.result is not None:
+            made = recorded.result.receipt(command="airflow")
+        else:
+            assert recorded.error is not None
+            started = now_utc() - dt.timedelta(seconds=recorded.elapsed_s)
+            made = stopped_receipt("airflow", self._kind, recorded.error, started)
+        ti = context["ti"]
+        made["airflow"] = {
+            "dag_id": ti.dag_id,
+            "task_id": ti.task_id,
+            "run_id": ti.run_id,
+            "try_number": ti.try_number,
+            "map_index": ti.map_index,
+        }
+        path = receipts_path(str(target))
+        try:
+            append_line(receipt_line(made), path)
+        except OSError:  # a receipt is a record, not the task's purpose
+            self.log.exception("churn %s: could not write the receipt to %s", self._kind, path)
+            return None
+        return str(path)
+
+    def _send_options(self) -> dict[str, Any]:
+        """``send_options`` by the names and types of the send's declared keywords: an
+        unknown name fails the task; a rendered template is text, read by the keyword's type
+        (``"false"`` for a bool, JSON for a mapping; a str keyword keeps it as written)."""
+        declared = {o.name: o for o in send_keywords(self._kind)}
+        known = {*declared, "options"}
+        if unknown := sorted(set(self.send_options) - known):
+            raise AirflowFailException(
+                f"churn {self._kind}: unknown send_options {unknown}; known: {sorted(known)}"
+            )
+        try:
+            return {
+                name: keyword_from_text(name, value, declared[name].hint, "send_options")
+                if name in declared
+                else value
+                for name, value in self.send_options.items()
+            }
+        except ConfigurationError as exc:
+            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
 
     def on_kill(self) -> None:
         """Stop a send in progress. Airflow 3 calls this from its SIGTERM handler in the main
@@ -214,7 +270,7 @@ class _ChurnSendOperator(BaseOperator):
             cause = error.__cause__
             if cause is not None and not isinstance(cause, Exception | ChurnSendKilled):
                 return cause  # Airflow's own (AirflowTaskTimeout): its handling applies
-            if isinstance(error, AuthenticationError):
+            if not error.retryable:  # the key refused, a TLS setup, a broken file, ...
                 return AirflowFailException(f"churn {self._kind}: {error}{files}")
             return _with_note(error, files)
         assert recorded.result is not None
@@ -222,15 +278,15 @@ class _ChurnSendOperator(BaseOperator):
             recorded.result.raise_for_failures(allow_invalid=not self.fail_on_invalid)
         except DeliveryError as exc:
             message = f"churn {self._kind}: rows not delivered: {exc}{files}"
-            if exc.counts.get("failed"):
-                # outcome unknown or never sent: a retry may deliver them, and message ids
-                # make re-sending what did arrive harmless
+            if exc.retryable:
+                # rows failed (outcome unknown or never sent): a retry may deliver them, and
+                # message ids make re-sending what did arrive harmless
                 return DeliveryError(message, counts=exc.counts)
             return AirflowFailException(message)  # invalid or rejected: the data must change
         return None
 
 
-def _with_note(error: _RunStopped, note: str) -> _RunStopped:
+def _with_note(error: RunStopped, note: str) -> RunStopped:
     if note:
         error.add_note(note.strip())
     return error
@@ -247,7 +303,6 @@ class SendEventsOperator(_ChurnSendOperator):
     """
 
     _kind = "events"
-    _method = "send_events"
 
 
 class IdentifyOperator(_ChurnSendOperator):
@@ -256,4 +311,3 @@ class IdentifyOperator(_ChurnSendOperator):
     otherwise as :class:`SendEventsOperator`."""
 
     _kind = "identities"
-    _method = "identify"

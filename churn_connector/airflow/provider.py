@@ -79,7 +79,12 @@ def get_provider_info() -> dict[str, Any]:
         "churn ingestion API.",
         "integrations": [{"integration-name": INTEGRATION, "tags": ["service"]}],
         "hooks": [{"integration-name": INTEGRATION, "python-modules": [f"{_HERE}.hook"]}],
-        "operators": [{"integration-name": INTEGRATION, "python-modules": [f"{_HERE}.operators"]}],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [f"{_HERE}.operators", f"{_HERE}.validate"],
+            }
+        ],
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,

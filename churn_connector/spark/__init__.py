@@ -10,7 +10,8 @@ partition from its own task with the package's validation, wire format and retri
   :func:`save` wraps it (parallelism filled in, identities partitioned by user, the
   package's :class:`~churn_connector.DeliveryError`, the summary returned);
 * :func:`send_events` / :func:`identify`: per-row results as a lazy DataFrame;
-* :func:`partition_by_user`: what identify needs before the data source.
+* :func:`partition_by_user`: what identify needs before the data source;
+* :func:`validate`: the data-quality gate, its per-check counts computed by Spark.
 
 The key comes from ``CHURN_API_KEY`` in the executors' environment, or from the option
 ``api_token``, whose name Spark's redaction hides (docs/guides/spark.md: keeping the key out of
@@ -20,6 +21,7 @@ across the tasks that run at once (``parallelism``).
 
 from __future__ import annotations
 
+from .gate import validate
 from .options import DEFAULT_REQUESTS_PER_SECOND, NAME, SparkSettings
 from .results import identify, partition_by_user, send_events, task_parallelism
 from .source import ChurnCommitMessage, ChurnDataSource, ChurnWriter, register, save
@@ -37,4 +39,5 @@ __all__ = [
     "save",
     "send_events",
     "task_parallelism",
+    "validate",
 ]

@@ -9,23 +9,18 @@ Python API (``max_concurrency``, ``namespace``, ``duplicates``, ...), checked on
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._client import Client
-from .._core.config import (
-    CLIENT_FIELDS,
-    RETRY_FIELDS,
-    ClientConfig,
-    Secret,
-    client_options_from,
-    from_text,
-)
+from .._client import Client, send_keywords
+from .._core.config import ClientConfig, Secret
 from .._core.exceptions import ConfigurationError
+from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from, from_text
 from .._core.types import KINDS, Kind
-from .._events.api import event_options
-from .._identities.api import identity_options
+from .._delivery.options import SendOptions
+from .._events.options import EventOptions
+from .._identities.options import IdentityOptions
 from .._read import DEFAULT_SLICE_ROWS
 
 NAME = "churn"  # df.write.format("churn")
@@ -39,35 +34,17 @@ DEFAULT_REQUESTS_PER_SECOND = 200.0
 # the column partition_by_user adds: each row's place before the shuffle (tasks drop it)
 ORDER_COLUMN = "__churn_order"
 
-# the send options of the Python API that mean something for a Spark partition, as typed
-# (dtypes, encoding and the text options (delimiter, header, ...) are for files: a Spark
-# column carries its type; progress is off)
-_COMMON: dict[str, Any] = {
-    "naive_timezone": str | None,
-    "extra_columns": str,
-    "slice_rows": int,
-    "rename": Mapping[str, str] | None,
-    "decimals": str,
-    "rename_style": str | None,
-    "ledger": str | None,
-    "dry_run": bool,
-}
+# the send options of the Python API that mean something for a Spark partition, by name and
+# type hint, from their declarations (``spark=False``: dtypes, encoding and the text options
+# are for files, as a Spark column carries its type; progress is off); batch_size and
+# max_concurrency are read as the client's
 SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
-    "events": {
-        **_COMMON,
-        "namespace": str | None,
-        "id_columns": Sequence[str] | None,
-        "epoch_unit": str | None,
-        "event_type_style": str | None,
-        "id_format": str,
-    },
-    "identities": {
-        **_COMMON,
-        "phone_region": str | None,
-        "duplicates": str,
-        "blank_consent": str,
-        "require_consent": bool,
-    },
+    kind: {
+        o.name: o.hint
+        for o in send_keywords(kind)
+        if o.declared.spark and o.name not in CLIENT_FIELDS
+    }
+    for kind in KINDS
 }
 # options of this integration (path: Spark adds it for save("..."), which means nothing here)
 OWN_OPTIONS = {
@@ -178,11 +155,9 @@ class SparkSettings:
             **options,
             max_requests_per_second=self.task_rate(),
         )
-        send = {k: v for k, v in self.send_options.items() if k not in ("ledger", "dry_run")}
-        if self.kind == "events":
-            event_options(**send)
-        else:
-            identity_options(**send)
+        table = EventOptions if self.kind == "events" else IdentityOptions
+        table.given(self.send_options)  # checked as a task will check them
+        SendOptions.given(self.send_options)
 
     def task_rate(self) -> float | None:
         """One task's share of the job's request budget (None: no budget)."""

@@ -103,11 +103,11 @@ class _ResultsTask:
         kept = source.kept_table().combine_chunks()
         columns: dict[str, Any] = {name: kept.column(name) for name in self.keep}
         columns["partition"] = pa.array(np.full(n, where.partition, dtype=np.int32))
-        columns["row"] = pa.array(rows["position"].to_numpy(dtype=np.int64))
+        columns["row"] = pa.array(np.arange(n, dtype=np.int64))  # the rows, in input order
         columns["status"] = pa.array(rows["status"].astype(str).to_numpy(), pa.string())
-        columns["message_id"] = pa.array(rows["message_id"].to_numpy(), pa.string())
+        columns["message_id"] = pa.array(rows["message_id"], pa.string(), from_pandas=True)
         columns["chunk"] = pa.array(rows["chunk"], pa.int64(), from_pandas=True)
-        columns["error"] = pa.array(rows["error"].to_numpy(), pa.string())
+        columns["error"] = pa.array(rows["error"], pa.string(), from_pandas=True)
         yield from pa.table(columns).to_batches(max_chunksize=_BATCH_ROWS)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -100,6 +101,7 @@ def test_events_and_identities_land_exactly_once(
     assert events["files"] == {
         "chunks": str(folder / "events_chunks.csv"),
         "rows": str(folder / "events_rows.parquet"),
+        "receipts": str(folder / "receipts.jsonl"),  # one line: this run's
     }
     assert pd.read_csv(events["files"]["chunks"])["status"].tolist() == ["sent"] * 3
     assert statuses(events["files"]["rows"]) == {"sent": N_EVENTS}
@@ -162,6 +164,44 @@ def test_undeliverable_rows_fail_the_task_with_the_runs_summary(
     summary = xcom("churn_send", "send_events", run_id, key="churn_summary")
     assert summary["counts"]["failed"] == N_EVENTS and summary["exit_code"] == 2
     assert statuses(summary["files"]["rows"]) == {"failed": N_EVENTS}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("api", "tries", "error"),
+    [
+        ("refused", 2, "connection refused"),  # the API down: a later try may find it up
+        ("not_tls", 1, "does not speak TLS on this port"),  # the URL must change first
+    ],
+)
+def test_a_stopped_run_is_retried_only_when_its_error_is_retryable(
+    sandbox: cc.Sandbox,
+    inputs: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    api: str,
+    tries: int,
+    error: str,
+) -> None:
+    url = (
+        f"http://127.0.0.1:{_closed_port()}"
+        if api == "refused"
+        else sandbox.base_url.replace("http://", "https://")
+    )
+    use_connection(monkeypatch, url, GOOD_KEY, max_attempts=1)
+    state, tis, run_id = run_dag("churn_retry", inputs)  # retries=1
+    logs = "".join(capfd.readouterr()) + caplog.text
+    assert state == "failed"
+    assert tis["send_events"] == ("failed", tries)
+    assert error in logs
+    summary = xcom("churn_retry", "send_events", run_id, key="churn_summary")
+    assert summary["error"].startswith("TransportError: cannot reach the API")
 
 
 @pytest.mark.parametrize("with_ledger", [False, True], ids=["no_ledger", "ledger"])

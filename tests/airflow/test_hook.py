@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import typing
 from importlib.metadata import entry_points
 
 import jsonschema
@@ -13,9 +14,10 @@ from airflow.providers_manager import ProvidersManager
 from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
 import churn_connector as cc
+from churn_connector._core.declare import options_of
 from churn_connector.airflow import ChurnHook
 from churn_connector.airflow.hook import base_url_from, client_options_from_extra
-from churn_connector.airflow.provider import get_provider_info
+from churn_connector.airflow.provider import CONN_FIELDS, get_provider_info
 
 KEY = "sk_test_hook_key"
 
@@ -112,6 +114,15 @@ def test_hook_options_override_the_connection(monkeypatch: pytest.MonkeyPatch) -
         ChurnHook(base_url="https://elsewhere.example.com").get_conn()
 
 
+def test_a_timeouts_override_replaces_the_connections_four(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"read_timeout": 7, "deadline": 60}
+    conn = {"conn_type": "churn", "host": "http://127.0.0.1:1", "password": KEY, "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_CHURN_DEFAULT", json.dumps(conn))
+    assert ChurnHook().get_conn().config.timeouts == cc.Timeouts(read=7, deadline=60)
+    config = ChurnHook(timeouts=cc.Timeouts(read=10)).get_conn().config
+    assert config.timeouts == cc.Timeouts(read=10)
+
+
 def test_test_connection_names_the_problem_without_sending(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -138,6 +149,15 @@ def test_the_provider_info_module_imports_nothing_from_airflow() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_connection_forms_fields_are_declared_client_options_of_their_type() -> None:
+    declared = {o.name: o for cls in (cc.ClientConfig, cc.RetryPolicy) for o in options_of(cls)}
+    json_types = {int: "integer", float: "number"}
+    for name, form in CONN_FIELDS.items():
+        hint = declared[name].hint  # a KeyError: the form has a field no option declares
+        base = next(a for a in (typing.get_args(hint) or (hint,)) if a is not type(None))
+        assert form["schema"]["type"][0] == json_types.get(base, "string"), name
 
 
 def test_the_provider_info_follows_airflows_schema() -> None:

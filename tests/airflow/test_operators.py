@@ -39,6 +39,34 @@ def test_a_template_that_renders_a_table_fails_before_it_is_stored() -> None:
     assert op.source is None  # nothing of the frame is left to store
 
 
+def test_send_options_are_the_sends_declared_keywords_read_from_rendered_text() -> None:
+    rendered = {
+        "dry_run": "false",  # a template renders text: read as the keyword's type
+        "batch_size": "100",
+        "rename": '{"USER": "external_user_id"}',
+        "namespace": " shop ",  # a str keyword keeps its text as written
+        "null": "\\N",  # str or a list of str: kept as written too
+    }
+    with DAG("guards", schedule=None):
+        events = SendEventsOperator(task_id="e", source="x.csv", send_options=rendered)
+        typo = SendEventsOperator(task_id="t", source="x.csv", send_options={"namespce": "x"})
+        other = IdentifyOperator(task_id="i", source="x.csv", send_options={"namespace": "x"})
+        bad = SendEventsOperator(task_id="b", source="x.csv", send_options={"dry_run": "maybe"})
+    assert events._send_options() == {
+        "dry_run": False,
+        "batch_size": 100,
+        "rename": {"USER": "external_user_id"},
+        "namespace": " shop ",
+        "null": "\\N",
+    }
+    with pytest.raises(AirflowFailException, match=r"unknown send_options \['namespce'\]"):
+        typo._send_options()
+    with pytest.raises(AirflowFailException, match=r"identities: unknown send_options"):
+        other._send_options()
+    with pytest.raises(AirflowFailException, match="'dry_run': cannot read 'maybe'"):
+        bad._send_options()
+
+
 def test_on_kill_stops_only_a_send_in_progress_in_its_thread() -> None:
     with DAG("guards", schedule=None):
         op = SendEventsOperator(task_id="t", source="x.parquet")

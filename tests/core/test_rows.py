@@ -48,7 +48,7 @@ def test_a_64_bit_key_collision_never_makes_two_events_one(
         assert len(sb.events()) == 400
     assert result.counts["sent"] == 400
     assert result.counts["skipped"] == 2
-    assert list(result.rows.loc[result.rows["status"] == "skipped", "row"]) == [400, 401]
+    assert list(result.rows.index[result.rows["status"] == "skipped"]) == [400, 401]
 
 
 def test_the_spill_reads_back_what_was_written() -> None:
@@ -66,11 +66,9 @@ def test_a_frame_of_some_rows_equals_those_rows_of_the_whole_frame(
     result = client.send_events(events, now=now, slice_rows=7)
     book: RowBook = result._book
     some = np.array([0, 4, 13, 40, 59])
-    whole = book.frame().iloc[some].reset_index(drop=True)
+    whole = book.frame().iloc[some]
     pd.testing.assert_frame_equal(book.frame_at(some), whole)
-    pd.testing.assert_frame_equal(
-        result.first_failures(None), book.frame().iloc[[4, 40]].reset_index(drop=True)
-    )
+    pd.testing.assert_frame_equal(result.first_failures(None), book.frame().iloc[[4, 40]])
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
@@ -86,6 +84,51 @@ def test_rows_written_block_by_block_equal_the_whole_frame(
     read = pd.read_csv if suffix == ".csv" else pd.read_parquet
     pd.testing.assert_frame_equal(read(blocks), read(whole))
     assert read(blocks)["message_id"].isna().sum() == 1  # the invalid row: null, not "None"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+@pytest.mark.parametrize("labels", ["range", "text"])
+def test_the_rows_file_reads_back_as_the_rows_frame(
+    suffix: str,
+    labels: str,
+    client: cc.Client,
+    make_events: MakeEvents,
+    now: pd.Timestamp,
+    tmp_path: Path,
+) -> None:
+    events = make_events(now, n=20)
+    events.loc[7, "event_type"] = "Bad"
+    if labels == "text":
+        events.index = pd.Index([f"part-0.parquet:{i + 1}" for i in range(20)])
+    rows = client.send_events(events, now=now).rows
+    path = tmp_path / f"rows{suffix}"
+    write_frame(rows, path)
+    if suffix == ".csv":
+        text = {"row": "string"} if labels == "text" else {}
+        kinds = {"status": "category", "message_id": "string", "chunk": "Int64", "error": "string"}
+        back = pd.read_csv(path, index_col="row", dtype={**text, **kinds})
+    else:
+        back = pd.read_parquet(path, dtype_backend="numpy_nullable").set_index("row")
+    assert list(back.columns) == ["status", "message_id", "chunk", "error"]  # the labels first
+    pd.testing.assert_frame_equal(
+        back,
+        rows.astype({"status": str}).astype({"status": back["status"].dtype}),
+        check_index_type=False,
+        check_categorical=False,
+    )
+
+
+def test_the_rows_frame_uses_one_missing_value_marker(
+    client: cc.Client, make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    events = make_events(now, n=10)
+    events.loc[3, "event_type"] = "Bad"
+    rows = client.send_events(events, now=now).rows
+    assert rows.index.name == "row" and list(rows.index) == list(events.index)
+    assert list(rows.columns) == ["status", "message_id", "chunk", "error"]  # no position
+    assert {str(t) for t in rows.dtypes.iloc[1:]} == {"string", "Int64"}
+    missing = [rows.at[3, "message_id"], rows.at[3, "chunk"], rows.at[0, "error"]]
+    assert all(value is pd.NA for value in missing)
 
 
 def test_a_book_reserved_for_the_input_is_allocated_once() -> None:

@@ -72,7 +72,7 @@ def test_invalid_rows_never_reach_the_server(
     }
     sent_ids = set(sandbox.events()["message_id"])
     invalid_rows = result.rows[result.rows["status"] == "invalid"]
-    assert list(invalid_rows["row"]) == [2, 5]
+    assert list(invalid_rows.index) == [2, 5]
     assert sent_ids.isdisjoint(set(invalid_rows["message_id"].dropna()))
     assert sandbox.stats()["rejected"] == 0
     assert result.exit_code == 1
@@ -188,7 +188,7 @@ def test_other_client_errors_are_not_retried_but_bisected(make_events: MakeEvent
         assert len(sandbox.events()) == 6
     assert result.counts["sent"] == 6 and result.counts["rejected"] == 2
     rejected = result.rows[result.rows["status"] == "rejected"]
-    assert list(rejected["row"]) == [1, 6]
+    assert list(rejected.index) == [1, 6]
     assert "HTTP 400" in rejected.iloc[0]["error"]
     assert set(result.chunks["attempts"]) == {1}
     assert result.chunks.iloc[0]["status"] == "split"
@@ -317,6 +317,7 @@ def test_a_wrong_endpoint_stops_the_run_without_bisecting(
     # one request went out; any already queued stop before sending
     assert (chunks["attempts"] > 0).sum() == 1
     assert (rows["status"] == "failed").all()
+    assert info.value.retryable is False  # base_url must change first
 
 
 def test_an_unusable_key_is_refused_before_sending_without_echoing_it() -> None:

@@ -179,6 +179,13 @@ def test_a_closed_port_stops_the_run_naming_host_and_cause(
     assert info.value.rows is not None and len(info.value.rows) == len(events)
 
 
+def test_a_refused_connection_is_retryable(events: pd.DataFrame, now: pd.Timestamp) -> None:
+    # a server that is down may be up for the next try (an orchestrator's retry)
+    with pytest.raises(cc.TransportError) as info:
+        cc.Client(f"http://127.0.0.1:{_closed_port()}", "k").send_events(events, now=now)
+    assert info.value.retryable is True
+
+
 @pytest.mark.slow
 def test_a_closed_port_ends_the_run_within_about_30_seconds_with_real_waits(
     events: pd.DataFrame,

@@ -220,3 +220,53 @@ def test_an_orchestrators_own_exception_stops_a_send_the_same_way(
     assert isinstance(info.value.__cause__, TaskKilled)
     assert sum(info.value.counts.values()) == N_ROWS
     assert info.value.counts["sent"] == PASSING * BATCH
+
+
+# Why the tests above would pass with Sender.abort_all broken: after a stop the sender waits
+# at most a second for the requests in flight, then writes them off as "outcome unknown" and
+# closes the books, and its workers are daemon threads, so the process exits all the same.
+# What the abort itself does is end those requests: their connections are closed at once
+# instead of hanging until the read timeout. This test watches that from the server's side,
+# in a process that lives on after the interrupt (a notebook's kernel, a worker).
+
+PATIENT = 300.0  # seconds the client would otherwise wait for a stalled answer
+
+
+def test_an_interrupt_closes_the_connections_of_the_requests_in_flight(
+    stalling: FaultProxy, sandbox: cc.Sandbox, make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    class Stopped(BaseException):
+        """What an orchestrator's (or the stop button's) handler raises in the main thread."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Stopped
+
+    def stop_when_stalled() -> None:
+        if stalling.wait_for(lambda p: p.mode_counts["stall"] >= 4, timeout=60):
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    watcher = threading.Thread(target=stop_when_stalled, daemon=True)
+    try:
+        watcher.start()
+        client = cc.Client(
+            stalling.url,
+            sandbox.api_key,
+            max_concurrency=4,
+            read_timeout=PATIENT,
+            request_timeout=PATIENT,
+        )
+        with pytest.raises(cc.Interrupted):
+            client.send_events(make_events(now, n=N_ROWS), now=now, batch_size=BATCH)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        watcher.join(timeout=5)
+    # the stalled requests' connections were closed by the client, not left to time out
+    assert stalling.wait_for(lambda p: p.open_connections == 0, timeout=PATIENT / 30), (
+        f"{stalling.open_connections} connections still open after the interrupt"
+    )
+    # and no sending thread is left blocked on one
+    deadline = time.monotonic() + PATIENT / 30
+    while any(t.name.startswith("churn-send-") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "a sending thread is still blocked on its request"
+        time.sleep(0.05)

@@ -4,6 +4,7 @@ where someone watches, periodic log lines otherwise; never a warning."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ import pytest
 import churn_connector as cc
 from churn_connector import samples
 from churn_connector._delivery import progress as progress_module
-from churn_connector._delivery.progress import Progress
+from churn_connector._delivery.progress import Progress, counts_text
+from churn_connector._notebook.palette import COLOURS
 from churn_connector._read import replayable, row_count
 from churn_connector._read.spool import SpooledArrow
 
@@ -56,15 +58,63 @@ def test_auto_mode_draws_no_bar_when_stderr_is_not_a_terminal(
     assert capsys.readouterr().err == ""
 
 
-def test_the_bar_counts_every_row_to_the_inputs_length(
+def last_frame(text: str) -> str:
+    """The bar as it is left on the screen: its last frame."""
+    return [f for f in re.split(r"[\r\n]", text) if f.strip()][-1]
+
+
+def ansi(colour: str) -> str:
+    """tqdm's escape sequence for a bar drawn in ``colour`` (#rrggbb)."""
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"\x1b[38;2;{r};{g};{b}m"
+
+
+def test_the_bar_counts_every_row_to_the_inputs_length() -> None:
+    progress = Progress("events", 1201, enabled=False)
+    for _ in range(12):
+        progress.update(100)
+    progress.update(1)  # invalid and skipped rows count too
+    assert progress.done == 1201
+
+
+def test_a_send_with_invalid_rows_ends_with_failures_filled_to_what_was_delivered(
     sandbox: cc.Sandbox, now: pd.Timestamp, capsys: pytest.CaptureFixture[str]
 ) -> None:
     export = samples.sample_events(now, n_events=1200, n_users=50)  # invalid rows and a repeat
     client = cc.Client(sandbox.base_url, sandbox.api_key)
-    client.send_events(export, now=now, progress=True)
-    bar = capsys.readouterr().err
-    assert "1201/1201" in bar and "100%" in bar  # invalid and skipped rows count too
-    assert " rows/s]" in bar and "<00:00" in bar  # a rate and an ETA
+    res = client.send_events(export, now=now, progress=True)
+    end = last_frame(capsys.readouterr().err)
+    delivered = res.counts["sent"] + res.counts["skipped"]
+    assert f"{delivered}/1201" in end and "100%" not in end  # not all of it was delivered
+    assert "events ✘ with failures" in end  # the invalid rows' mark and word
+    assert counts_text(res.counts) in end  # the result's own numbers
+    assert f"{res.counts['sent']:,} sent · 1 skipped · 6 invalid" in end
+    assert ansi(COLOURS["invalid"]) in end
+    assert re.search(r"\[\d\d:\d\d, ", end)  # how long it took
+
+
+def test_a_clean_send_ends_delivered_at_the_whole_in_the_colour_of_sent(
+    sandbox: cc.Sandbox, now: pd.Timestamp, events: pd.DataFrame, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(events, now=now, progress=True)
+    end = last_frame(capsys.readouterr().err)
+    assert res.ok
+    assert "events ✔ delivered" in end and "10/10" in end and "100%" in end
+    assert "10 sent" in end and ansi(COLOURS["sent"]) in end
+
+
+def test_a_stopped_run_says_so_with_what_was_delivered_failed_and_never_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    counts = {"pending": 89_000, "sent": 61_000, "failed": 2, "invalid": 0}
+    progress = Progress("events", 200_004, enabled=True, counts=lambda: counts)
+    progress.update(61_002)
+    progress.close(stopped=True)
+    end = last_frame(capsys.readouterr().err)
+    assert "events ↻ stopped" in end and ansi(COLOURS["failed"]) in end
+    assert "61.0k/200k" in end  # filled to what was delivered, not to what was read
+    # the numbers the stopped run's exception carries: its pending rows are failed
+    assert "61,000 sent · 89,002 failed · 50,002 not read" in end
 
 
 def test_a_notebook_without_widgets_gets_a_text_bar_on_stdout_and_no_warning(

@@ -46,6 +46,15 @@ def test_an_unknown_ca_is_refused_naming_the_host(
         send(https_url, events, now)
 
 
+def test_an_untrusted_certificate_is_not_retryable(
+    https_url: str, events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    # the CA must be named first: Airflow fails the task without retrying
+    with pytest.raises(cc.TransportError) as info:
+        send(https_url, events, now)
+    assert info.value.retryable is False
+
+
 def test_the_cli_names_its_own_flag_for_a_private_ca(
     https_url: str,
     events: pd.DataFrame,
@@ -94,8 +103,9 @@ def test_tls_to_a_plain_http_port_says_so(
     sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
 ) -> None:
     url = sandbox.base_url.replace("http://", "https://")
-    with pytest.raises(cc.TransportError, match="does not speak TLS on this port"):
+    with pytest.raises(cc.TransportError, match="does not speak TLS on this port") as info:
         send(url, events, now)
+    assert info.value.retryable is False  # the URL must change
 
 
 def test_environment_proxies_are_ignored_unless_asked_for(

@@ -2,15 +2,17 @@
 by hand names everything the code has, and the README's links lead somewhere.
 
 Generated between markers, and checked here: the command line (docs/reference/cli.md, from
-the argparse parsers) and the validation checks (docs/reference/checks.md, from
-``churn_connector._validate.checks``). ``python tests/docs/test_docs_reference.py`` rewrites both
-(``make docs-reference``).
+the argparse parsers), the validation checks (docs/reference/checks.md, from
+``churn_connector._validate.checks``) and the options' tables (docs/reference/options.md, from
+the options' declarations, ``churn_connector._core.declare``).
+``python tests/docs/test_docs_reference.py`` rewrites them (``make docs-reference``).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import sys
 import tomllib
@@ -23,8 +25,11 @@ import pytest
 import churn_connector as cc
 from churn_connector import _cli
 from churn_connector._client import IdentifyOptions, SendEventsOptions
+from churn_connector._core.declare import Option, options_of
+from churn_connector._delivery.options import SendOptions
 from churn_connector._sandbox import _cli as sandbox_cli
 from churn_connector._validate.checks import markdown_table, readme_with_table
+from churn_connector._validate.gate import GateOptions
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -33,6 +38,9 @@ CHECKS_PAGE = DOCS / "reference" / "checks.md"
 OPTIONS_PAGE = DOCS / "reference" / "options.md"
 API_PAGES = DOCS / "reference" / "api"
 CLI_BLOCK = re.compile(r"(<!-- cli:start -->\n).*?(<!-- cli:end -->)", re.DOTALL)
+OPTIONS_BLOCK = re.compile(
+    r"(<!-- options:(\w+):start -->\n).*?(<!-- options:\2:end -->)", re.DOTALL
+)
 
 
 # --------------------------------------------------------------------------- the CLI page
@@ -138,6 +146,94 @@ def test_the_checks_page_lists_every_registered_check() -> None:
     text = CHECKS_PAGE.read_text()
     assert markdown_table() in text, "docs/reference/checks.md is stale: run `make docs-reference`"
     assert readme_with_table(text) == text
+
+
+# --------------------------------------------------------------------------- the options page
+
+# the keyword that takes the others whole
+_WHOLE_ROW = (
+    "| `options` | `None` | — | all of the above as one value, passed whole: "
+    "`cc.EventOptions(...)` (events) or `cc.IdentityOptions(...)` (identities) |"
+)
+# keywords of cc.Client that are no field of ClientConfig
+_CLIENT_ROWS = [
+    "| `timeouts` | the flat four's | — | `connect_timeout`, `read_timeout`, `request_timeout` "
+    "and `deadline` as one `cc.Timeouts(connect=..., read=..., request=..., deadline=...)`; "
+    "give each once |",
+    "| `session` | `None` | — | a `requests.Session` of yours "
+    "([Sending](../concepts/sending.md#your-own-requests-session)) |",
+]
+
+
+def _default_text(option: Option) -> str:
+    if option.declared.shown_default is not None:
+        return option.declared.shown_default
+    value = option.default
+    plain = isinstance(value, str) and '"' not in value
+    return f"`{json.dumps(value) if plain else repr(value)}`"
+
+
+def _flag_text(option: Option) -> str:
+    declared, flag = option.declared, option.flag
+    if declared.shown_flag is not None:
+        return declared.shown_flag
+    if flag is None:
+        return "—"
+    spelled = f"`{flag} {declared.metavar}`" if declared.metavar else f"`{flag}`"
+    return spelled + (" (repeatable)" if declared.repeat else "")
+
+
+def _rows(options: list[Option], *, flags: bool = True, kinds: bool = False) -> list[str]:
+    events = {o.name for o in cc.EventOptions.keywords()}
+    identities = {o.name for o in cc.IdentityOptions.keywords()}
+    rows = []
+    for option in options:
+        doc = option.declared.doc
+        if kinds and option.name not in identities:
+            doc = f"events: {doc}"
+        elif kinds and option.name not in events:
+            doc = f"identities: {doc}"
+        cells = [f"`{option.name}`", _default_text(option)]
+        cells += [_flag_text(option)] if flags else []
+        rows.append("| " + " | ".join([*cells, doc]) + " |")
+    return rows
+
+
+def options_tables() -> dict[str, str]:
+    """The options page's tables, by the name of their markers."""
+    head = ["| option | default | CLI | what it does |", "|---|---|---|---|"]
+    data = {o.name: o for o in [*cc.EventOptions.keywords(), *cc.IdentityOptions.keywords()]}
+    tables = {
+        "data": [*head, *_rows(list(data.values()), kinds=True), _WHOLE_ROW],
+        "send": [*head, *_rows(list(options_of(SendOptions)))],
+        "gate": [*head, *_rows(list(options_of(GateOptions)))],
+        "client": [*head, *_rows(list(options_of(cc.ClientConfig))), *_CLIENT_ROWS],
+        "timeouts": [
+            "| field | default | what it does |",
+            "|---|---|---|",
+            *_rows(list(options_of(cc.Timeouts)), flags=False),
+        ],
+        "retry": [
+            "| option | default | what it does |",
+            "|---|---|---|",
+            *_rows(list(options_of(cc.RetryPolicy)), flags=False),
+        ],
+    }
+    return {name: "\n".join(rows) + "\n" for name, rows in tables.items()}
+
+
+def options_page_with_tables(text: str) -> str:
+    tables = options_tables()
+    return OPTIONS_BLOCK.sub(lambda m: m.group(1) + tables[m.group(2)] + m.group(3), text)
+
+
+def test_the_options_page_is_the_declarations() -> None:
+    text = OPTIONS_PAGE.read_text()
+    found = {m.group(2) for m in OPTIONS_BLOCK.finditer(text)}
+    assert found == set(options_tables()), "docs/reference/options.md lost a table's markers"
+    assert options_page_with_tables(text) == text, (
+        "docs/reference/options.md is stale: run `make docs-reference`"
+    )
 
 
 # --------------------------------------------------------------------------- hand-written pages
@@ -253,6 +349,7 @@ def main() -> int:
     """Rewrite the generated parts of the reference pages."""
     CLI_PAGE.write_text(cli_page_with_reference(CLI_PAGE.read_text()))
     CHECKS_PAGE.write_text(readme_with_table(CHECKS_PAGE.read_text()))
+    OPTIONS_PAGE.write_text(options_page_with_tables(OPTIONS_PAGE.read_text()))
     return 0
 
 

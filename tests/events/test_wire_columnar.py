@@ -4,27 +4,37 @@ validated rows."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
+import logging
 import struct
+from decimal import Decimal
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import orjson
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from churn_connector._core.types import IdFormat
+import churn_connector as cc
+from churn_connector._core.types import Decimals, EpochUnit, ExtraColumns, IdFormat
 from churn_connector._events import columnar
-from churn_connector._events.options import EventOptions
+from churn_connector._events.api import validate_events
+from churn_connector._events.options import WIRE_FIELDS, EventOptions
+from churn_connector._events.stream import EventStream
 from churn_connector._events.wire import build_events, build_events_per_row
 from churn_connector._json.arrow import floats, quote
 from churn_connector._json.arrow import format_ms as format_ms_arrow
-from churn_connector._json.timestamps import format_ms, normalize
+from churn_connector._json.timestamps import datetime_to_wire, format_ms, normalize
 from churn_connector._json.values import ValueRules, json_number, object_value, problem_of
 from churn_connector._read.arrow import arrow_to_pandas
+from churn_connector._read.names import NameStyle
+from churn_connector._stream import batches
 from churn_connector._validate.columns import (
     column_problems,
     scalar_column,
@@ -230,20 +240,40 @@ def test_string_escaping_is_orjsons(values: list[str | None]) -> None:
     assert got == [None if v is None else orjson.dumps(v) for v in values]
 
 
+def numpy_spelling(arr: np.ndarray) -> list[bytes]:
+    """An independent spelling of epoch ms (numpy's, what both paths used to build on)."""
+    text = np.datetime_as_string(arr.astype("datetime64[ms]"), unit="ms", timezone="UTC")
+    return [t.encode() for t in text.tolist()]
+
+
 @settings(max_examples=200, deadline=None)
 @given(ms=st.lists(MS, min_size=1, max_size=50))
-def test_timestamp_text_is_the_per_row_spelling(ms: list[int]) -> None:
+def test_both_paths_spell_timestamps_alike_and_as_numpy_does(ms: list[int]) -> None:
     arr = np.array(ms, dtype=np.int64)
-    assert format_ms_arrow(arr).to_pylist() == [t.encode() for t in format_ms(arr)]
+    assert format_ms_arrow(arr).to_pylist() == numpy_spelling(arr)
+    assert [t.encode() for t in format_ms(arr)] == numpy_spelling(arr)
 
 
 @settings(max_examples=200, deadline=None)
 @given(base=MS, offsets=st.lists(st.integers(0, 40 * 86_400_000), min_size=1, max_size=50))
-def test_timestamp_text_of_a_narrow_span_is_the_per_row_spelling(
+def test_timestamps_of_a_narrow_span_are_spelled_as_numpy_does(
     base: int, offsets: list[int]
 ) -> None:
     arr = np.minimum(np.array(offsets, dtype=np.int64) + base, 253_402_300_799_999)
-    assert format_ms_arrow(arr).to_pylist() == [t.encode() for t in format_ms(arr)]
+    assert format_ms_arrow(arr).to_pylist() == numpy_spelling(arr)
+    assert [t.encode() for t in format_ms(arr)] == numpy_spelling(arr)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ms=MS, micro=st.integers(0, 999), zone=st.integers(-14 * 60, 14 * 60))
+def test_one_datetime_is_spelled_as_its_column_would_be(ms: int, micro: int, zone: int) -> None:
+    # a dict's datetime (per-row path) and a struct field or column of them (column-wise)
+    utc = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms, microseconds=micro)
+    try:
+        local = utc.astimezone(dt.timezone(dt.timedelta(minutes=zone)))
+    except OverflowError:  # the local date would be outside years 1..9999
+        local = utc
+    assert datetime_to_wire(local, None) == format_ms(np.array([ms]))[0]
 
 
 def test_rows_whose_properties_are_all_omitted_keep_their_place() -> None:
@@ -469,3 +499,279 @@ def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
         body, digests = columnar.build(valid, options, ms)
         assert body.to_pylist() == reference.body.to_pylist()
         assert digests.tobytes() == reference.digests.tobytes()
+
+
+# -- every option, through the whole stream, on both paths ---------------------------------
+# The tests above hold the column-wise building blocks to the per-row ones on made-up rows.
+# Here whole inputs go through validation and the wire with every option that can change
+# what is sent, once as the package runs them and once with the column-wise path switched
+# off: the rows' states, ids, errors and every byte must be the same.
+
+NOW = pd.Timestamp("2026-11-21T12:00:00Z")
+NOW_MS = NOW.value // 10**6
+RECENT = st.integers(NOW_MS - 29 * 86_400_000, NOW_MS)  # inside the API's window
+ZONES = st.sampled_from([None, "Europe/Paris", "America/New_York"])
+EPOCH_UNITS: st.SearchStrategy[EpochUnit | None] = st.sampled_from([None, "s", "ms", "us"])
+STYLES: st.SearchStrategy[NameStyle | None] = st.sampled_from([None, "snake"])
+EXTRA: st.SearchStrategy[ExtraColumns] = st.sampled_from(["error", "ignore"])
+DECIMALS: st.SearchStrategy[Decimals] = st.sampled_from(["error", "float", "str"])
+_PER_MS = {"s": 0.001, "ms": 1, "us": 1000}
+
+
+@st.composite
+def occurred_at(
+    draw: st.DrawFn, n: int, naive_timezone: str | None, epoch_unit: str | None
+) -> pd.Series:
+    """Instants of the last 29 days, mostly in a form the options accept."""
+    ms = np.array(draw(st.lists(RECENT, min_size=n, max_size=n)), dtype="int64")
+    kinds = ["utc", "zone", "text", "naive" if naive_timezone else "utc"]
+    kinds += ["epoch"] * (epoch_unit is not None) * 2
+    kind = draw(st.sampled_from(kinds)) if draw(PLAUSIBLY) else draw(st.sampled_from(_ANY_TIME))
+    when = pd.Series(ms.astype("datetime64[ms]"))
+    if kind == "naive":
+        return when
+    aware = when.dt.tz_localize("UTC")
+    if kind == "zone":
+        return aware.dt.tz_convert("Asia/Kolkata")
+    if kind == "text":
+        return pd.Series([t.isoformat() for t in aware], dtype=STR)
+    unit = epoch_unit if epoch_unit in _PER_MS else "s"
+    return pd.Series((ms * _PER_MS[unit]).astype("int64"), dtype="int64")
+
+
+@st.composite
+def member_column(draw: st.DrawFn, n: int, options: EventOptions) -> pd.Series:
+    """A ``<kind>.<key>`` column: the typed ones, and (mostly when the options accept
+    them) naive datetimes, Decimals and columns of Python objects."""
+    kinds = ["typed"] * 8 + ["objects"]
+    kinds += ["naive"] * (options.naive_timezone is not None)
+    kinds += ["decimal"] * (options.decimals != "error")
+    kind = draw(st.sampled_from(kinds)) if draw(PLAUSIBLY) else draw(st.sampled_from(_ANY_MEMBER))
+    if kind == "typed":
+        s: pd.Series = draw(flat_column(n))
+        return s
+    nulls = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    if kind == "naive":
+        ms = np.array(draw(st.lists(RECENT, min_size=n, max_size=n)), dtype="int64")
+        arr = ms.astype("datetime64[ms]")
+        arr[np.array(nulls, dtype=bool)] = np.datetime64("NaT")
+        return pd.Series(arr)
+    if kind == "decimal":
+        digits = draw(st.lists(st.integers(-(10**6), 10**6), min_size=n, max_size=n))
+        scale = Decimal(draw(st.sampled_from(["1", "0.5", "0.01"])))
+        return pd.Series(with_nulls([Decimal(d) * scale for d in digits], nulls), dtype=object)
+    values = draw(st.lists(st.one_of(INT64, TEXT, st.booleans(), FLOATS), min_size=n, max_size=n))
+    return pd.Series(with_nulls(values, nulls), dtype=object)
+
+
+PLAUSIBLY = st.sampled_from([True] * 9 + [False])  # data the options accept, mostly
+SOMETIMES = st.sampled_from([False] * 5 + [True])  # an option that takes the per-row path
+_ANY_TIME = ["utc", "zone", "naive", "text", "epoch"]
+_ANY_MEMBER = ["typed", "naive", "decimal", "objects"]
+
+
+@st.composite
+def inputs_and_options(draw: st.DrawFn) -> tuple[pd.DataFrame, EventOptions]:
+    n = draw(st.integers(1, 16))
+    style = draw(STYLES)
+    extra_columns = draw(EXTRA)
+    base = EventOptions(
+        now=NOW,
+        namespace=draw(st.one_of(st.none(), TEXT)),
+        id_format=draw(ID_FORMATS),
+        naive_timezone=draw(ZONES),
+        epoch_unit=draw(EPOCH_UNITS),
+        decimals=draw(DECIMALS),
+        extra_columns=extra_columns,
+        slice_rows=draw(st.integers(1, n + 2)),
+        event_type_style=style,
+    )
+    types = draw(st.lists(EVENT_TYPE, min_size=n, max_size=n))
+    if style == "snake":  # what event_type_style rewrites
+        types = [t.replace("_", " ").title() for t in types]
+    data: dict[str, pd.Series] = {
+        "external_user_id": pd.Series(
+            draw(st.lists(st.one_of(INT64, TEXT.filter(str.strip)), min_size=n, max_size=n)),
+            dtype=object,
+        )
+        if draw(st.booleans())
+        else pd.Series(draw(st.lists(INT64, min_size=n, max_size=n)), dtype="int64"),
+        "event_type": pd.Series(types, dtype=STR),
+        "occurred_at": draw(occurred_at(n, base.naive_timezone, base.epoch_unit)),
+    }
+    properties = draw(st.sampled_from(["flat", "flat", "struct", "json"]))
+    if properties == "flat":
+        for key in draw(st.lists(KEYS, max_size=4, unique=True)):
+            data[f"properties.{key}"] = draw(member_column(n, base))
+    elif properties == "struct":
+        table = pa.table({"properties": draw(struct_column(n))})
+        data["properties"] = arrow_to_pandas(table, pd.RangeIndex(n))["properties"]
+    else:
+        texts = draw(st.lists(json_texts(), min_size=n, max_size=n))
+        data["properties"] = pd.Series(texts, dtype=STR)
+    for key in draw(st.lists(KEYS, max_size=2, unique=True)):
+        data[f"context.{key}"] = draw(member_column(n, base))
+    if draw(SOMETIMES):  # the caller's own ids, some repeated
+        data["message_id"] = pd.Series(
+            [f"m-{i}" for i in draw(st.lists(st.integers(0, n), min_size=n, max_size=n))],
+            dtype=STR,
+        )
+    if draw(st.booleans()) and (extra_columns == "ignore" or not draw(PLAUSIBLY)):
+        data["note"] = pd.Series(["x"] * n, dtype=STR)  # a column the API has no place for
+    id_columns = None
+    if draw(SOMETIMES):
+        named = [c for c in data if c in WIRE_FIELDS or c.startswith(("properties.", "context."))]
+        id_columns = tuple(draw(st.lists(st.sampled_from(named), min_size=1, unique=True)))
+    rename: dict[str, str] = {}
+    if draw(st.booleans()):  # the caller's own name for a column
+        data["user"] = data.pop("external_user_id")
+        rename = {"user": "external_user_id"}
+    order = draw(st.permutations(list(data)))
+    df = pd.DataFrame({c: data[c].reset_index(drop=True) for c in order})
+    return df, dataclasses.replace(base, id_columns=id_columns, rename=rename)
+
+
+def sent(df: pd.DataFrame, options: EventOptions) -> tuple[Any, ...]:
+    """Everything a send would take from the stream: each batch, and the row book."""
+    stream = EventStream(df, options)
+    taken = [
+        (
+            b.positions,
+            list(b.keys),
+            b.bodies.to_pylist() if isinstance(b.bodies, pa.Array) else b.bodies,
+            None if b.content is None else b.content.tolist(),
+        )
+        for b in batches(stream)
+    ]
+    return taken, stream.book.frame(), dict(stream.wire_paths)
+
+
+def per_row_only() -> Any:
+    return mock.patch.object(columnar, "fallback_reason", return_value="switched off by a test")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=inputs_and_options())
+def test_every_option_gives_the_same_rows_ids_and_bytes_on_both_paths(
+    case: tuple[pd.DataFrame, EventOptions],
+) -> None:
+    df, options = case
+    batches_run, book_run, paths = sent(df, options)
+    with per_row_only():
+        batches_ref, book_ref, ref_paths = sent(df, options)
+    assert ref_paths["columnar"] == 0
+    event("column-wise" if paths["columnar"] else "per-row" if paths["per_row"] else "no valid row")
+    assert batches_run == batches_ref
+    pd.testing.assert_frame_equal(book_run, book_ref)
+
+
+def typical(n: int = 6) -> pd.DataFrame:
+    """Rows every option leaves valid and column-wise (with the options below)."""
+    ms = NOW_MS - 3_600_000 * np.arange(n)
+    return pd.DataFrame(
+        {
+            "external_user_id": pd.Series([f"u{i % 3}" for i in range(n)], dtype=STR),
+            "event_type": pd.Series(["page_view"] * n, dtype=STR),
+            "occurred_at": pd.Series(ms.astype("datetime64[ms]")).dt.tz_localize("UTC"),
+            "properties.amount": [1.0, 2.5, None, 3.0, 0.1, -0.0][:n],
+            "properties.plan": pd.Series(["pro", None, "free", 'a "q"', "é", "x"][:n], dtype=STR),
+            "context.source": pd.Series(["crm"] * n, dtype=STR),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "options"),
+    [
+        ("namespace", {"namespace": "shop-eu"}),
+        ("id_format", {"id_format": "v1"}),
+        ("naive_timezone", {"naive_timezone": "Europe/Paris"}),
+        ("epoch_unit", {"epoch_unit": "ms"}),
+        ("decimals", {"decimals": "float"}),
+        ("slice_rows", {"slice_rows": 4}),
+        ("extra_columns", {"extra_columns": "ignore"}),
+        ("event_type_style", {"event_type_style": "snake"}),
+        ("rename", {"rename": {"user": "external_user_id"}}),
+    ],
+)
+def test_each_option_runs_column_wise_and_matches_the_per_row_path(
+    change: str, options: dict[str, Any]
+) -> None:
+    df = typical()
+    if change == "naive_timezone":  # naive instants, the zone named
+        df["occurred_at"] = df["occurred_at"].dt.tz_localize(None)
+        df["properties.seen"] = df["occurred_at"]
+    elif change == "epoch_unit":
+        df["occurred_at"] = NOW_MS - 3_600_000 * np.arange(len(df))
+    elif change == "extra_columns":
+        df["note"] = "x"
+    elif change == "event_type_style":
+        df["event_type"] = "Page View"
+    elif change == "rename":
+        df = df.rename(columns={"external_user_id": "user"})
+    chosen = EventOptions(now=NOW, **options)
+    batches_run, book_run, paths = sent(df, chosen)
+    with per_row_only():
+        batches_ref, book_ref, _ = sent(df, chosen)
+    assert paths["per_row"] == 0
+    assert paths["columnar"] >= 1
+    assert (book_run["status"] == "pending").all()  # every row valid, none a repeat
+    assert batches_run == batches_ref
+    pd.testing.assert_frame_equal(book_run, book_ref)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("id_columns", "id_columns"),
+        ("message_id", "a message_id column"),
+        ("dicts", "properties is a column of Python objects (object dtype), not an Arrow struct"),
+        ("object_member", "properties.plan is a column of Python objects (object dtype)"),
+        ("both", "a properties column beside properties.<key> columns"),
+        ("list_field", "properties: field 'tags' is of type list<item: string>"),
+    ],
+)
+def test_the_per_row_path_is_declared_counted_and_logged(
+    change: str, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    df = typical()
+    options = EventOptions(now=NOW)
+    if change == "id_columns":
+        options = EventOptions(now=NOW, id_columns=("external_user_id", "properties.plan"))
+    elif change == "message_id":
+        df["message_id"] = [f"m{i}" for i in range(len(df))]
+    elif change == "dicts":
+        df = df.drop(columns=["properties.amount", "properties.plan"])
+        df["properties"] = pd.Series([{"plan": "pro"}] * len(df), dtype=object)
+    elif change == "object_member":
+        df["properties.plan"] = df["properties.plan"].astype(object)
+    elif change == "both":
+        df["properties"] = pd.Series(['{"x": 1}'] * len(df), dtype=STR)
+        options = EventOptions(now=NOW)
+    else:
+        df = df.drop(columns=["properties.amount", "properties.plan"])
+        tags = pa.array([{"tags": ["a", "b"]}] * len(df))
+        df["properties"] = arrow_to_pandas(pa.table({"properties": tags}), df.index)["properties"]
+    assert columnar.fallback_reason(df, options) is not None
+    assert reason in str(columnar.fallback_reason(df, options))
+    with caplog.at_level(logging.DEBUG, logger="churn_connector"):
+        report = validate_events(df, now=NOW, id_columns=options.id_columns)
+    if change == "both":  # an object and its keys side by side: validation decides first
+        return
+    assert report.ok, report.failures
+    assert report.wire_paths == {"columnar": 0, "per_row": 1}
+    assert f"take the per-row path: {columnar.fallback_reason(df, options)}" in caplog.text
+
+
+def test_a_send_counts_the_slices_each_path_wrote() -> None:
+    def part(k: int) -> pd.DataFrame:  # other users in each part: no row repeats another
+        df = typical()
+        return df.assign(external_user_id=[f"p{k}-{i}" for i in range(len(df))])
+
+    as_objects = part(1).astype({"properties.plan": object})  # the per-row path's
+    client = cc.Client(config=cc.ClientConfig.create(None, None, dry_run=True))
+    result = client.send_events([part(0), as_objects, part(2)], now=NOW, dry_run=True)
+    assert result.counts["would_send"] == 3 * len(as_objects)
+    assert result.wire_paths == {"columnar": 2, "per_row": 1}
+    users = pd.DataFrame({"external_user_id": ["u1", "u2"]})
+    assert client.identify(users, dry_run=True).wire_paths == {}  # events only

@@ -74,14 +74,34 @@ def test_dry_run_consults_but_does_not_write_the_ledger(
         assert book.count("events") == 4
 
 
+def ledger_bytes(path: Path) -> bytes:
+    """Every byte the ledger left on disk: the file, and its WAL or journal if one is left."""
+    return b"".join(p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")))
+
+
 def test_the_ledger_holds_keys_and_digests_only(
     client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.sqlite"
     client.send_events(events, now=now, ledger=ledger)
-    blob = ledger.read_bytes()
+    blob = ledger_bytes(ledger)
     assert b"user_0" not in blob  # no user ids or values from events
     assert b"page_view" not in blob
+
+
+def test_the_search_for_values_in_the_ledger_finds_what_is_written(
+    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    # the positive control of the test above: the same search, on the same kind of run,
+    # finds what the ledger does record (every message id and the API's address), so
+    # "user_0 is not found" means it is not there, not that the search looks elsewhere
+    ledger = tmp_path / "ledger.sqlite"
+    result = client.send_events(events, now=now, ledger=ledger)
+    blob = ledger_bytes(ledger)
+    ids = result.rows["message_id"].tolist()
+    assert len(ids) == len(events)
+    assert all(mid.encode() in blob for mid in ids)
+    assert client.config.base_url.encode() in blob
 
 
 def test_cli_send_with_ledger_skips_on_rerun(

@@ -1,7 +1,10 @@
-"""How reports and results look in a notebook: compact HTML, bounded, never technical or secret."""
+"""How reports and results look in a notebook: compact HTML, bounded, never secret, and every
+number it prints one that the frames give back."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -12,8 +15,11 @@ import churn_connector as cc
 from churn_connector import samples
 from churn_connector._core.book import RowBook
 from churn_connector._core.types import RowState
+from churn_connector._notebook.display import MAX_GROUPS, label_text
+from churn_connector._notebook.palette import COLOURS, MARKS
 from churn_connector._results.result import SendResult
 from tests.conftest import MakeEvents
+from tests.notebook.reading import Page, number, read_page
 
 KEY = "sk_test_CANARY_never_in_a_repr_0451"
 SIZE_BOUND = 8_000  # characters: "a few KB", whatever the input
@@ -32,25 +38,156 @@ def self_contained(page: str) -> None:
         assert banned not in lowered, banned
 
 
+def counts_of(page: Page) -> dict[str, int]:
+    """The counts table: state -> rows (its first table)."""
+    return {row[0].split(" ", 1)[1]: number(row[1]) for row in page.tables[0]}
+
+
+def groups_of(page: Page) -> list[tuple[str, str, int, str]]:
+    """The failure groups: (reason, column or state, count, example)."""
+    for unit in ("failures", "rows"):
+        try:
+            rows = page.table_with(unit)
+        except AssertionError:
+            continue
+        return [(r[0], r[1].lstrip("○✔↷✘⊘↻◷\ufe0e "), number(r[2]), r[3]) for r in rows]
+    return []
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def rows_per_check(rows: pd.DataFrame) -> Counter[str]:
+    """Undelivered rows per check named in their error (a row under each of its checks)."""
+    found: Counter[str] = Counter()
+    for error in rows["error"].dropna():
+        found.update(set(re.findall(r"\[([a-z0-9_]+)\]", error)))
+    return found
+
+
+def messy_report(now: pd.Timestamp, n: int = 400) -> pd.DataFrame:
+    """Events with more kinds of failure than a repr shows, some rows with two."""
+    events = samples.sample_events(now, n_events=n, n_users=50)
+    events.loc[20:29, "event_type"] = "Bad Type"
+    events.loc[30:33, "external_user_id"] = " "
+    events.loc[40:42, "occurred_at"] = "yesterday"
+    events.loc[50:51, "occurred_at"] = (now - pd.Timedelta(days=60)).isoformat()
+    events.loc[25:26, "occurred_at"] = "not a time"  # and a bad event type: two checks
+    events.loc[60, "properties"] = "[1, 2]"
+    events.loc[70:72, "external_user_id"] = None
+    return events
+
+
+# -- every number is true -----------------------------------------------------------------
+def test_the_quickstart_report_lists_all_its_failures_and_says_no_more(
+    now: pd.Timestamp,
+) -> None:
+    report = cc.validate_events(samples.sample_events(now, n_events=2000, n_users=200), now=now)
+    page = read_page(report._repr_html_())
+    assert page.title.endswith("events: 7 of 2,001 rows invalid")
+    assert counts_of(page) == {"valid": report.n_valid, "invalid": report.n_invalid}
+    by_check = report.failures["check"].value_counts()
+    assert {(g[0], g[2]) for g in groups_of(page)} == set(by_check.items())
+    assert sum(g[2] for g in groups_of(page)) == len(report.failures) == 7
+    assert page.line_with("… and") is None  # every failure is counted above
+
+
+def test_a_report_with_more_checks_than_shown_counts_the_rest_exactly(
+    now: pd.Timestamp,
+) -> None:
+    report = cc.validate_events(messy_report(now), now=now)
+    page = read_page(report._repr_html_())
+    by_check = report.failures["check"].value_counts()
+    assert len(by_check) > MAX_GROUPS
+    shown = groups_of(page)
+    assert [(g[0], g[2]) for g in shown] == list(by_check.head(MAX_GROUPS).items())
+    hidden = by_check.iloc[MAX_GROUPS:]
+    line = page.line_with("… and")
+    n = len(hidden)
+    assert line == (
+        f"… and {n} more reason{'s' if n > 1 else ''} ({plural(int(hidden.sum()), 'failure')}) "
+        "in report.failures"
+    )
+
+
+def test_a_result_counts_rows_per_check_as_the_rows_frame_does(
+    sandbox: cc.Sandbox, now: pd.Timestamp
+) -> None:
+    events = messy_report(now)
+    res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(events, now=now)
+    page = read_page(res._repr_html_())
+    assert counts_of(page) == {s: n for s, n in res.counts.items() if n}
+    per_check = rows_per_check(res.failures)
+    ordered = sorted(per_check.items(), key=lambda kv: -kv[1])
+    shown = groups_of(page)
+    assert {(g[0], g[2]) for g in shown} <= set(per_check.items())
+    assert [g[2] for g in shown] == [n for _, n in ordered[:MAX_GROUPS]]
+    hidden = {check for check, _ in ordered} - {g[0] for g in shown}
+    rows_hidden = res.failures["error"].map(
+        lambda e: bool(hidden & set(re.findall(r"\[([a-z0-9_]+)\]", e)))
+    )
+    line = page.line_with("… and")
+    assert line == (
+        f"… and {len(hidden)} more reason{'s' if len(hidden) > 1 else ''} "
+        f"({plural(int(rows_hidden.sum()), 'row')}) in res.failures"
+    )
+    several = int(res.failures["error"].str.count(r"\[[a-z0-9_]+\]").gt(1).sum())
+    assert several == 2  # rows 25 and 26
+    assert page.line_with("a row with several reasons") == (
+        f"a row with several reasons is counted under each ({several} rows have more than one)"
+    )
+
+
+def test_the_report_and_the_result_group_the_same_rows_alike(
+    sandbox: cc.Sandbox, now: pd.Timestamp
+) -> None:
+    events = messy_report(now)
+    report = cc.validate_events(events, now=now)
+    res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(events, now=now)
+    in_report = {g[0]: g[2] for g in groups_of(read_page(report._repr_html_()))}
+    in_result = {g[0]: g[2] for g in groups_of(read_page(res._repr_html_()))}
+    assert in_report == in_result  # one check, one count: 12 event_type_pattern in both
+    assert in_report["event_type_pattern"] == 12  # 10 here, 2 in the sample
+
+
+def test_a_result_with_fifty_thousand_different_errors_stays_small_and_true() -> None:
+    book = RowBook()
+    n = 100_000
+    book.extend(pd.RangeIndex(n))
+    positions = np.arange(n)
+    book.set(positions[::2], RowState.SENT, chunk=1)
+    for p in positions[1::2].tolist():
+        book.set([p], RowState.FAILED, error=f"connection reset while sending part {p}")
+    book.set([1], RowState.INVALID, error="[event_type_pattern] " + "y" * 10_000)
+    book.errors[1] = "[event_type_pattern] " + "y" * 10_000
+    result = SendResult("events", book, [], 1.0)
+    html = result._repr_html_()
+    page = read_page(html)
+    assert len(html) < SIZE_BOUND
+    assert "y" * 200 not in html
+    shown = groups_of(page)
+    assert [g[2] for g in shown] == [1] * MAX_GROUPS
+    undelivered = len(result.failures)
+    assert undelivered == 50_000
+    hidden = undelivered - MAX_GROUPS  # one row per reason
+    assert page.line_with("… and") == (
+        f"… and {hidden:,} more reasons ({hidden:,} rows) in res.failures"
+    )
+
+
+# -- what the analyst reads ---------------------------------------------------------------
 def test_a_report_shows_counts_failures_by_check_and_what_to_call_next(
     now: pd.Timestamp,
 ) -> None:
     report = cc.validate_events(samples.sample_events(now, n_events=2000, n_users=200), now=now)
-    page = report._repr_html_()
-    self_contained(page)
-    assert "7 of 2,001 rows invalid" in page
-    assert "1,994" in page and "1 exact repeat, sent once" in page
-    for check in (
-        "event_type_pattern",
-        "occurred_at_naive",
-        "occurred_at_window",
-        "properties_json",
-        "external_user_id_not_blank",
-    ):
-        assert check in page
-    assert "row 11:" in page and "Add To Cart" in page  # an example of each check
+    html = report._repr_html_()
+    self_contained(html)
+    assert "1 exact repeat, sent once" in html
+    examples = {g[0]: g[3] for g in groups_of(read_page(html))}
+    assert examples["event_type_pattern"].startswith("row 11: event_type 'Add To Cart'")
     for hint in ("report.failures", "report.quarantine(", "report.valid", "report.plot()"):
-        assert hint in page
+        assert hint in html
 
 
 def test_a_clean_report_says_so_and_points_to_sending(
@@ -62,7 +199,17 @@ def test_a_clean_report_says_so_and_points_to_sending(
     assert "Failures by check" not in page
 
 
-def test_the_report_stays_small_whatever_the_failures(now: pd.Timestamp) -> None:
+def test_an_empty_input_reads_no_rows(
+    sandbox: cc.Sandbox, now: pd.Timestamp, events: pd.DataFrame
+) -> None:
+    report = read_page(cc.validate_events(events.iloc[:0], now=now)._repr_html_())
+    assert report.title.endswith("events: no rows")
+    assert "valid" not in report.title
+    res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(events.iloc[:0], now=now)
+    assert read_page(res._repr_html_()).title.endswith("events: no rows")
+
+
+def test_the_report_stays_small_and_keeps_the_count_of_columns(now: pd.Timestamp) -> None:
     n = 5_000
     frame = pd.DataFrame(
         {
@@ -70,15 +217,79 @@ def test_the_report_stays_small_whatever_the_failures(now: pd.Timestamp) -> None
             # every value different and long: messages quote them
             "event_type": [f"Bad Type {i} " + "x" * 2_000 for i in range(n)],
             "occurred_at": [now - pd.Timedelta(minutes=1)] * n,
-            **{f"extra_{k}": [1] * n for k in range(40)},  # 40 unknown columns
+            **{f"extra_column_with_a_long_name_{k}": [1] * n for k in range(40)},
         }
     )
     report = cc.validate_events(frame, now=now)
-    page = report._repr_html_()
-    assert len(report.failures) > n
-    assert len(page) < SIZE_BOUND
-    assert f"… and {len(report.failures) - 2:,} more failures" in page
-    assert "x" * 200 not in page  # values are trimmed
+    html = report._repr_html_()
+    assert len(html) < SIZE_BOUND
+    assert "x" * 200 not in html  # values are trimmed
+    columns = {g[0]: g[1] for g in groups_of(read_page(html))}["column_in_schema"]
+    assert columns.endswith("+38 more")  # 40 columns: two named, the count whole
+    assert '<span style="white-space:nowrap">+38 more</span>' in html
+
+
+def test_a_part_files_long_label_keeps_its_row_number() -> None:
+    name = "part-00000-1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b-c000.snappy.parquet"
+    text = label_text(f"{name}:123456")
+    assert len(text) <= 40 and text.endswith(".parquet:123456") and "…" in text
+    assert text.startswith("part-0")
+    assert label_text("short.parquet:7") == "short.parquet:7"
+
+
+def test_jupyters_row_striping_cannot_highlight_a_row(now: pd.Timestamp) -> None:
+    page = read_page(cc.validate_events(messy_report(now), now=now)._repr_html_())
+    assert page.row_styles and all("background:transparent" in s for s in page.row_styles)
+
+
+def test_every_state_wears_its_own_mark_and_colour(
+    sandbox: cc.Sandbox, now: pd.Timestamp, events: pd.DataFrame
+) -> None:
+    events = pd.concat([events, events.iloc[[0]]], ignore_index=True)  # a skipped repeat
+    events.loc[3, "event_type"] = "Bad"
+    sandbox.script_faults([cc.Fault("5xx")] * 8)  # the first request runs out of retries
+    res = cc.Client(sandbox.base_url, sandbox.api_key, max_concurrency=1).send_events(
+        events, now=now, batch_size=3
+    )
+    assert all(res.counts[s] for s in ("sent", "invalid", "failed", "skipped"))
+    page = read_page(res._repr_html_())
+    marked = dict(page.mark_colours[1:])  # the headline's first, then the counts table
+    for state in ("sent", "invalid", "failed", "skipped"):
+        assert marked[MARKS[state]] == COLOURS[state]
+    assert page.mark_colours[0] == (MARKS["failed"], COLOURS["failed"])  # the worst
+
+
+# -- answers from the API -------------------------------------------------------------------
+def test_a_rejected_row_shows_the_apis_reason_for_its_own_event(
+    keyed: cc.Sandbox, now: pd.Timestamp, make_events: MakeEvents
+) -> None:
+    events = make_events(now, n=8)
+    later = now + pd.Timedelta(hours=1)
+    events.loc[[2, 5], "occurred_at"] = later  # valid by our clock, not by the sandbox's
+    res = cc.Client(keyed.base_url, KEY).send_events(events, now=later)
+    assert res.counts["rejected"] == 2
+    errors = res.rows.loc[[2, 5], "error"].tolist()
+    assert errors == ["HTTP 400: occurred_at: more than 5 minutes after server time"] * 2
+    ((reason, state, count, example),) = groups_of(read_page(res._repr_html_()))
+    assert (reason, state, count) == ("HTTP 400", "rejected", 2)
+    assert example == "row 2: occurred_at: more than 5 minutes after server time"
+
+
+def test_failed_requests_show_the_apis_message_never_a_key(
+    odd_server: Callable[..., str], now: pd.Timestamp, events: pd.DataFrame
+) -> None:
+    body = f'{{"error": {{"message": "upstream is down", "echo": "Bearer {KEY}"}}}}'
+    url = odd_server(503, body.encode())
+    retry = cc.RetryPolicy(max_attempts=2, initial_delay=0.01)
+    result = cc.Client(url, KEY, retry=retry).send_events(events, now=now, batch_size=5)
+    assert result.counts["failed"] == 10
+    html = result._repr_html_()
+    ((reason, state, count, example),) = groups_of(read_page(html))
+    assert (reason, state, count) == ("HTTP 503", "failed", 10)
+    assert example == "row 0: upstream is down"
+    assert "failed rows are safe to re-send" in html
+    assert "(2 retries)" in html  # one retry per request, said in the result
+    assert KEY not in html and KEY not in result.rows.to_csv() + result.chunks.to_csv()
 
 
 def test_a_result_shows_states_requests_and_no_technical_detail(
@@ -86,47 +297,20 @@ def test_a_result_shows_states_requests_and_no_technical_detail(
 ) -> None:
     client = cc.Client(keyed.base_url, KEY)
     result = client.send_events(samples.sample_events(now, n_events=1200, n_users=50), now=now)
-    page = result._repr_html_()
-    self_contained(page)
-    assert "1,194 of 1,201 rows sent" in page
-    assert "3 requests: 3 accepted" in page
-    for state in ("sent", "skipped", "invalid"):
-        assert f"{state}</td>" in page
-    assert "rejected</td>" not in page  # only states that happened
-    assert ">99.4%<" in page and ">0.1%<" in page  # 1,194 and 1 of 1,201
+    html = result._repr_html_()
+    self_contained(html)
+    page = read_page(html)
+    assert page.title.endswith("events: 1,194 of 1,201 rows sent, 1 skipped")
+    assert counts_of(page) == {"sent": 1194, "skipped": 1, "invalid": 6}
+    assert page.line_with("3 requests") == "3 requests: 3 accepted; " + (
+        f"{result.elapsed_s:.2f} s"
+    )
+    assert ">99.4%<" in html and ">0.1%<" in html  # 1,194 and 1 of 1,201
     for hint in ("res.rows", "res.failures", "res.chunks", "res.plot()"):
-        assert hint in page
+        assert hint in html
     # the technical columns stay on the frame
-    assert "bytes" not in page and "accepted_count" not in page and "message_id" not in page
-    assert KEY not in page
-
-
-def test_failed_requests_are_grouped_without_their_response_bodies(
-    keyed: cc.Sandbox, now: pd.Timestamp, events: pd.DataFrame
-) -> None:
-    keyed.set_faults(error_rate=1.0)  # every answer a 5xx: retries run out
-    result = cc.Client(keyed.base_url, KEY).send_events(events, now=now, batch_size=2)
-    assert result.counts["failed"] == 10
-    page = result._repr_html_()
-    assert "0 of 10 rows sent" in page and "✘" in page
-    assert "failed rows are safe to re-send" in page
-    assert "<code>HTTP 50" in page
-    assert result.chunks["response"].notna().any()
-    for body in result.chunks["response"].dropna():
-        assert body[:40] not in page
-    assert KEY not in page
-
-
-def test_a_rejected_batch_shows_its_status_not_its_body(
-    odd_server: Callable[..., str], now: pd.Timestamp, events: pd.DataFrame
-) -> None:
-    url = odd_server(400, b'{"error": {"message": "BODY-TEXT-ONLY-IN-CHUNKS"}}')
-    result = cc.Client(url, KEY, bisect_rejected=False).send_events(events, now=now)
-    page = result._repr_html_()
-    assert result.counts["rejected"] == 10
-    assert "<code>HTTP 400</code>" in page and "rejected" in page
-    assert "BODY-TEXT-ONLY-IN-CHUNKS" not in page
-    assert "BODY-TEXT-ONLY-IN-CHUNKS" in result.chunks["response"].iloc[0]
+    assert "bytes" not in html and "accepted_count" not in html and "message_id" not in html
+    assert KEY not in html
 
 
 def test_shares_that_are_not_all_or_nothing_never_round_to_it(
@@ -145,18 +329,3 @@ def test_a_dry_run_says_what_would_be_sent(
     page = result._repr_html_()
     assert "dry run of events: 10 of 10 rows would be sent" in page
     assert "built, not sent" in page
-
-
-def test_a_result_with_a_fifty_thousand_different_errors_stays_small() -> None:
-    book = RowBook()
-    n = 100_000
-    book.extend(pd.RangeIndex(n))
-    positions = np.arange(n)
-    book.set(positions[::2], RowState.SENT, chunk=1)
-    for p in positions[1::2].tolist():
-        book.set([p], RowState.FAILED, error=f"connection reset while sending part {p}")
-    book.set([1], RowState.INVALID, error="[event_type_pattern] " + "y" * 10_000)
-    page = SendResult("events", book, [], 1.0)._repr_html_()
-    assert len(page) < SIZE_BOUND
-    assert "… and 49,994 more rows (of 49,994 more reasons)" in page
-    assert "y" * 200 not in page

@@ -29,6 +29,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 import churn_connector as cc
+from churn_connector._notebook.palette import COLOURS
 
 pytestmark = pytest.mark.e2e  # real HTTP or processes throughout
 
@@ -95,6 +96,34 @@ def check_outputs(nb: nbformat.NotebookNode) -> None:
             assert KEY_PREFIX not in text, f"{where} shows a key"
 
 
+def progress_bars(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
+    """Each widget bar as it was left: its words, counts, value, total and colour."""
+    by_id = {f"IPY_MODEL_{key}": model for key, model in _models(nb).items()}
+    bars = []
+    for box in (m for m in by_id.values() if m["model_name"] == "HBoxModel"):
+        left, bar, right = (by_id[child]["state"] for child in box["state"]["children"])
+        style = by_id[bar["style"]]["state"]
+        bars.append(
+            {
+                "words": left["value"].replace("\u2007", " "),
+                "counts": right["value"].replace("\u2007", " "),
+                "value": bar["value"],
+                "max": bar["max"],
+                "colour": style.get("bar_color"),
+            }
+        )
+    return bars
+
+
+def _models(nb: nbformat.NotebookNode) -> dict[str, Any]:
+    saved = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    return dict(saved.get("state", {}))
+
+
+OUTCOME_WORDS = re.compile(r"(✔ delivered|✘ with failures|⊘ with failures|↻ with failures|"
+                           r"◷ with failures|↻ stopped)")  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_notebook_runs_in_a_kernel_without_errors_or_warnings(
@@ -108,6 +137,39 @@ def test_the_notebook_runs_in_a_kernel_without_errors_or_warnings(
     check_outputs(nb)
     # the kernel was this environment's Python, not one found elsewhere on the machine
     assert nb.cells[-1].outputs[0]["text"].strip() == sys.executable
+    # every progress bar was left saying how its send ended
+    for bar in progress_bars(nb):
+        assert OUTCOME_WORDS.search(bar["words"]), bar
+    if path.stem == "backfill":
+        check_the_interrupted_backfill(nb)
+
+
+def check_the_interrupted_backfill(nb: nbformat.NotebookNode) -> None:
+    """The stopped run's bar and message agree with the exception's counts."""
+    (said,) = [o["text"] for o in cell(nb, "first").outputs if o.get("name") == "stdout"]
+    found = re.fullmatch(
+        r"interrupted: ([\d,]+) of 200,004 rows delivered \(([\d,]+) read, ([\d,]+) never read\)\n",
+        said,
+    )
+    assert found, said
+    sent, read, unread = (int(g.replace(",", "")) for g in found.groups())
+    assert read + unread == 200_004
+    (stopped,) = [bar for bar in progress_bars(nb) if "stopped" in bar["words"]]
+    assert stopped["max"] == 200_004 and stopped["colour"] == COLOURS["failed"]
+    assert f"{sent:,} sent" in stopped["counts"] and f"{unread:,} not read" in stopped["counts"]
+    assert sent <= stopped["value"] < read  # filled to what was delivered, not what was read
+
+
+def cell(nb: nbformat.NotebookNode, cell_id: str) -> Any:
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+SETUP = (
+    "import pandas as pd\nimport churn_connector as cc\nfrom churn_connector import samples\n"
+    "sb = cc.Sandbox().start()\nclient = cc.Client(sb.base_url, sb.api_key)\n"
+    "events = samples.sample_events(pd.Timestamp.now(tz='UTC'), n_events=600, n_users=50)"
+)
+NO_WIDGETS = "import sys\nsys.modules['ipywidgets'] = None  # as if the notebook extra were missing"
 
 
 @pytest.mark.slow
@@ -115,10 +177,8 @@ def test_a_notebook_shows_a_text_bar_without_ipywidgets_and_a_widget_with_it(
     kernel_specs: Path, tmp_path: Path
 ) -> None:
     cells = [
-        "import sys\nsys.modules['ipywidgets'] = None  # as if the notebook extra were missing",
-        "import pandas as pd\nimport churn_connector as cc\nfrom churn_connector import samples\n"
-        "sb = cc.Sandbox().start()\nclient = cc.Client(sb.base_url, sb.api_key)\n"
-        "events = samples.sample_events(pd.Timestamp.now(tz='UTC'), n_events=600, n_users=50)",
+        NO_WIDGETS,
+        SETUP,
         "client.send_events(events);",
         "del sys.modules['ipywidgets']",
         "client.send_events(events);",
@@ -129,11 +189,111 @@ def test_a_notebook_shows_a_text_bar_without_ipywidgets_and_a_widget_with_it(
     check_outputs(nb)
     text_bar = nb.cells[2].outputs
     assert {(o["output_type"], o.get("name")) for o in text_bar} == {("stream", "stdout")}
-    frames = "".join(o["text"] for o in text_bar)
-    assert "events: 100%" in frames and "601/601" in frames
+    end = [f for f in re.split(r"[\r\n]", "".join(o["text"] for o in text_bar)) if f.strip()][-1]
+    assert "events ✘ with failures:  99%" in end and "597/601" in end
+    assert "596 sent · 1 skipped · 4 invalid" in end
     widget = nb.cells[4].outputs[0]
     assert "application/vnd.jupyter.widget-view+json" in widget["data"]
     assert "0/601" in widget["data"]["text/plain"]  # the widget's first frame, with its total
+
+
+@pytest.mark.slow
+def test_the_widget_bar_ends_filled_to_what_was_delivered_in_the_outcomes_colour(
+    kernel_specs: Path, tmp_path: Path
+) -> None:
+    cells = [
+        SETUP,
+        "res = client.send_events(events)",
+        "clean = client.send_events(events[events.index < 10], ledger=None)",
+        "counts = (res.counts, clean.counts)\nsb.stop()\ncounts",
+    ]
+    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
+    execute(nb, kernel_specs, tmp_path)
+    check_outputs(nb)
+    first, second = progress_bars(nb)
+    assert (first["value"], first["max"]) == (597, 601)  # 596 sent and 1 skipped of 601
+    assert first["colour"] == COLOURS["invalid"] and "✘ with failures" in first["words"]
+    assert "596 sent · 1 skipped · 4 invalid" in first["counts"]
+    assert (second["value"], second["max"]) == (10, 10)
+    assert second["colour"] == COLOURS["sent"] and "✔ delivered" in second["words"]
+    assert "10 sent" in second["counts"]
+
+
+@pytest.mark.slow
+def test_retries_in_a_notebook_show_in_the_bar_and_the_result_never_on_stderr(
+    kernel_specs: Path, tmp_path: Path
+) -> None:
+    cells = [
+        NO_WIDGETS,  # a text bar: every frame it drew is in the output
+        SETUP,
+        "sb.script_faults([cc.Fault('5xx')] * 3)\n"
+        "with cc.instant_retries():\n"
+        "    res = client.send_events(events, max_concurrency=1)\n"
+        "res",
+        "sb.stop()",
+    ]
+    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
+    execute(nb, kernel_specs, tmp_path)
+    check_outputs(nb)  # nothing on stderr: no red box
+    outputs = nb.cells[2].outputs
+    frames = "".join(o["text"] for o in outputs if o["output_type"] == "stream")
+    assert "retrying after HTTP 503" in frames
+    assert "3 retries]" in frames  # the bar's last frame counts them
+    (shown,) = [o for o in outputs if o["output_type"] == "execute_result"]
+    assert "(3 retries)" in shown["data"]["text/html"]
+
+
+STOP_BUTTON = """
+import _thread, threading, time
+import pandas as pd
+import churn_connector as cc
+from churn_connector import samples
+
+sb = cc.Sandbox(latency=0.2).start()
+client = cc.Client(sb.base_url, sb.api_key, max_concurrency=2)
+events = samples.sample_events(pd.Timestamp.now(tz='UTC'), n_events=2000, n_users=50)
+
+def press_stop_once_stored(n):  # what the stop button does: interrupt the main thread
+    def watch():
+        deadline = time.monotonic() + 60
+        while sb.stats()["stored"] < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _thread.interrupt_main()
+    threading.Thread(target=watch, daemon=True).start()
+"""
+CARELESS_CELL = """
+press_stop_once_stored(200)
+try:
+    client.send_events(events, batch_size=50, progress=False)
+except Exception as exc:  # a careless catch-all: it must not swallow the stop button
+    print("swallowed", type(exc).__name__)
+"""
+
+
+@pytest.mark.slow
+def test_the_stop_button_passes_a_catch_all_and_leaves_the_summary_and_rows(
+    kernel_specs: Path, tmp_path: Path
+) -> None:
+    cells = [
+        new_code_cell(STOP_BUTTON),
+        new_code_cell(CARELESS_CELL, metadata={"tags": ["raises-exception"]}),
+        new_code_cell(
+            "import sys\nstopped = sys.last_value  # the exception the cell ended with\n"
+            "print(type(stopped).__name__, len(stopped.rows), stopped.counts['sent'])"
+        ),
+        new_code_cell("sb.stop()"),
+    ]
+    nb = new_notebook(cells=cells)
+    execute(nb, kernel_specs, tmp_path)
+    (error,) = nb.cells[1].outputs
+    assert error["output_type"] == "error"
+    assert error["ename"] == "Interrupted"
+    found = re.fullmatch(r"interrupted: ([\d,]+) of ([\d,]+) rows delivered", error["evalue"])
+    assert found is not None, error["evalue"]
+    sent, total = (int(n.replace(",", "")) for n in found.groups())
+    assert 0 < sent < total
+    # the next cell still has the accounting: every row, and what was delivered
+    assert nb.cells[2].outputs[0]["text"].split() == ["Interrupted", str(total), str(sent)]
 
 
 def test_there_are_the_four_walk_throughs() -> None:

@@ -7,13 +7,17 @@ from collections.abc import Iterator
 
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.axes import Axes
-from matplotlib.colors import to_hex
+from matplotlib.colors import to_hex, to_rgba
+from matplotlib.markers import MarkerStyle
+from matplotlib_inline.backend_inline import _fetch_figure_metadata
 
 import churn_connector as cc
 from churn_connector import samples
+from churn_connector._notebook.palette import COLOURS, MARKS
 
 
 @pytest.fixture(autouse=True)
@@ -40,11 +44,50 @@ def test_report_plot_draws_failures_by_column_and_check(report: cc.ValidationRep
     ax = report.plot()
     assert isinstance(ax, Axes)
     labels = bar_labels(ax)
-    assert labels[:2] == ["event_type · event_type_pattern", "properties · properties_json"]
-    assert "external_user_id · external_user_id_not_blank" in labels
+    # a check named for its column does not name the column twice
+    assert labels[:2] == ["event_type_pattern", "properties_json"]
+    assert "external_user_id_not_blank" in labels
     assert bar_widths(ax) == [2, 2, 1, 1, 1]
     assert ax.get_title(loc="left") == "events: failures by check and column"
     ax.figure.canvas.draw()  # renders without a display
+
+
+def test_a_check_that_does_not_name_its_column_is_labelled_with_it(
+    now: pd.Timestamp, events: pd.DataFrame
+) -> None:
+    events.loc[2, "external_user_id"] = None
+    assert bar_labels(cc.validate_events(events, now=now).plot()) == [
+        "external_user_id · not_nullable"
+    ]
+
+
+def test_counts_on_an_axis_have_thousands_separators(report: cc.ValidationReport) -> None:
+    ax = report.plot()
+    assert ax.xaxis.get_major_formatter()(1_234_567, 0) == "1,234,567"
+
+
+def test_a_single_bar_is_drawn_as_a_bar_not_a_slab(now: pd.Timestamp, events: pd.DataFrame) -> None:
+    ax = cc.validate_events(events.assign(extra=1), now=now).plot()
+    ((patch,),) = [ax.patches]
+    lo, hi = ax.get_ylim()
+    assert patch.get_height() / abs(hi - lo) <= 0.25  # type: ignore[attr-defined]
+
+
+def test_a_new_figure_lets_the_notebooks_background_show_and_says_what_its_text_needs(
+    report: cc.ValidationReport,
+) -> None:
+    ax = report.plot()
+    assert to_rgba(ax.figure.get_facecolor())[3] == 0.0
+    assert to_rgba(ax.get_facecolor())[3] == 0.0
+    # dark text on a transparent figure: a dark theme puts a light backdrop behind it
+    metadata = _fetch_figure_metadata(ax.figure)  # type: ignore[no-untyped-call]
+    assert metadata == {"needs_background": "light"}
+
+
+def test_a_figure_of_the_callers_is_left_as_it_is(report: cc.ValidationReport) -> None:
+    fig, mine = plt.subplots()
+    report.plot(mine)
+    assert to_rgba(fig.get_facecolor())[3] == 1.0
 
 
 def test_report_plot_keeps_the_largest_and_draws_on_a_given_axes(
@@ -74,10 +117,11 @@ def test_result_plot_draws_rows_by_state_in_their_colours(
     )
     ax = result.plot()
     assert isinstance(ax, Axes)
-    assert bar_labels(ax) == ["sent", "skipped", "invalid"]
+    assert bar_labels(ax) == ["✔ sent", "↷ skipped", "✘ invalid"]  # each state's mark
     assert bar_widths(ax) == [1993, 1, 7]
     colours = [to_hex(p.get_facecolor()) for p in ax.patches]
-    assert colours == ["#1a7f37", "#6e7781", "#bc4c00"]
+    assert colours == [COLOURS["sent"], COLOURS["skipped"], COLOURS["invalid"]]
+    assert [t.get_text() for t in ax.texts] == ["1,993", "1", "7"]
 
 
 def test_result_timeline_climbs_to_the_rows_delivered_and_marks_failures(
@@ -94,7 +138,17 @@ def test_result_timeline_climbs_to_the_rows_delivered_and_marks_failures(
     assert line.get_ydata()[-1] == result.counts["sent"]  # type: ignore[index]
     legend = ax.get_legend()
     assert legend is not None
-    assert [t.get_text() for t in legend.get_texts()] == ["sent", "failed request"]
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "✔ sent",
+        "failed request (send again)",
+    ]
+    (failed,) = ax.collections  # the failed requests, in the mark and colour of failed
+    assert to_hex(failed.get_facecolor()[0]) == COLOURS["failed"]  # type: ignore[arg-type]
+    mark = MarkerStyle(f"${MARKS['failed']}$")
+    drawn = mark.get_path().transformed(mark.get_transform())
+    assert np.allclose(failed.get_paths()[0].vertices, drawn.vertices)
+    assert to_hex(line.get_color()) == COLOURS["sent"]
+    assert ax.yaxis.get_major_formatter()(120_000, 0) == "120,000"
     assert ax.get_xlabel() == "seconds since the send started"
     assert (result.chunks["finished_s"].diff().dropna() >= 0).all()  # one worker: in order
 

@@ -197,7 +197,7 @@ def test_ragged_lines_keep_their_rows_when_a_send_splits_the_first_slice(
     client = cc.Client("http://127.0.0.1:9", "ck_test_0123456789abcdef")
     result = client.send_events(path, now=now, dry_run=True, progress=False)
     invalid = result.rows[result.rows["status"] == "invalid"]
-    assert list(invalid["row"]) == [9, 3_009]  # rows are labelled by their line
+    assert list(invalid.index) == [9, 3_009]  # rows are labelled by their line
     assert result.counts["invalid"] == 2 and len(result.rows) == 4_500
 
 

@@ -141,7 +141,7 @@ def test_identities_from_a_crm_csv_arrive_as_meant(
     )
     result = client.identify(path)
     assert result.counts["sent"] == 2 and result.counts["invalid"] == 1
-    failures = str(result.rows.set_index("row").loc[4, "error"])
+    failures = str(result.rows.loc[4, "error"])
     assert "email_opted_in_type" in failures and "phone_e164" in failures
     users: dict[str, list[dict[str, Any]]] = dict(
         zip(sandbox.users()["external_user_id"], sandbox.users()["channels"], strict=True)

@@ -13,8 +13,11 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import churn_connector as cc
+from churn_connector._client import send_keywords
+from churn_connector._core.text_options import CLIENT_FIELDS
+from churn_connector._core.types import Kind
 from churn_connector.spark import ChurnCommitMessage, ChurnDataSource, ChurnWriter, SparkSettings
-from churn_connector.spark.options import ORDER_COLUMN
+from churn_connector.spark.options import ORDER_COLUMN, SEND_OPTIONS
 from churn_connector.spark.partition import coalesce, reported_duplicates
 from churn_connector.spark.results import _ResultsTask
 from churn_connector.spark.source import _text, _typed
@@ -67,6 +70,21 @@ def test_consent_options_are_read_by_name_for_identities_and_checked_on_the_driv
         SparkSettings.from_options({"kind": "identities", "blank_consent": "yes", "parallelism": 1})
     with pytest.raises(cc.ConfigurationError, match="unknown option"):
         SparkSettings.from_options({"kind": "events", "require_consent": "true", "parallelism": 1})
+
+
+@pytest.mark.parametrize("kind", ["events", "identities"])
+def test_spark_takes_the_declared_send_options_that_mean_something_for_a_frame(kind: Kind) -> None:
+    declared = {o.name: o for o in send_keywords(kind) if o.declared.spark}
+    assert set(SEND_OPTIONS[kind]) == set(declared) - CLIENT_FIELDS
+    assert not {"dtypes", "delimiter", "now", "progress"} & set(SEND_OPTIONS[kind])
+    # each one's default, written as text, reads back as that default
+    for name in SEND_OPTIONS[kind]:
+        default = declared[name].default
+        if default is None:
+            continue
+        text = str(default).lower() if isinstance(default, bool) else str(default)
+        settings = SparkSettings.from_options({"kind": kind, name: text, "parallelism": 1})
+        assert settings.send_options == {name: default}, name
 
 
 def test_the_key_travels_to_the_tasks_but_never_shows() -> None:

@@ -503,7 +503,7 @@ def test_second_sync_with_a_blank_cell_is_refused_and_the_opt_out_stays(
     second = first_sync(client, sandbox, tmp_path)
     result = client.identify(second)
     assert (result.counts["sent"], result.counts["invalid"]) == (1, 1)
-    error = str(result.rows.set_index("row").loc[2, "error"])  # u1, on line 2 of the file
+    error = str(result.rows.loc[2, "error"])  # u1, on line 2 of the file
     assert "[email_opted_in_blank]" in error and BLANK_FIX in error
     assert stored_email(sandbox, "u1")["opted_in"] is False
     assert list(sandbox.identify_log()["external_user_id"]).count("u1") == 1  # never re-sent

@@ -248,7 +248,7 @@ def test_push_token_and_its_alias_together_invalidate_the_table() -> None:
     report = validate_identities(users("a", "b", push_token=["t1", None], pushToken=[None, "t2"]))
     failure = only_failure(report)
     assert (failure["row"], failure["column"], failure["check"]) == (
-        None,
+        pd.NA,  # the whole table: no row
         "pushToken",
         "push_token_alias_conflict",
     )
@@ -446,8 +446,8 @@ def test_duplicates_keep_last_skips_earlier_rows_with_a_note() -> None:
         "pending",
         "pending",
     ]
-    assert rows["error"][0] == "superseded by row r6"
-    assert rows["error"][1] == "superseded by row r3"
+    assert rows["error"].iloc[0] == "superseded by row r6"
+    assert rows["error"].iloc[1] == "superseded by row r3"
 
 
 def test_keep_last_sends_nothing_for_a_user_whose_last_row_is_invalid() -> None:

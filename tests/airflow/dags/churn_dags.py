@@ -8,7 +8,7 @@ from datetime import timedelta
 import pandas as pd
 from airflow.sdk import DAG, task
 
-from churn_connector.airflow import IdentifyOperator, SendEventsOperator
+from churn_connector.airflow import IdentifyOperator, SendEventsOperator, ValidateOperator
 
 PARAMS = {"events": "", "users": "", "ledger": ""}
 
@@ -66,3 +66,15 @@ with DAG("churn_strictness", schedule=None, params=PARAMS) as strictness_dag:
     SendEventsOperator(
         task_id="typo", source="{{ params.events }}", send_options={"namepsace": "x"}, retries=2
     )
+
+with DAG(
+    "churn_gate", schedule=None, params={**PARAMS, "max_invalid": ""}, default_args={"retries": 0}
+) as gate_dag:
+    gate = ValidateOperator(
+        task_id="validate_events",
+        source="{{ params.events }}",
+        max_invalid="{{ params.max_invalid }}",
+        warn_on=["occurred_at_naive"],
+        retries=2,  # a gate that fails must not be retried: the data has to change
+    )
+    gate >> SendEventsOperator(task_id="send_events", source="{{ params.events }}")

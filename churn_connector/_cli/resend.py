@@ -1,0 +1,126 @@
+"""``churn-connector resend ROWS DATA``, and the receipts every send can leave.
+
+``resend`` re-sends the rows a previous ``send --rows ROWS`` left ``failed`` (and
+``rejected`` with ``--include-rejected``), from the same input, with the same message ids;
+it refuses an input whose fingerprint is not the one the rows file records. ``--rows``
+writes the whole input's rows file again, with the re-sent rows' new states, so a second
+re-send can follow. Exit codes as ``send``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from .._client import Client
+from .._core.config import ClientConfig
+from .._core.exceptions import RunStopped
+from .._core.types import Kind
+from .._resend import merged_rows, plan_resend, send_plan
+from .._results.result import SendResult, append_line, check_result_path, write_frame, write_frames
+from .._results.runs import now_utc, read_rows_file, receipt_line, receipts_path
+from .._results.runs import stopped_receipt as receipt_of_stopped
+from .options import (
+    add_data_arguments,
+    add_send_arguments,
+    client_options,
+    data_options,
+    send_options,
+)
+
+
+def add_receipts(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--receipts",
+        type=Path,
+        metavar="FILE|DIR",
+        help="append the run's receipt (one JSON line: ids, counts, fingerprint; never data) "
+        "to FILE, or to DIR/receipts.jsonl",
+    )
+
+
+def add_resend(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
+    """The ``resend`` subcommand's parser."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "resend", help="re-send the rows a previous send left failed, from the same input"
+    )
+    verbosity(p)
+    p.add_argument("rows_file", type=Path, metavar="ROWS", help="the --rows file of that send")
+    add_data_arguments(p, positional=False)
+    p.add_argument(
+        "file", type=Path, metavar="DATA", help="the same input (its fingerprint is checked)"
+    )
+    p.add_argument(
+        "--include-rejected",
+        action="store_true",
+        help="re-send the rows the API rejected too (after fixing the API's side)",
+    )
+    p.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
+    p.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
+    p.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
+    p.add_argument(
+        "--rows", type=Path, help="write the whole input's per-row frame, updated (.csv/.parquet)"
+    )
+    add_receipts(p)
+    add_send_arguments(p)
+    return p
+
+
+def run_resend(args: argparse.Namespace) -> int:
+    """Plan, send, write the files asked for; return the exit code."""
+    started, quiet = now_utc(), args.quiet
+    check_result_path(args.results)
+    check_result_path(args.rows)
+    # the kind is the rows file's: the data flags are read as that kind's
+    kind = _kind_of(args.rows_file)
+    args.kind = kind
+    options = {**send_options(args), **data_options(args)}
+    plan = plan_resend(args.rows_file, args.file, include_rejected=args.include_rejected, **options)
+    client = client_options(args)
+    if args.concurrency is not None:
+        key = "max_concurrency" if kind == "events" else "identify_concurrency"
+        client[key] = args.concurrency
+    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client)
+    try:
+        result = send_plan(
+            plan, Client(config=config), progress=False if quiet else None, **options
+        )
+    except RunStopped as exc:
+        if args.results is not None and exc.chunks is not None:
+            write_frame(exc.chunks, args.results)
+        stopped_receipt(args, "resend", kind, exc, started)
+        raise
+    if not quiet:
+        print(f"re-sending {len(plan.positions):,} of {plan.total:,} rows")
+        print(result.summary())
+    if args.results is not None:
+        write_frame(result.chunks, args.results)
+    if args.rows is not None:
+        write_frames([merged_rows(plan, result.rows)], args.rows)
+    result_receipt(args, "resend", result)
+    return result.exit_code
+
+
+def _kind_of(path: Path) -> Kind:
+    _frame, header = read_rows_file(path)
+    kind = (header or {}).get("kind")
+    return "identities" if kind == "identities" else "events"
+
+
+def result_receipt(args: argparse.Namespace, command: str, result: SendResult) -> None:
+    """Append the receipt of a run that finished (``--receipts``)."""
+    if getattr(args, "receipts", None) is None:
+        return
+    append_line(receipt_line(result.receipt(command=command)), receipts_path(args.receipts))
+
+
+def stopped_receipt(
+    args: argparse.Namespace, command: str, kind: str, exc: RunStopped, started: dt.datetime
+) -> None:
+    """Append the receipt of a run that stopped part way (``--receipts``)."""
+    if getattr(args, "receipts", None) is None:
+        return
+    made = receipt_of_stopped(command, kind, exc, started)
+    append_line(receipt_line(made), receipts_path(args.receipts))

@@ -1,0 +1,186 @@
+"""``churn-connector track``: one event from a script, or NDJSON events through a tracker.
+
+    churn-connector track EVENT_TYPE --user ID [--property KEY=VALUE ...] [--properties JSON]
+                          [--context JSON] [--occurred-at TIME] [--message-id ID]
+    churn-connector track --ndjson FILE|-
+
+Prints the message id of each delivered event, one per line. Exit codes as for ``send``:
+0 delivered; 1 invalid (the reason on stderr; nothing of it sent); 2 not delivered; 3 no key
+or a refused key, the API unreachable, a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from .._client import Client
+from .._core.config import ClientConfig
+from .._core.exceptions import (
+    ChurnConnectorError,
+    ConfigurationError,
+    DataValidationError,
+    DeliveryError,
+    TransportError,
+)
+from .._core.types import ExitCode
+from .._track.tracker import TrackHandle
+
+__all__ = ["add_track_parser", "run_track"]
+
+# the keys of one NDJSON line: Client.track's arguments
+_FIELDS = ("external_user_id", "event_type", "occurred_at", "properties", "context", "message_id")
+
+
+def add_track_parser(sub: Any, add_verbosity: Any) -> None:
+    """The ``track`` subcommand, on the main parser's subparsers."""
+    track = sub.add_parser(
+        "track",
+        help="send one event now (or NDJSON events through a tracker)",
+        description="Send one event now, or the events of an NDJSON file (one object per "
+        "line with external_user_id, event_type and optionally occurred_at, properties, "
+        "context, message_id). Prints the message id of each delivered event.",
+    )
+    add_verbosity(track, argparse.SUPPRESS)
+    track.add_argument("event_type", nargs="?", metavar="EVENT_TYPE", help="e.g. signup")
+    track.add_argument("--user", metavar="ID", help="the external_user_id")
+    track.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property as text; KEY:=JSON for a typed value (amount:=19.9, paid:=true); "
+        "repeatable",
+    )
+    track.add_argument("--properties", metavar="JSON", help="the properties as a JSON object")
+    track.add_argument("--context", metavar="JSON", help="the context as a JSON object")
+    track.add_argument(
+        "--occurred-at",
+        metavar="TIME",
+        help="when it happened, with its offset (2026-11-20T09:30:00+01:00); default: now",
+    )
+    track.add_argument(
+        "--message-id", metavar="ID", help="your own id for it (a webhook's event id)"
+    )
+    track.add_argument("--ndjson", metavar="FILE", help="send the events of FILE (- for stdin)")
+    track.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
+    track.add_argument("--naive-timezone", metavar="TZ", help="zone of a time without offset")
+    track.add_argument("--namespace", help="salt for hashed message ids")
+
+
+def _properties(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.properties is not None:
+        parsed = _json(args.properties, "--properties")
+        if not isinstance(parsed, dict):
+            raise ConfigurationError("--properties must be a JSON object")
+        out.update(parsed)
+    for item in args.property:
+        typed = ":=" in item.split("=", 1)[0] + "="
+        key, _, value = item.partition(":=" if typed else "=")
+        if not key or (not typed and "=" not in item):
+            raise ConfigurationError(f"--property {item!r}: write KEY=VALUE or KEY:=JSON")
+        out[key] = _json(value, f"--property {key}") if typed else value
+    return out
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigurationError(f"{where}: not JSON ({exc})") from None
+
+
+def run_track(args: argparse.Namespace) -> int:
+    """Run ``churn-connector track``; its exit code."""
+    single = args.event_type is not None or args.user is not None
+    if args.ndjson is not None and single:
+        raise ConfigurationError("give EVENT_TYPE --user ID, or --ndjson FILE, not both")
+    if args.ndjson is None and (args.event_type is None or args.user is None):
+        raise ConfigurationError("give EVENT_TYPE and --user ID (or --ndjson FILE)")
+    client = Client(config=ClientConfig.create(args.base_url, None))
+    options = {"naive_timezone": args.naive_timezone, "namespace": args.namespace}
+    if args.ndjson is not None:
+        return _ndjson(client, args, options)
+    context = None if args.context is None else _json(args.context, "--context")
+    try:
+        result = client.track(
+            args.user,
+            args.event_type,
+            occurred_at=args.occurred_at,
+            properties=_properties(args),
+            context=context,
+            message_id=args.message_id,
+            **options,
+        )
+    except DataValidationError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return ExitCode.INVALID
+    except DeliveryError as exc:
+        print(f"not delivered: {exc}", file=sys.stderr)
+        return ExitCode.UNDELIVERED
+    finally:
+        client.close()
+    print(result.message_id)
+    return ExitCode.OK
+
+
+def _lines(path: str) -> Iterator[tuple[int, str]]:
+    stream: IO[str]
+    stream = sys.stdin if path == "-" else Path(path).open(encoding="utf-8")  # noqa: SIM115
+    try:
+        for number, line in enumerate(stream, 1):
+            if line.strip():
+                yield number, line
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+
+
+def _ndjson(client: Client, args: argparse.Namespace, options: dict[str, Any]) -> int:
+    code = ExitCode.OK
+    handles: list[TrackHandle] = []
+    tracker = client.tracker()
+    try:
+        for number, line in _lines(args.ndjson):
+            try:
+                handles.append(tracker.track(**_event(line), **options))
+            except (DataValidationError, ValueError) as exc:
+                print(f"line {number}: invalid: {exc}", file=sys.stderr)
+                code = max(code, ExitCode.INVALID)
+    finally:
+        tracker.close()
+    for handle in handles:
+        try:
+            print(handle.result(timeout=0).message_id)
+        except (TransportError, TimeoutError) as exc:
+            # a refused key or an unreachable API: nothing more can be sent (exit 3)
+            stopped = isinstance(exc, TransportError)
+            code = max(code, ExitCode.STOPPED if stopped else ExitCode.UNDELIVERED)
+            print(f"not delivered: {handle.message_id}: {exc}", file=sys.stderr)
+        except ChurnConnectorError as exc:
+            code = max(code, ExitCode.UNDELIVERED)
+            print(f"not delivered: {handle.message_id}: {exc}", file=sys.stderr)
+    return int(code)
+
+
+def _event(line: str) -> dict[str, Any]:
+    """One NDJSON line as ``track``'s keywords; ValueError names what is wrong."""
+    try:
+        parsed = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("each line must be one JSON object (an event)")
+    unknown = sorted(set(parsed) - set(_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown}: an event has {', '.join(_FIELDS)}")
+    missing = [k for k in ("external_user_id", "event_type") if k not in parsed]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    return parsed

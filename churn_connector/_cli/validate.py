@@ -1,0 +1,170 @@
+"""``churn-connector validate``: the data-quality gate.
+
+Exit codes (a contract, docs/reference/exit-codes.md): 0 the gate passes (warnings
+allowed); 1 invalid rows above ``--max-invalid`` (any invalid row without it); 3 the check
+could not run (the input unreadable, bad options, or an error of ours): a check that did
+not complete never passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, get_args
+
+from .._core.declare import options_of
+from .._core.exceptions import ChurnConnectorError, ConfigurationError
+from .._core.types import ExitCode
+from .._events.api import validate_events
+from .._identities.api import validate_identities
+from .._read.text import Format
+from .._results.result import check_result_path, write_frame, write_text
+from .._validate.ci import GITHUB_CAP, github_lines, junit_xml
+from .._validate.document import FIRST_FAILURES, document, dumps
+from .._validate.gate import GateOptions
+from .._validate.report import ValidationReport, write_rows
+from .options import _given, add_data_arguments, add_flag, data_options
+
+FORMATS = ("text", "json", "github")
+INPUT_FORMATS: tuple[str, ...] = get_args(Format)
+
+
+def add_validate(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
+    """The ``validate`` subcommand's parser."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "validate", help="check a file against the contract, as a gate; send nothing"
+    )
+    verbosity(p)
+    # --format takes the input's format (for files named without one) and the report's:
+    # their values differ (csv, tsv, parquet, ndjson, avro; text, json, github)
+    add_data_arguments(p, skip=("format",))
+    gate = p.add_argument_group("the gate (exit 1 above --max-invalid, 0 otherwise)")
+    for option in options_of(GateOptions):
+        add_flag(gate, option)
+    out = p.add_argument_group("reports")
+    out.add_argument(
+        "--format",
+        choices=[*FORMATS, *INPUT_FORMATS],
+        action="append",
+        dest="formats",
+        default=None,
+        help="stdout: a summary (text, the default), the JSON report (json) or GitHub Actions "
+        "annotations (github); csv, tsv, parquet, ndjson or avro: the format of files "
+        "whose name says none, as for send (repeatable: one of each)",
+    )
+    out.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
+    out.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML report here")
+    out.add_argument(
+        "--first",
+        type=int,
+        default=FIRST_FAILURES,
+        metavar="N",
+        help=f"failures listed in the JSON report (default {FIRST_FAILURES})",
+    )
+    out.add_argument("--report", type=Path, help="write the failures to this .csv/.parquet")
+    out.add_argument(
+        "--passed",
+        type=Path,
+        metavar="FILE",
+        help="write the rows that passed, as read, to this .csv/.parquet (ready to send)",
+    )
+    out.add_argument(
+        "--quarantine",
+        type=Path,
+        metavar="FILE",
+        help="write the rows that did not, with row, failed_checks and reasons (.csv/.parquet)",
+    )
+    return p
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Validate, write the reports asked for, and return the gate's exit code."""
+    try:
+        return _run(args)
+    except Exception as exc:  # a check that did not complete never passes
+        if _ours(exc):
+            raise  # the caller's handler prints it and exits 3
+        traceback.print_exc()
+        print(
+            "error: the check could not complete (an error of churn-connector: please "
+            "report it); the gate does not pass",
+            file=sys.stderr,
+        )
+        return ExitCode.STOPPED
+
+
+def _ours(exc: Exception) -> bool:
+    return isinstance(exc, ChurnConnectorError)
+
+
+def _formats(args: argparse.Namespace) -> str:
+    """Split ``--format``'s values into the input's (``args.format``) and the report's."""
+    given = args.formats or []
+    for kinds, what in ((FORMATS, "report"), (INPUT_FORMATS, "input")):
+        found = [v for v in given if v in kinds]
+        if len(set(found)) > 1:
+            raise ConfigurationError(
+                f"--format names two {what} formats ({' and '.join(found)}): give one"
+            )
+    args.format = next((v for v in given if v in INPUT_FORMATS), None)
+    return next((v for v in given if v in FORMATS), "text")
+
+
+def _run(args: argparse.Namespace) -> int:
+    args.output = _formats(args)
+    gate = GateOptions(**_given(args, options_of(GateOptions)))
+    for path in (args.report, args.passed, args.quarantine):
+        _check_suffix(path)
+    validate = validate_events if args.kind == "events" else validate_identities
+    report: ValidationReport = validate(args.file, **data_options(args))
+    verdict = report.gate(
+        max_invalid=gate.max_invalid, warn_invalid=gate.warn_invalid, warn_on=gate.warn_on
+    )
+    quiet = args.quiet
+    say = print if args.output == "text" else _to_stderr
+    if not quiet:
+        say(report.summary())
+        if report.n_rows == 0:
+            say("the input holds no rows: nothing to validate")
+        say(f"gate: {verdict.status}" + "".join(f"; {r}" for r in verdict.reasons))
+    if args.output == "json" or args.json is not None:
+        text = dumps(document(report, verdict, first=max(args.first, 0)))
+        if args.output == "json":
+            sys.stdout.write(text)
+        if args.json is not None:
+            write_text(text, args.json)
+    if args.output == "github":
+        print("\n".join(github_lines(report, verdict, cap=GITHUB_CAP)))
+    if args.junit is not None:
+        write_text(junit_xml(report, verdict), args.junit)
+    if args.report is not None:
+        write_frame(report.failures, args.report)
+    if args.passed is not None:
+        write_rows(report.valid, args.passed, labels=False)
+    if args.quarantine is not None:
+        report.quarantine(args.quarantine)
+    if not quiet:
+        written = [
+            f"{what} {path}"
+            for what, path in (
+                ("JSON report", args.json),
+                ("JUnit report", args.junit),
+                ("failures", args.report),
+                ("passed rows", args.passed),
+                ("quarantined rows", args.quarantine),
+            )
+            if path is not None
+        ]
+        if written:
+            say("written: " + ", ".join(written))
+    return verdict.exit_code
+
+
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _check_suffix(path: Path | None) -> None:
+    check_result_path(path)

@@ -1,0 +1,96 @@
+"""SendOptions: the knobs of one send, declared once and checked like the config.
+
+``Client.send_events`` and ``Client.identify`` take them as keywords beside the table's
+options; a bad value is a ``ConfigurationError`` naming the knob, never a silent default
+(``max_concurrency=0`` is refused, not read as "the client's").
+"""
+
+from __future__ import annotations
+
+import os  # noqa: F401 - LedgerArg's hint names os and Ledger: get_type_hints reads them here
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from .._core.contract import MAX_BATCH_SIZE
+from .._core.declare import declare, options_of, registered
+from .._core.exceptions import ConfigurationError
+from .._core.words import named
+from .._ledger import Ledger, LedgerArg  # noqa: F401
+
+__all__ = ["SendOptions"]
+
+
+@registered
+@dataclass(frozen=True, kw_only=True)
+class SendOptions:
+    """How one send runs: the keywords of ``Client.send_events`` / ``Client.identify`` that
+    are not the table's."""
+
+    dry_run: bool = declare(
+        False,
+        doc="build every request, send none; valid rows are counted as `would_send`. Needs "
+        "no base URL and no key (with a `ledger` it does: its records are scoped to them)",
+        help="build every request, send none",
+    )
+    ledger: LedgerArg = declare(
+        None,
+        doc="a SQLite file (or a `cc.Ledger`) of what was acknowledged: skip it "
+        "([the ledger](../concepts/ledger.md))",
+        help="SQLite file of acknowledged data: skip it on re-runs",
+        metavar="PATH",
+        parse=Path,
+    )
+    progress: bool | None = declare(
+        None,
+        doc="`True` / `False`: a bar counting rows, or none ([Work in a "
+        "notebook](../guides/notebooks.md))",
+        spark=False,  # a Spark task has no one watching: always off there
+        shown_default="`None`: a bar where someone watches (a notebook, a terminal), log "
+        "lines elsewhere",
+        shown_flag="`-q` turns it off",
+    )
+    batch_size: int | None = declare(
+        None,
+        doc=f"events per request for this call (at most {MAX_BATCH_SIZE})",
+        flag="--batch-size",  # the CLI sets the client's (ClientConfig.batch_size)
+        kinds=("events",),
+        shown_default="the client's",
+        shown_flag="—",
+    )
+    max_concurrency: int | None = declare(
+        None,
+        doc="requests in flight for this call",
+        flag="--concurrency",  # the CLI sets the client's, by kind
+        shown_default="the client's",
+        shown_flag="—",
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dry_run, bool):
+            raise ConfigurationError(f"dry_run must be True or False, not {self.dry_run!r}")
+        if self.progress is not None and not isinstance(self.progress, bool):
+            raise ConfigurationError(
+                f"progress must be True, False or None (a bar where someone watches), "
+                f"not {self.progress!r}"
+            )
+        for name in ("batch_size", "max_concurrency"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(
+                    f"{named(name)} must be a whole number of at least 1 (None: the client's), "
+                    f"not {value!r}"
+                )
+        if self.batch_size is not None and self.batch_size > MAX_BATCH_SIZE:
+            raise ConfigurationError(
+                f"batch_size must be between 1 and {MAX_BATCH_SIZE} (the API's limit), "
+                f"got {self.batch_size}"
+            )
+
+    @classmethod
+    def given(cls, values: Mapping[str, Any]) -> Self:
+        """The knobs of a send's keywords (its ``locals()``: other names are not looked at)."""
+        return cls(**{o.name: values[o.name] for o in options_of(cls) if o.name in values})

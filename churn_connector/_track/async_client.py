@@ -1,0 +1,408 @@
+"""``cc.AsyncClient``: one-off events from ASGI handlers (FastAPI, Starlette, ...), on httpx.
+
+``await client.track(...)`` and ``async with client.tracker() as t: await t.track(...)`` have
+the semantics of their thread counterparts (``Client.track``, ``Client.tracker``): the same
+scalar engine, the same wire bytes and ids, the same retry decisions, the same book of what
+became of each event. Waiting happens in the event loop; the spool's disk writes run in a
+worker thread, so a handler never blocks the loop on an fsync.
+
+Cancellation accounts for everything: an event whose ``track`` was cancelled is either not
+queued (cancelled while it waited for room) or queued whole (cancelled while its spool row
+was being written: the row and the queue entry go together); a request cancelled in flight
+(the tracker closed by a cancelled task) leaves its events ``failed`` (outcome unknown, safe
+to re-send; with a spool they stay there), never in limbo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Unpack
+
+from .._core.config import ClientConfig, ClientOptions, Secret, as_secret
+from .._core.contract import EVENTS_PATH, TRACK_PATH
+from .._core.exceptions import (
+    ConfigurationError,
+    DeliveryError,
+    QueueFull,
+    TransportError,
+)
+from .._core.types import IdFormat
+from .aio_poster import AsyncPoster
+from .book import Book, Entry, FlushReport, State
+from .scalar import event_of
+from .send import TrackResult, undelivered
+from .spool import Spool
+from .tracker import OnFull, _expired, _left_behind, _merge
+
+__all__ = ["AsyncClient", "AsyncTrackHandle", "AsyncTracker"]
+
+log = logging.getLogger("churn_connector")
+_OPEN, _CLOSE = b'{"events":[', b"]}"
+
+
+class AsyncClient:
+    """Sends one-off events from async code, over httpx (``pip install
+    'churn-connector[async]'``). ``base_url``, ``api_key``, ``config`` and the keywords
+    are :class:`Client`'s; ``transport``: an httpx transport to send through (tests,
+    mounts). Close it with ``await client.aclose()`` or use ``async with``."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        *,
+        config: ClientConfig | None = None,
+        transport: Any = None,
+        **options: Unpack[ClientOptions],
+    ) -> None:
+        api_key = as_secret(api_key)
+        self.config = (
+            config if config is not None else ClientConfig.create(base_url, api_key, **options)
+        )
+        self._poster = AsyncPoster(self.config, transport)
+
+    def __repr__(self) -> str:
+        config = getattr(self, "config", None)
+        return f"AsyncClient(base_url={getattr(config, 'base_url', None)!r})"
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._poster.aclose()
+
+    async def track(
+        self,
+        external_user_id: str | int,
+        event_type: str,
+        *,
+        occurred_at: Any = None,
+        properties: Mapping[str, Any] | str | None = None,
+        context: Mapping[str, Any] | str | None = None,
+        message_id: str | None = None,
+        now: Any = None,
+        naive_timezone: str | None = None,
+        namespace: str | None = None,
+        id_format: IdFormat = "v2",
+    ) -> TrackResult:
+        """:meth:`Client.track`, awaited: validate one event and send it now."""
+        event = event_of(
+            external_user_id,
+            event_type,
+            occurred_at=occurred_at,
+            properties=properties,
+            context=context,
+            message_id=message_id,
+            now=now,
+            naive_timezone=naive_timezone,
+            namespace=namespace,
+            id_format=id_format,
+        )
+        outcome = await self._poster.post(TRACK_PATH, event.body)
+        if outcome.status != "sent":
+            raise undelivered(event.message_id, outcome)
+        return TrackResult(
+            event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
+        )
+
+    def tracker(
+        self,
+        spool: str | os.PathLike[str] | None = None,
+        *,
+        max_queue: int = 10_000,
+        on_full: OnFull = "block",
+        block_timeout: float = 30.0,
+        flush_timeout: float = 5.0,
+        max_concurrency: int | None = None,
+    ) -> AsyncTracker:
+        """:meth:`Client.tracker` for async code: ``async with client.tracker() as t:``,
+        ``handle = await t.track(...)``, ``await handle.result()``."""
+        return AsyncTracker(
+            self,
+            spool=spool,
+            max_queue=max_queue,
+            on_full=on_full,
+            block_timeout=block_timeout,
+            flush_timeout=flush_timeout,
+            max_concurrency=max_concurrency,
+        )
+
+
+class AsyncTrackHandle:
+    """One event tracked from async code: its ``message_id``, then its TrackResult."""
+
+    __slots__ = ("__weakref__", "_done", "_error", "_result", "message_id")
+
+    def __init__(self, message_id: str) -> None:
+        self.message_id = message_id
+        self._done = asyncio.Event()
+        self._result: TrackResult | None = None
+        self._error: BaseException | None = None
+
+    def _resolve(self, result: TrackResult | None, error: BaseException | None) -> None:
+        self._result, self._error = result, error
+        self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    async def result(self, timeout: float | None = None) -> TrackResult:
+        """The TrackResult once delivered, or the error that ended the event;
+        ``TimeoutError`` after ``timeout`` seconds."""
+        async with asyncio.timeout(timeout):
+            await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done() else "failed" if self._error else "sent"
+        return f"AsyncTrackHandle({self.message_id!r}, {state})"
+
+
+class AsyncTracker:
+    """Buffered one-off events in an event loop (see :class:`Tracker`)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        spool: str | os.PathLike[str] | None,
+        max_queue: int,
+        on_full: OnFull,
+        block_timeout: float,
+        flush_timeout: float,
+        max_concurrency: int | None,
+    ) -> None:
+        if on_full not in ("block", "raise", "spill"):
+            raise ConfigurationError(
+                f"on_full must be 'block', 'raise' or 'spill' (there is no drop mode), "
+                f"not {on_full!r}"
+            )
+        if on_full == "spill" and spool is None:
+            raise ConfigurationError("on_full='spill' needs a spool: pass spool=<path>")
+        if max_queue < 1:
+            raise ConfigurationError("max_queue must be at least 1")
+        self.client = client
+        self.on_full = on_full
+        self.block_timeout = block_timeout
+        self.flush_timeout = flush_timeout
+        self.concurrency = max_concurrency or min(4, client.config.max_concurrency)
+        self._spool = Spool(spool) if spool is not None else None
+        self._book = Book(max_queue, self._spool, client.config.batch_size)
+        self._cond = asyncio.Condition()
+        self._admit = asyncio.Lock()
+        self._workers: list[asyncio.Task[None]] = []
+        self._closing = False
+        self._closed = False
+
+    @property
+    def spool(self) -> str | None:
+        return self._spool.path if self._spool is not None else None
+
+    def __repr__(self) -> str:
+        return f"AsyncTracker(spool={self.spool!r}, pending={self._book.pending()})"
+
+    async def __aenter__(self) -> AsyncTracker:
+        self._start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        interrupted = exc is not None and not isinstance(exc, Exception)
+        report = await self.aclose(self.flush_timeout if interrupted else None)
+        if exc is None:
+            report.raise_for_failures()
+        elif not report.ok:
+            log.warning("tracker: %s", _left_behind(report))
+
+    async def track(
+        self,
+        external_user_id: str | int,
+        event_type: str,
+        *,
+        occurred_at: Any = None,
+        properties: Mapping[str, Any] | str | None = None,
+        context: Mapping[str, Any] | str | None = None,
+        message_id: str | None = None,
+        now: Any = None,
+        naive_timezone: str | None = None,
+        namespace: str | None = None,
+        id_format: IdFormat = "v2",
+    ) -> AsyncTrackHandle:
+        """Validate one event (``DataValidationError`` here) and queue it; its handle."""
+        event = event_of(
+            external_user_id,
+            event_type,
+            occurred_at=occurred_at,
+            properties=properties,
+            context=context,
+            message_id=message_id,
+            now=now,
+            naive_timezone=naive_timezone,
+            namespace=namespace,
+            id_format=id_format,
+        )
+        if self._closing:
+            raise ConfigurationError("the tracker is closed")
+        handle = AsyncTrackHandle(event.message_id)
+        entry = Entry(event.message_id, event.body, event.ms, None, handle._resolve)
+        async with self._admit:  # one at a time: the spool's order is the sending order
+            if self.on_full != "spill":
+                await self._room()
+            # shielded: cancelled while its row is written, the event is still queued whole
+            await asyncio.shield(self._queue(entry))
+        self._start()
+        return handle
+
+    async def _room(self) -> None:
+        book = self._book
+        async with self._cond:
+            if book.has_room():
+                return
+            if self.on_full == "block":
+                try:
+                    async with asyncio.timeout(self.block_timeout):
+                        await self._cond.wait_for(book.has_room)
+                    return
+                except TimeoutError:
+                    pass
+        waited = f" for {self.block_timeout:g} s" if self.on_full == "block" else ""
+        raise QueueFull(
+            f"the tracker's queue is full ({book.max_queue:,} events waited{waited}); the "
+            "event was not queued. Raise max_queue, send fewer, or pass a spool with "
+            "on_full='spill'",
+            max_queue=book.max_queue,
+        )
+
+    async def _queue(self, entry: Entry) -> None:
+        if self._spool is not None:
+            entry.seq = await asyncio.to_thread(
+                self._spool.add, entry.message_id, entry.ms, entry.body
+            )
+        async with self._cond:
+            with self._book.lock:
+                self._book.admit(entry)
+            self._cond.notify()
+
+    # -- sending ------------------------------------------------------------------------
+    def _start(self) -> None:
+        if not self._workers and not self._closing:
+            self._workers = [asyncio.create_task(self._work()) for _ in range(self.concurrency)]
+
+    async def _work(self) -> None:
+        book = self._book
+        while True:
+            async with self._cond:
+                while True:
+                    with book.lock:
+                        if book.needs_load():
+                            book.loading = True
+                            load, chunk, expired = True, list[Entry](), list[Entry]()
+                            break
+                        if book.waiting:
+                            load = False
+                            chunk, expired = book.take(time.time_ns() // 1_000_000)
+                            break
+                        if self._closing and book.idle():
+                            return
+                    await self._cond.wait()
+            if load:
+                await asyncio.to_thread(book.load)
+                continue
+            if expired:
+                await self._settle(expired, None, "expired", _expired())
+            if chunk:
+                await self._send(chunk)
+            async with self._cond:
+                self._cond.notify_all()
+
+    async def _settle(
+        self,
+        entries: list[Entry],
+        result: Any,
+        state: State | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        if self._spool is not None:
+            await asyncio.to_thread(self._book.settle, entries, result, state, error)
+        else:
+            self._book.settle(entries, result, state, error)
+
+    async def _send(self, chunk: list[Entry]) -> None:
+        body = _OPEN + b",".join(e.body for e in chunk) + _CLOSE
+        try:
+            outcome = await self.client._poster.post(EVENTS_PATH, body)
+        except asyncio.CancelledError:
+            # in flight when the tracker was closed: outcome unknown, never in limbo
+            error = DeliveryError(
+                "cancelled in flight; outcome unknown, safe to re-send", counts={"failed": 1}
+            )
+            self._book.settle(chunk, None, "failed", error)
+            raise
+        except TransportError as exc:
+            await self._settle(chunk, None, "failed", exc)
+            return
+        if outcome.status == "sent":
+            await self._settle(
+                chunk,
+                lambda e: TrackResult(
+                    e.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
+                ),
+            )
+            return
+        if outcome.status == "rejected" and len(chunk) > 1 and self.client.config.bisect_rejected:
+            half = len(chunk) // 2
+            await self._send(chunk[:half])
+            await self._send(chunk[half:])
+            return
+        state: State = "rejected" if outcome.status == "rejected" else "failed"
+        for entry in chunk:
+            await self._settle([entry], None, state, undelivered(entry.message_id, outcome))
+
+    # -- flushing and closing -------------------------------------------------------------
+    async def flush(self, timeout: float | None = None) -> FlushReport:
+        """Wait until every queued event is delivered or has failed (at most ``timeout``
+        seconds); the report of what happened since the previous one."""
+        self._start()
+        try:
+            async with asyncio.timeout(timeout), self._cond:
+                await self._cond.wait_for(self._book.idle)
+        except TimeoutError:
+            pass
+        return self._book.report()
+
+    async def aclose(self, timeout: float | None = None) -> FlushReport:
+        """Flush (at most ``timeout`` seconds), stop the senders and close."""
+        if self._closed:
+            return self._book.report()
+        try:
+            report = await self.flush(timeout)
+        finally:
+            self._closing = True
+            for task in self._workers:
+                if not self._book.idle():
+                    task.cancel()
+            async with self._cond:
+                self._cond.notify_all()
+            await asyncio.gather(*self._workers, return_exceptions=True)
+            if not self._book.idle():
+                self._book.abandon("the tracker was closed")
+            if self._spool is not None:
+                self._spool.close()
+            self._closed = True
+        return _merge(report, self._book.report())

@@ -1,0 +1,173 @@
+"""One event sent now: ``client.track()`` posts to ``/v1/events/track`` and says how it ended.
+
+The request goes through the client's ``HttpPoster``: its retry policy, 429 pause, breaker
+and deadline (here per call, not per client), and Ctrl-C or SIGTERM while it waits ends the
+call with ``Interrupted`` (the event may or may not have been stored: its message id makes a
+re-send safe). Every failure raises; nothing is swallowed.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .._core.config import ClientConfig
+from .._core.contract import TRACK_PATH
+from .._core.exceptions import ChurnConnectorError, DeliveryError, Interrupted, TransportError
+from .._delivery.transport import HttpPoster, Outcome
+from .._run import signal_of, sigterm_raises
+from .scalar import Event
+
+if TYPE_CHECKING:
+    import requests
+
+__all__ = ["CallPoster", "OneOff", "TrackResult", "undelivered"]
+
+log = logging.getLogger("churn_connector")
+
+# calls in one second past which a loop is better served by send_events or a tracker
+NUDGE_RATE = 20
+
+
+@dataclass(frozen=True)
+class TrackResult:
+    """How one event was delivered: its ``message_id`` (the hash, or the one you gave), the
+    HTTP ``status`` of the acknowledgement, the ``attempts`` it took (retries included) and
+    the ``elapsed_s`` seconds they took."""
+
+    message_id: str
+    status: int | None
+    attempts: int
+    elapsed_s: float
+
+
+class CallPoster(HttpPoster):
+    """An ``HttpPoster`` whose deadline belongs to the call (per thread), not to a run: a
+    client that lives for days gives each call its own ``deadline`` seconds."""
+
+    def __init__(
+        self, config: ClientConfig, pool_size: int, session: requests.Session | None = None
+    ) -> None:
+        self._local = threading.local()
+        super().__init__(config, pool_size, session=session)
+
+    @property
+    def deadline(self) -> float | None:
+        value: float | None = getattr(self._local, "deadline", None)
+        return value
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._local.deadline = value
+
+    def start_call(self) -> None:
+        """This thread's next post gets the configured deadline from now."""
+        seconds = self.config.deadline
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+
+def _close_in(pid: int, poster: CallPoster) -> None:
+    if os.getpid() == pid:  # never the parent's connections from a forked child
+        poster.close()
+
+
+def undelivered(message_id: str, outcome: Outcome) -> DeliveryError:
+    """The error of an event the API refused (``rejected``) or that was never acknowledged
+    (``failed``: outcome unknown, safe to re-send with the same id)."""
+    state = "rejected" if outcome.status == "rejected" else "failed"
+    if state == "rejected":
+        text = f"the API refused event {message_id}: {outcome.error}"
+    else:
+        text = (
+            f"event {message_id} was not acknowledged after {outcome.attempts} attempt(s): "
+            f"{outcome.error}; outcome unknown, safe to re-send with the same message id"
+        )
+    return DeliveryError(text, counts={state: 1})
+
+
+class OneOff:
+    """A client's one-off sends: one poster per process (a forked child makes its own),
+    replaced after an error stopped it."""
+
+    def __init__(self, config: ClientConfig, session: requests.Session | None) -> None:
+        self.config = config
+        self.session = session
+        self._lock = threading.Lock()
+        self._poster: CallPoster | None = None
+        self._pid = os.getpid()
+        self._calls: collections.deque[float] = collections.deque(maxlen=NUDGE_RATE)
+        self._nudged = False
+
+    def poster(self) -> CallPoster:
+        with self._lock:
+            if self._poster is None or self._pid != os.getpid():
+                # after a fork the parent's sockets are the parent's: never shared
+                poster = CallPoster(self.config, self.config.max_concurrency, self.session)
+                # a client dropped without close() must not leave its connections (and
+                # their watchdog thread) behind
+                weakref.finalize(self, _close_in, os.getpid(), poster)
+                self._poster, self._pid = poster, os.getpid()
+            return self._poster
+
+    def _drop(self, poster: CallPoster) -> None:
+        with self._lock:
+            if self._poster is poster:
+                self._poster = None
+        poster.close()
+
+    def close(self) -> None:
+        with self._lock:
+            poster, self._poster = self._poster, None
+        if poster is not None and self._pid == os.getpid():
+            poster.close()
+
+    def send(self, event: Event) -> TrackResult:
+        """POST one event; its TrackResult, or the package's typed exception."""
+        self._nudge()
+        poster = self.poster()
+        poster.start_call()
+        try:
+            with sigterm_raises():
+                outcome = poster.post(TRACK_PATH, event.body)
+        except TransportError:
+            self._drop(poster)  # it stopped itself (the key refused, the host unreachable)
+            raise
+        except BaseException as exc:
+            if isinstance(exc, Exception) and not isinstance(exc, ChurnConnectorError):
+                raise  # a bug of ours: shown as it is
+            if isinstance(exc, ChurnConnectorError):
+                raise
+            raise Interrupted(
+                f"interrupted: event {event.message_id} may or may not have been stored "
+                "(outcome unknown, safe to re-send with the same message id)",
+                signal=signal_of(exc) or int(signal.SIGINT),
+                counts={"failed": 1},
+            ) from exc
+        if outcome.status != "sent":
+            raise undelivered(event.message_id, outcome)
+        return TrackResult(
+            event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
+        )
+
+    def _nudge(self) -> None:
+        """One INFO line when track() runs many times a second: a loop wants a batch."""
+        if self._nudged:
+            return
+        now = time.monotonic()
+        calls = self._calls
+        calls.append(now)
+        if len(calls) == calls.maxlen and now - calls[0] < 1.0:
+            self._nudged = True
+            log.info(
+                "client.track() was called %d times within a second: for many events, "
+                "client.send_events(table) sends up to 500 per request, and client.tracker() "
+                "sends them in the background in batches",
+                NUDGE_RATE,
+            )

@@ -1,0 +1,303 @@
+"""The data-quality gate: how many invalid rows a run tolerates, which checks only warn, and
+the verdict (pass, warn or fail) with its reasons and exit code.
+
+A threshold is a number of rows (``10``, ``"10"``) or a share of the rows read (``"0.5%"``);
+the gate fails when the invalid rows are *above* ``max_invalid`` and warns when they are
+above ``warn_invalid`` (exactly at a threshold is within it). Without ``max_invalid`` any
+invalid row fails, as ``validate`` always did. ``warn_on`` names checks whose failures
+only warn: a row that fails those checks alone is still invalid (it is never sent, and it
+goes to the quarantine), but it does not count against ``max_invalid``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pandas as pd
+
+from .._core.declare import declare, registered
+from .._core.exceptions import ConfigurationError
+from .._core.types import ExitCode
+from .._core.words import named
+from .checks import CHECKS
+
+if TYPE_CHECKING:
+    from .report import ValidationReport
+
+ThresholdArg = int | str | None
+"""A number of rows (``10``, ``"10"``) or a share of the rows (``"0.5%"``); None: unset."""
+Status = Literal["pass", "warn", "fail"]
+
+_SPELLING = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A limit on invalid rows: ``rows`` of them, or ``percent`` of the rows read."""
+
+    rows: int | None = None
+    percent: float | None = None
+
+    @classmethod
+    def parse(cls, value: Any, name: str = "max_invalid") -> Threshold:
+        """``10``, ``"10"`` or ``"0.5%"`` (a ``ValueError`` for anything else)."""
+        if isinstance(value, Threshold):
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ValueError(
+                f"{named(name)} takes a number of rows (10) or a share of rows ('0.5%'), "
+                f"not {value!r}"
+            )
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError(f"{named(name)} must not be negative, not {value}")
+            return cls(rows=value)
+        found = _SPELLING.fullmatch(value)
+        if found is None:
+            raise ValueError(
+                f"{named(name)} takes a number of rows (10) or a share of rows (0.5%), "
+                f"not {value!r}"
+            )
+        number, percent = found.groups()
+        if percent:
+            share = float(number)
+            if share > 100:
+                raise ValueError(f"{named(name)}: a share of rows is at most 100%, not {value}")
+            return cls(percent=share)
+        if "." in number:
+            raise ValueError(
+                f"{named(name)}: {value!r} is a fraction of a row; write a share as {number}%"
+            )
+        return cls(rows=int(number))
+
+    def limit(self, rows: int) -> float:
+        """The most invalid rows within this threshold, for an input of ``rows`` rows."""
+        if self.rows is not None:
+            return float(self.rows)
+        assert self.percent is not None
+        return rows * self.percent / 100
+
+    def __str__(self) -> str:
+        return str(self.rows) if self.rows is not None else f"{self.percent:g}%"
+
+
+def _threshold_text(text: str) -> str:
+    """A threshold's flag text, checked as the command line reads it."""
+    Threshold.parse(text)
+    return text
+
+
+def _check_name(text: str) -> str:
+    """A ``--warn-on`` name, checked as the command line reads it (a ValueError naming
+    close matches)."""
+    try:
+        refuse_unknown_check(text)
+    except ConfigurationError as exc:
+        raise ValueError(exc.message) from None
+    return text
+
+
+@registered
+@dataclass(frozen=True, kw_only=True)
+class GateOptions:
+    """What the gate tolerates: its thresholds and the checks that only warn."""
+
+    max_invalid: ThresholdArg = declare(
+        None,
+        doc='fail above this many invalid rows (`10`) or this share of the rows (`"0.5%"`); '
+        "unset: any invalid row fails ([Data-quality gate](../guides/ci-gate.md))",
+        help="fail only above N invalid rows, or above N%% of the rows (default: any invalid "
+        "row fails)",
+        metavar="N[%]",
+        parse=_threshold_text,
+        shown_default="`None`: any invalid row fails",
+        spark=False,
+    )
+    warn_invalid: ThresholdArg = declare(
+        None,
+        doc="warn above this many invalid rows, or this share (at or below it the gate passes "
+        "without a warning); unset: any invalid row within `max_invalid` warns",
+        help="warn only above N invalid rows, or above N%% of the rows",
+        metavar="N[%]",
+        parse=_threshold_text,
+        spark=False,
+    )
+    warn_on: Sequence[str] | None = declare(
+        None,
+        doc="checks whose failures only warn: their rows stay invalid (never sent, "
+        "quarantined) but do not count against `max_invalid`",
+        help="a check whose failures only warn (repeatable), e.g. --warn-on occurred_at_window",
+        metavar="CHECK",
+        parse=_check_name,
+        repeat=True,
+        spark=False,
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("max_invalid", "warn_invalid"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    Threshold.parse(value, name)
+                except ValueError as exc:
+                    raise ConfigurationError(str(exc)) from None
+        if isinstance(self.warn_on, str):
+            raise ConfigurationError(
+                f"{named('warn_on')} takes a list of check names, not the text {self.warn_on!r}"
+            )
+        object.__setattr__(self, "warn_on", tuple(self.warn_on or ()))
+        for check in self.warn_on or ():
+            refuse_unknown_check(check)
+
+    @property
+    def thresholds(self) -> tuple[Threshold, Threshold]:
+        """(``max_invalid``, ``warn_invalid``), unset ones at 0 rows."""
+        fail = Threshold.parse(self.max_invalid) if self.max_invalid is not None else Threshold(0)
+        warn = (
+            Threshold.parse(self.warn_invalid, "warn_invalid")
+            if self.warn_invalid is not None
+            else Threshold(0)
+        )
+        return fail, warn
+
+
+def refuse_unknown_check(check: Any) -> None:
+    """A ConfigurationError for a name that is no registered check, naming close ones."""
+    if isinstance(check, str) and check in CHECKS:
+        return
+    close = difflib.get_close_matches(str(check), list(CHECKS), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ConfigurationError(
+        f"{named('warn_on')}: {check!r} is no check's name{hint} (the names: "
+        "docs/reference/checks.md)"
+    )
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """The gate's decision on a report: ``status`` (``"pass"``, ``"warn"``, ``"fail"``),
+    ``exit_code`` (0, or 1 when it fails), ``invalid`` (the invalid rows counted against
+    the thresholds), ``warned`` (invalid rows whose checks only warn), ``rows`` (rows read),
+    ``reasons`` (sentences) and the options it was given. ``passed`` is True unless it
+    failed (warnings pass)."""
+
+    status: Status
+    exit_code: int
+    invalid: int
+    warned: int
+    rows: int
+    reasons: tuple[str, ...]
+    max_invalid: str | None  # as given ("10", "0.5%"); None: unset
+    warn_invalid: str | None
+    warn_on: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return self.status != "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as plain JSON values (the JSON report's ``verdict``)."""
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "invalid_rows": self.invalid,
+            "warned_rows": self.warned,
+            "reasons": list(self.reasons),
+            "max_invalid": self.max_invalid,
+            "warn_invalid": self.warn_invalid,
+            "warn_on": list(self.warn_on),
+        }
+
+
+def judge(
+    rows: int,
+    invalid: int,
+    warned: int,
+    options: GateOptions,
+) -> GateVerdict:
+    """The verdict for ``invalid`` counted rows (and ``warned`` warn-only ones) of ``rows``."""
+    fail, warn = options.thresholds
+    share = f" ({_percent(invalid, rows)} of {rows:,} rows)" if rows else ""
+    reasons: list[str] = []
+    status: Status = "pass"
+    if invalid > fail.limit(rows):
+        status = "fail"
+        limit = "any" if options.max_invalid is None else f"more than {fail}"
+        reasons.append(f"{_rows(invalid)}{share}: the gate fails on {limit}")
+    elif invalid > warn.limit(rows):
+        status = "warn"
+        within = "" if options.max_invalid is None else f", within max_invalid {fail}"
+        reasons.append(f"{_rows(invalid)}{share}{within}")
+    if warned:
+        if status == "pass":
+            status = "warn"
+        checks = ", ".join(options.warn_on or ())
+        fail_ = "fails" if warned == 1 else "fail"
+        reasons.append(
+            f"{warned:,} {'row' if warned == 1 else 'rows'} {fail_} only checks that warn "
+            f"({checks}): not sent"
+        )
+    return GateVerdict(
+        status=status,
+        exit_code=int(ExitCode.INVALID if status == "fail" else ExitCode.OK),
+        invalid=invalid,
+        warned=warned,
+        rows=rows,
+        reasons=tuple(reasons),
+        max_invalid=None if options.max_invalid is None else str(fail),
+        warn_invalid=None if options.warn_invalid is None else str(warn),
+        warn_on=tuple(options.warn_on or ()),
+    )
+
+
+def _rows(invalid: int) -> str:
+    return f"{invalid:,} invalid {'row' if invalid == 1 else 'rows'}"
+
+
+def _percent(part: int, whole: int) -> str:
+    value = 100 * part / whole
+    if 0 < value < 0.01:
+        return "<0.01%"
+    return f"{math.floor(value * 100) / 100:g}%"
+
+
+def counted_rows(report: ValidationReport, warn_on: Iterable[str]) -> tuple[int, int]:
+    """(invalid rows that count against the thresholds, invalid rows that only warn).
+
+    A row only warns when every failure recorded on it is of a ``warn_on`` check; a
+    table-level failure (a missing column) of another check makes every invalid row count.
+    """
+    warn = set(warn_on)
+    n_invalid = report.n_invalid
+    if not warn or not n_invalid:
+        return n_invalid, 0
+    failures = report.failures
+    at_table = failures["position"].isna()
+    table_checks = set(failures.loc[at_table, "check"].astype(str))
+    if table_checks - warn:
+        return n_invalid, 0
+    per_row = failures.loc[~at_table, ["position", "check"]]
+    invalid = report.invalid_positions
+    per_row = per_row[per_row["position"].isin(invalid)]
+    blocking = ~per_row["check"].astype(str).isin(warn)
+    by_row = pd.Series(blocking.to_numpy(), index=per_row["position"].to_numpy()).groupby(level=0)
+    any_blocking = by_row.any()
+    warn_only = int((~any_blocking).sum())
+    # invalid rows without a failure of their own: marked by the (warn-only) table-level ones
+    unexplained = n_invalid - len(any_blocking)
+    warned = warn_only + (unexplained if table_checks else 0)
+    return n_invalid - warned, warned
+
+
+def check_of_kind(check: str, kind: str) -> None:
+    """Refuse a ``warn_on`` check that never applies to ``kind``."""
+    applies = CHECKS[check].applies_to
+    if applies not in ("both", kind):
+        raise ConfigurationError(
+            f"{named('warn_on')}: {check!r} is a check of {applies}, not of {kind}"
+        )
