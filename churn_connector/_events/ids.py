@@ -143,7 +143,7 @@ _NATIVE_FROM = 256  # rows: below, the native call's fixed cost is more than the
 
 
 def _large(arr: pa.Array) -> bool:
-    return pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    return bool(pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type))
 
 
 def uuid8(sha256_digests: bytes) -> np.ndarray:

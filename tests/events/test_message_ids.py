@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._core.types import IdFormat
-from churn_connector._events import ids
+from churn_connector._events import columnar
+from churn_connector._events import ids as id_module
 from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
 from churn_connector._json.values import canonical
@@ -528,12 +529,12 @@ def test_an_unknown_id_format_is_refused() -> None:
 )
 def test_the_native_hash_gives_the_bytes_of_hashlib(tails: list[str], cut: int) -> None:
     column = pa.array([t.encode("utf-8") for t in tails], pa.binary()).slice(min(cut, len(tails)))
-    native = ids.native_sha256(b"churn-connector/message-id/v2\nns\n", column)
+    native = id_module.native_sha256(b"churn-connector/message-id/v2\nns\n", column)
     assert native is not None, "the fast extra (polars-hash) is a dev dependency"
-    reference = ids.python_sha256(b"churn-connector/message-id/v2\nns\n", column)
+    reference = id_module.python_sha256(b"churn-connector/message-id/v2\nns\n", column)
     assert native == reference
 
 
 def test_text_that_is_not_utf8_is_hashed_by_hashlib() -> None:
     column = pa.array([b"\xff\xfe", b"ok"], pa.binary())
-    assert ids.native_sha256(b"head", column) is None
+    assert id_module.native_sha256(b"head", column) is None
