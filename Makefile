@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: chromium demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
+.PHONY: chromium postgresql demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -20,10 +20,11 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 # the dev tools, Airflow, a notebook kernel, PySpark and the docs' builder in one environment:
 # mypy checks the provider and the Spark module against Airflow's and PySpark's types, their
 # tests run in real Airflow (~40 s and ~240 MB more to install) and real Spark (~1 min and
-# ~510 MB: PySpark bundles Spark's jars; Java 17 must be on the machine), the notebooks run in
-# a kernel of this environment, and make docs builds the site with MkDocs
+# ~510 MB: PySpark bundles Spark's jars; Java 17 must be on the machine), the Dagster tests in
+# real Dagster (~15 s more to install), the notebooks run in a kernel of this environment, and
+# make docs builds the site with MkDocs
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,dagster,docs]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)
@@ -39,9 +40,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # coverage floor: the suite covers ~94% today; below 90% something lost its tests.
-# The Airflow and the Spark tests run in processes of their own: Airflow's configuration,
-# logging and SIGTERM handler are process-wide, and so are a JVM and its SparkSession.
-# Coverage adds up over the three. Spark's Python workers run this venv's Python
+# The Airflow, the Dagster and the Spark tests run in processes of their own: Airflow's
+# configuration, logging and SIGTERM handler are process-wide, and so are Dagster's logging
+# and home, and a JVM and its SparkSession. Coverage adds up over the four. Spark's Python workers run this venv's Python
 # (PYSPARK_PYTHON); the Spark process gets a time limit, should a JVM ever hang.
 # tests/notebook/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
 # the screenshot test photographs a report in a real browser: Debian's chromium package
@@ -50,10 +51,22 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-pytest: $(STAMP) chromium
+# the ledger's tests start a PostgreSQL 15 server of their own on 127.0.0.1, as the system user
+# postgres (the server refuses root): Debian's postgresql-15 package brings the binaries and
+# the user (installed here when missing; apt needs root, as on the CI machine). Without them
+# those tests fail saying what is missing: they never skip
+PG_BIN ?= /usr/lib/postgresql/15/bin
+export CHURN_TEST_PG_BIN := $(PG_BIN)
+
+postgresql:
+	@{ test -x $(PG_BIN)/pg_ctl && id -u postgres >/dev/null 2>&1; } || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null; }
+
+pytest: $(STAMP) chromium postgresql
 	$(BIN)/python -m pytest -q --ignore=tests/airflow --ignore=tests/spark \
 		--cov=churn_connector --cov-report=
 	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append --cov-report=
+	$(BIN)/python -m pytest -q tests/dagster --cov=churn_connector --cov-append --cov-report=
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) timeout --kill-after=30 600 \
 		$(BIN)/python -m pytest -q tests/spark --cov=churn_connector --cov-append \
 		--cov-report=term:skip-covered --cov-fail-under=90
@@ -72,7 +85,7 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 	$(MIN_VENV)/bin/python -m pip check
 	@touch $(MIN_STAMP)
 
-test-min: $(MIN_STAMP) chromium
+test-min: $(MIN_STAMP) chromium postgresql
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/notebook/test_notebooks.py
 
 test: lint typecheck docs pytest test-min
@@ -89,7 +102,7 @@ docs-reference: $(STAMP)
 
 # not part of make test: ~35 min here, ~20 of them instruction counts under valgrind
 # (BENCH_ARGS="--quick": smaller sizes; "--skip callgrind"; see benchmarks/README.md)
-bench: $(STAMP)
+bench: $(STAMP) postgresql
 	@test $(VENV)/.bench-installed -nt pyproject.toml || { \
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)

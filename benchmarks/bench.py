@@ -24,6 +24,10 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
 * ``peers``: at 50 ms, same receiver, same data: ours (the CLI at default settings) beside a
   naive per-row ``requests.post`` loop, the hand-written streaming loop, Segment's
   analytics-python and PostHog's client (see peers.py), as events/s and ratios;
+* ``ledger``: the CLI at 50 ms, default settings, with a SQLite ledger and with a PostgreSQL
+  one (a server started here, as the tests start theirs, with ``fsync`` on): the send's wall
+  time (PostgreSQL's overhead), a re-run that skips everything, and the ledger's own read
+  rate (``known()`` over every key, one query per 50k-key slice as a run reads it).
 * ``track``: one-off events: client CPU per ``track()`` call beyond the HTTP exchange (the
   scalar engine alone, and a whole call less the CPU of posting its bytes), and the events/s
   a tracker reaches at 50 ms latency (memory queue; and with its SQLite spool).
@@ -62,6 +66,7 @@ import sandbox
 from harness import (
     HERE,
     KEY,
+    ROOT,
     Arrived,
     Child,
     Report,
@@ -88,6 +93,7 @@ SECTIONS = (
     "sandbox",
     "peers",
     "track",
+    "ledger",
 )
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
 
@@ -583,6 +589,127 @@ def peer_row(
     )
 
 
+def ledger(args: argparse.Namespace, report: Report) -> None:
+    """The CLI at 50 ms with a SQLite ledger and with a PostgreSQL one: the send, a re-run
+    that skips everything, and the ledger's own read rate."""
+    sys.path.insert(0, str(ROOT))
+    # the tests' PostgreSQL server, started the same way (psycopg: the postgres extra, in dev)
+    from tests.ledger.servers import (  # noqa: PLC0415 - only this section
+        PG_PASSWORD,
+        PostgresServer,
+        ServerMissing,
+    )
+
+    rows = args.ledger_rows
+    path = exports.export(args.cache, rows, "parquet")
+    try:
+        server = PostgresServer(fsync=True)  # PostgreSQL's default durability, as in production
+    except ServerMissing as exc:
+        report.problem(f"ledger: {exc}")
+        return
+    env = {"PGPASSWORD": PG_PASSWORD}  # the CLI takes no password in --ledger
+    walls: dict[str, list[float]] = {"SQLite": [], "PostgreSQL": []}
+    reruns: dict[str, list[float]] = {"SQLite": [], "PostgreSQL": []}
+    last: dict[str, str] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp, receiver(0.05) as sink:
+            for repeat in range(args.repeats):
+                for kind in walls:  # alternating, so a busy spell of the machine hits both
+                    if kind == "SQLite":
+                        where = str(Path(tmp, f"ledger-{repeat}.sqlite"))
+                        last[kind] = where
+                    else:
+                        schema = server.fresh_schema()
+                        where = server.url(schema, password=False)
+                        last[kind] = server.url(schema)
+                    child, arrived = measure(
+                        sink, lambda w=where: cli_send(path, sink.url, "--ledger", w, env=env)
+                    )
+                    if check_ours(report, f"ledger {kind} send", child, arrived, rows):
+                        walls[kind].append(child.wall_s)
+                    child, arrived = measure(
+                        sink, lambda w=where: cli_send(path, sink.url, "--ledger", w, env=env)
+                    )
+                    if child.returncode or arrived.events:
+                        report.problem(
+                            f"ledger {kind} re-run: exit {child.returncode}, {arrived.events} "
+                            f"events sent again: {child.tail()}"
+                        )
+                    else:
+                        reruns[kind].append(child.wall_s)
+            reads = {kind: ledger_read_rate(where) for kind, where in last.items()}
+        for kind in walls:
+            if walls[kind]:
+                wall = statistics.median(walls[kind])
+                report.add(
+                    Row(
+                        "ledger",
+                        f"send {rows // 1000}k rows Parquet, 50 ms, default settings, "
+                        f"{kind} ledger",
+                        rows / wall,
+                        "events/s",
+                        f"median wall {wall:.1f} s of {len(walls[kind])}: "
+                        + ", ".join(f"{w:.1f}" for w in walls[kind]),
+                        details={"walls_s": walls[kind]},
+                    )
+                )
+        if walls["SQLite"] and walls["PostgreSQL"]:
+            extra = statistics.median(walls["PostgreSQL"]) / statistics.median(walls["SQLite"])
+            report.add(
+                Row(
+                    "ledger",
+                    "PostgreSQL ledger's extra wall time over SQLite's (target <= 15%)",
+                    (extra - 1) * 100,
+                    "%",
+                    "medians of the send rows above",
+                )
+            )
+        for kind in reruns:
+            if reruns[kind]:
+                wall = statistics.median(reruns[kind])
+                report.add(
+                    Row(
+                        "ledger",
+                        f"re-run that skips all {rows // 1000}k rows, {kind} ledger (CLI, "
+                        "start-up, read and validation included)",
+                        rows / wall,
+                        "events/s",
+                        f"median wall {wall:.1f} s of {len(reruns[kind])}",
+                        details={"walls_s": reruns[kind]},
+                    )
+                )
+        for kind, (rate, note) in reads.items():
+            report.add(
+                Row(
+                    "ledger",
+                    f"{kind} ledger read: known() over every key, 50k keys a query "
+                    "(target >= 200k keys/s)",
+                    rate,
+                    "keys/s",
+                    note,
+                )
+            )
+    finally:
+        server.close()
+
+
+def ledger_read_rate(where: str) -> tuple[float, str]:
+    """Keys/s of ``known()`` over every event key of the ledger, in slices as a run asks."""
+    with cc.Ledger(where, read_only=True) as book:
+        keys: list[str] = []
+        scope = ""
+        for batch in book.batches():
+            keys += batch.column("key").to_pylist()
+            scope = scope or str(batch.column("scope")[0])
+        started = time.perf_counter()
+        found = sum(
+            len(book.known(scope, "events", keys[lo : lo + 50_000]))
+            for lo in range(0, len(keys), 50_000)
+        )
+        seconds = time.perf_counter() - started
+    return found / seconds, f"{found:,} of {len(keys):,} keys found in {seconds:.2f} s"
+
+
 def _cpu_per_call(calls: int, call: Callable[[int], Any]) -> float:
     """Process CPU (all threads) per call, in µs, after a warm-up."""
     for i in range(200):
@@ -693,6 +820,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "identify": identify,
     "memory": memory,
     "peers": peers,
+    "ledger": ledger,
     "track": track,
 }
 
@@ -761,6 +889,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=int, nargs="+", help="e2e latencies (default 0 50)")
     parser.add_argument("--memory-rows", type=int, nargs="+", help="default 300000 3000000")
     parser.add_argument("--users", type=int, help="identify: sample users (default 5,000)")
+    parser.add_argument(
+        "--ledger-rows", type=int, help="ledger: events per send (default 1,000,000; quick 100,000)"
+    )
     parser.add_argument("--naive-seconds", type=float, help="time bound of the naive loop (15)")
     parser.add_argument(
         "--peer-default-rows",
@@ -822,6 +953,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "latency_ms": [0, 50],
         "memory_rows": [300_000] if quick else [300_000, 3_000_000],
         "users": 1_000 if quick else 5_000,
+        "ledger_rows": 100_000 if quick else 1_000_000,
         "naive_seconds": 5.0 if quick else 15.0,
         "peer_default_rows": 5_000 if quick else 20_000,
         "cpu_kinds": list(exports.KINDS),

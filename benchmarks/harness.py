@@ -126,7 +126,9 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_child(cmd: list[str], timeout: float = CHILD_TIMEOUT) -> Child:
+def run_child(
+    cmd: list[str], timeout: float = CHILD_TIMEOUT, env: dict[str, str] | None = None
+) -> Child:
     """Run ``cmd`` to completion through launch.py, which reports the child's own rusage.
 
     Started straight from this (large) process, a child's peak RSS would start at ours.
@@ -136,7 +138,7 @@ def run_child(cmd: list[str], timeout: float = CHILD_TIMEOUT) -> Child:
         launcher = [sys.executable, str(HERE / "launch.py"), str(out), str(err), str(timeout)]
         done = subprocess.run(
             [*launcher, "--", *cmd],
-            env=child_env(),
+            env={**child_env(), **(env or {})},
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -167,8 +169,16 @@ def cli() -> str:
     return os.environ.get("BENCH_CLI") or str(Path(sys.executable).with_name("churn-connector"))
 
 
-def cli_send(path: Path, url: str, *options: str, timeout: float = CHILD_TIMEOUT) -> Child:
-    return run_child([cli(), "send", "events", str(path), "--base-url", url, *options], timeout)
+def cli_send(
+    path: Path,
+    url: str,
+    *options: str,
+    timeout: float = CHILD_TIMEOUT,
+    env: dict[str, str] | None = None,
+) -> Child:
+    return run_child(
+        [cli(), "send", "events", str(path), "--base-url", url, *options], timeout, env
+    )
 
 
 def peer(mode: str, path: Path, url: str, *options: str) -> tuple[Child, dict[str, Any]]:

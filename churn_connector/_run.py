@@ -139,6 +139,8 @@ class Run:
         try:
             with sigterm_raises():
                 sender.run(requests, feed)
+                if stage is not None:
+                    stage.finish()  # what the ledger buffered: its failure stops the run too
             stopped = False
         except BaseException as exc:
             if isinstance(exc, Exception) and not isinstance(exc, RunStopped):

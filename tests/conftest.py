@@ -24,6 +24,9 @@ import trustme
 import churn_connector as cc
 from churn_connector._core.types import ExtraColumns
 
+# the ledger's PostgreSQL and S3-compatible servers, started when a test first needs them
+pytest_plugins = ["tests.ledger.servers"]
+
 
 class MakeEvents(Protocol):
     """The type of the ``make_events`` fixture (the module-level ``make_events`` below)."""
@@ -42,7 +45,7 @@ class WireOptions(TypedDict, total=False):
 
 
 # suites that need a pytest process of their own
-OWN_PROCESS = (Path(__file__).parent / "airflow", Path(__file__).parent / "spark")
+OWN_PROCESS = tuple(Path(__file__).parent / name for name in ("airflow", "spark", "dagster"))
 
 
 # what the fault and interrupt tests saw (requests, retries, duplicates absorbed, seconds),
@@ -85,9 +88,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """tests/airflow and tests/spark run only when named (``pytest tests/airflow``, as
-    ``make pytest`` does): Airflow's configuration, logging and SIGTERM handler are
-    process-wide, and so are a JVM and its SparkSession, so each gets a process of its own."""
+    """tests/airflow, tests/spark and tests/dagster run only when named (``pytest
+    tests/airflow``, as ``make pytest`` does): Airflow's configuration, logging and SIGTERM
+    handler are process-wide, and so are a JVM and its SparkSession, and Dagster's logging
+    and home, so each gets a process of its own."""
     if collection_path not in OWN_PROCESS:
         return None
     named = (Path(arg.split("::")[0]).resolve() for arg in config.args)

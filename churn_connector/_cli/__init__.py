@@ -31,6 +31,8 @@ from .._core.types import ExitCode
 from .._core.words import command_line, text_table
 from .._results.result import check_result_path, write_frame, write_frames
 from .._results.runs import now_utc
+from .ledger import add_ledger_parser
+from .ledger import run as ledger_command
 from .options import (
     add_data_arguments,
     add_send_arguments,
@@ -102,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_resend(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
 
     add_track_parser(sub, _add_verbosity)
+
+    add_ledger_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -179,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_validate(args)
             if args.command == "send":
                 return _send(args)
+            if args.command == "ledger":
+                return ledger_command(args, lambda text: _say(args, text))
             if args.command == "resend":
                 return run_resend(args)
             if args.command == "track":

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os  # noqa: F401 - LedgerArg's hint names os and Ledger: get_type_hints reads them here
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Self
 
 from .._core.contract import MAX_BATCH_SIZE
 from .._core.declare import declare, options_of, registered
 from .._core.exceptions import ConfigurationError
 from .._core.words import named
-from .._ledger import Ledger, LedgerArg  # noqa: F401
+from .._ledger import Ledger, LedgerArg, command_line_location  # noqa: F401
 
 __all__ = ["SendOptions"]
 
@@ -36,11 +35,13 @@ class SendOptions:
     )
     ledger: LedgerArg = declare(
         None,
-        doc="a SQLite file (or a `cc.Ledger`) of what was acknowledged: skip it "
+        doc="what was acknowledged, to skip it: a SQLite file, a `postgresql://` URL, an "
+        "object-storage prefix (`s3://`, `gs://`, `az://`, `file://`) or a `cc.Ledger` "
         "([the ledger](../concepts/ledger.md))",
-        help="SQLite file of acknowledged data: skip it on re-runs",
-        metavar="PATH",
-        parse=Path,
+        help="SQLite file or ledger URL (postgresql://, s3://, ...) of acknowledged data: "
+        "skip it on re-runs",
+        metavar="LEDGER",
+        parse=command_line_location,
     )
     progress: bool | None = declare(
         None,

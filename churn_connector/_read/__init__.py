@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from .._core.exceptions import ChurnConnectorError, InputError
 from .._core.words import named
-from .arrow import arrow_batches, arrow_to_pandas, is_arrow, is_one_shot
+from .arrow import arrow_batches, arrow_to_pandas, is_arrow, is_one_shot, one_column
 from .avro import avro_rows
 from .files import expand, format_of, read_paths
 from .manifest import is_manifest_name, manifests_in, read_manifest
@@ -161,10 +161,12 @@ def _kind(data: Any) -> str:
 
 
 def _refuse_unsupported(data: Any, what: str) -> None:
-    if isinstance(data, pd.Series):
+    column = one_column(data)
+    if column is not None:
+        name, fix = column
         raise InputError(
-            f"the {what} is a pandas Series (one column): pass the whole table as a "
-            "DataFrame (series.to_frame() if it really is one column)"
+            f"the {what} is a {name} (one column): pass the whole table as a DataFrame "
+            f"({fix} if it really is one column)"
         )
     if isinstance(data, dict):
         raise InputError(f"the {what} is a dict: pass pd.DataFrame(data) (or a list of tables)")

@@ -168,9 +168,31 @@ def _is_polars_lazy(data: Any) -> bool:
     return kind.__module__.startswith("polars") and kind.__name__ == "LazyFrame"
 
 
+# one column where a table is expected, by (module, type): what turns it into a table.
+# Each of these exports __arrow_c_stream__ as a plain array stream, which Arrow's table
+# reader would refuse with its own error (ArrowInvalid), naming neither the type nor the fix
+_ONE_COLUMN = {
+    ("pandas", "Series"): ("pandas Series", "series.to_frame()"),
+    ("polars", "Series"): ("polars Series", "series.to_frame()"),
+    ("pyarrow", "Array"): ("pyarrow Array", "pa.table({'name': array})"),
+    ("pyarrow", "ChunkedArray"): ("pyarrow ChunkedArray", "pa.table({'name': array})"),
+    ("numpy", "ndarray"): ("numpy array", "pd.DataFrame(array, columns=[...])"),
+}
+
+
+def one_column(data: Any) -> tuple[str, str] | None:
+    """(its name, the fix) when ``data`` is a column or array rather than a table."""
+    for kind in type(data).__mro__:
+        found = _ONE_COLUMN.get((kind.__module__.split(".")[0], kind.__name__))
+        if found is not None:
+            return found
+    return None
+
+
 def is_arrow(data: Any) -> bool:
-    """True for inputs this module reads (pandas DataFrames excluded: see the docstring)."""
-    if isinstance(data, pd.DataFrame):
+    """True for inputs this module reads (pandas DataFrames excluded: see the docstring;
+    and one column, which is refused before it is read: :func:`one_column`)."""
+    if isinstance(data, pd.DataFrame) or one_column(data) is not None:
         return False
     return (
         isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader)

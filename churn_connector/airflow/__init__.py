@@ -1,7 +1,7 @@
 """The Airflow provider: ``ChurnHook`` (a ``churn`` Connection → a Client),
-``SendEventsOperator`` and ``IdentifyOperator``, and ``ValidateOperator`` (the data-quality
-gate). Needs ``pip install churn-connector[airflow]``
-(Airflow 3.3.1+).
+``SendEventsOperator`` and ``IdentifyOperator``, ``ValidateOperator`` (the data-quality
+gate), and ``churn_asset`` (what the sends deliver, to schedule DAGs on). Needs
+``pip install churn-connector[airflow]`` (Airflow 3.3.1+).
 
 Names load on first use: Airflow's provider discovery imports ``churn_connector.airflow.
 provider`` (this package's ``__init__`` first) early, before Airflow itself is ready, so
@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .assets import churn_asset
     from .hook import ChurnHook
     from .operators import ChurnSendKilled, IdentifyOperator, SendEventsOperator
     from .validate import ValidateOperator
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "ChurnHook": ".hook",
     "ChurnSendKilled": ".operators",
+    "churn_asset": ".assets",
     "IdentifyOperator": ".operators",
     "SendEventsOperator": ".operators",
     "ValidateOperator": ".validate",
@@ -32,6 +34,7 @@ __all__ = [
     "IdentifyOperator",
     "SendEventsOperator",
     "ValidateOperator",
+    "churn_asset",
 ]
 
 

@@ -24,6 +24,7 @@ Both spellings give the same client::
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, urlencode, urlunsplit
 
 from airflow.sdk import BaseHook
 
@@ -31,9 +32,10 @@ from .._client import Client
 from .._core.config import TIMEOUT_FIELDS, Secret
 from .._core.exceptions import ChurnConnectorError, ConfigurationError
 from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from
+from .._ledger import Ledger
 from .provider import CONN_TYPE, DEFAULT_CONN_ID, INTEGRATION
 
-__all__ = ["ChurnHook", "base_url_from", "client_options_from_extra"]
+__all__ = ["ChurnHook", "base_url_from", "client_options_from_extra", "ledger_from_connection"]
 
 _KEY_LIKE = {"api_key", "key", "token", "password", "secret"}
 
@@ -132,3 +134,60 @@ class ChurnHook(BaseHook):
         except ChurnConnectorError as exc:
             return False, str(exc)
         return True, f"the configuration is valid for {client.config.base_url} (nothing was sent)"
+
+
+# libpq's connection parameters that a PostgreSQL connection's extra may carry for the
+# ledger; the Postgres provider's own keys (cursor, iam, sqlalchemy_*, ...) are for its hook
+_LIBPQ_KEYS = frozenset(
+    {
+        "application_name",
+        "channel_binding",
+        "connect_timeout",
+        "gssencmode",
+        "keepalives",
+        "keepalives_count",
+        "keepalives_idle",
+        "keepalives_interval",
+        "krbsrvname",
+        "load_balance_hosts",
+        "options",
+        "require_auth",
+        "service",
+        "ssl_max_protocol_version",
+        "ssl_min_protocol_version",
+        "sslcert",
+        "sslcompression",
+        "sslcrl",
+        "sslkey",
+        "sslmode",
+        "sslnegotiation",
+        "sslrootcert",
+        "target_session_attrs",
+        "tcp_user_timeout",
+    }
+)
+_LEDGER_CONN_TYPES = ("postgres", "postgresql")
+
+
+def ledger_from_connection(conn_id: str, *, read_only: bool = False) -> Ledger:
+    """An open PostgreSQL ledger from an Airflow connection (type ``postgres``): ``host``,
+    ``port``, ``schema`` (the database), ``login``; the password from the connection's
+    password field, handed to the ledger as a secret (never in a URL, a log, a rendered
+    field or an XCom); libpq's parameters (``sslmode``, ``options``, ...) from its extra."""
+    conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type not in _LEDGER_CONN_TYPES:
+        raise ConfigurationError(
+            f"ledger_conn_id {conn_id!r} is a {conn.conn_type!r} connection: the ledger takes "
+            "a PostgreSQL one (conn_type postgres)"
+        )
+    if not conn.host:
+        raise ConfigurationError(f"ledger_conn_id {conn_id!r} has no host")
+    user = f"{quote(conn.login, safe='')}@" if conn.login else ""
+    port = f":{conn.port}" if conn.port else ""
+    query = {k: str(v) for k, v in conn.extra_dejson.items() if k in _LIBPQ_KEYS}
+    url = urlunsplit(
+        ("postgresql", f"{user}{conn.host}{port}", f"/{quote(conn.schema or '', safe='')}",
+         urlencode(query), "")
+    )  # fmt: skip
+    password = Secret(conn.password) if conn.password else None
+    return Ledger(url, read_only=read_only, password=password)

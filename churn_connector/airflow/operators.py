@@ -11,6 +11,11 @@ run, task and try (``results_dir``, templated), and a small JSON summary as the 
 counts, requests, elapsed time, file paths. Never data, never the key: the key comes only
 from the Connection (``ChurnHook``) and is no argument of these operators.
 
+Lineage: each send declares the outlet asset ``churn://<connection id>/<kind>``
+(:mod:`churn_connector.airflow.assets`), whose event carries the run's counts, and reports
+OpenLineage facets on completion and on failure (:mod:`churn_connector.airflow.lineage`,
+with Airflow's OpenLineage provider installed).
+
 The task fails with the run's summary when valid rows were not delivered, and, with
 ``fail_on_invalid=True``, when rows were invalid (or expired). Failures a retry cannot mend
 (the exception's ``retryable`` is False: the key refused, an untrusted certificate, bad
@@ -26,17 +31,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, XComArg
+from airflow.sdk import Asset, BaseHook, BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from .._client import send_keywords
-from .._core.exceptions import ConfigurationError, DeliveryError, RunStopped
+from .._core.exceptions import ChurnConnectorError, ConfigurationError, DeliveryError, RunStopped
 from .._core.text_options import keyword_from_text
 from .._core.types import Kind
+from .._ledger import Ledger, redact, scheme_of, without_password
 from .._results.result import SendResult, append_line
 from .._results.runs import now_utc, receipt_line, receipts_path, stopped_receipt
 from .._tasks import Recorded, record
-from .hook import ChurnHook
+from .assets import asset_extra, churn_asset
+from .hook import ChurnHook, base_url_from, ledger_from_connection
 from .provider import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
@@ -75,6 +82,7 @@ class _ChurnSendOperator(BaseOperator):
     """What both operators share; see the module's docstring."""
 
     _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
+    _delivers: ClassVar[bool] = False  # sends to the API: an outlet asset, an output dataset
     template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts")
     template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
     ui_color = "#e8f1fb"
@@ -89,11 +97,27 @@ class _ChurnSendOperator(BaseOperator):
         results_dir: str | None = DEFAULT_RESULTS_DIR,
         results_base: str | None = None,
         fail_on_invalid: bool = False,
+        ledger_conn_id: str | None = None,
         receipts: str | bool = True,
         **kwargs: Any,
     ) -> None:
+        if self._delivers:
+            # what this task delivered, for DAGs scheduled on it (assets.py)
+            given = kwargs.get("outlets") or []
+            given = list(given) if isinstance(given, list | tuple) else [given]
+            kwargs["outlets"] = [*given, churn_asset(self._kind, churn_conn_id)]
         super().__init__(**kwargs)
+        if ledger_conn_id is not None and (send_options or {}).get("ledger") is not None:
+            raise TypeError(
+                f"{type(self).__name__}: give the ledger once, as ledger_conn_id= or as "
+                "send_options['ledger'], not both"
+            )
+        ledger = (send_options or {}).get("ledger")
+        if not (isinstance(ledger, str) and "{{" in ledger):  # a template: once rendered
+            _refuse_ledger_password(send_options or {})
         self._upstream: XComArg | None = None
+        self._lineage_summary: dict[str, Any] | None = None  # the last try's, for lineage
+        self._base_url: str | None = None
         if isinstance(source, XComArg):
             # resolved in execute(), never rendered: see the module's docstring
             self._upstream = source
@@ -113,6 +137,7 @@ class _ChurnSendOperator(BaseOperator):
         self.results_dir = results_dir
         self._results_base = results_base
         self.fail_on_invalid = fail_on_invalid
+        self.ledger_conn_id = ledger_conn_id
         # True: receipts.jsonl in results_dir; a path: that file (or folder); False: none
         self.receipts = receipts
         self._sending = False
@@ -131,6 +156,12 @@ class _ChurnSendOperator(BaseOperator):
         self, context: Context, jinja_env: jinja2.Environment | None = None
     ) -> None:
         super().render_template_fields(context, jinja_env)
+        # a ledger URL whose template put a password in it must not be stored either
+        try:
+            _refuse_ledger_password(self.send_options)
+        except AirflowFailException:
+            self.send_options = {**self.send_options, "ledger": redact(self.send_options["ledger"])}
+            raise
         # a native-object template (render_template_as_native_obj) can render a table; it
         # must not reach the rendered fields Airflow stores next
         if not (self.source is None or _is_location(self.source)):
@@ -142,18 +173,28 @@ class _ChurnSendOperator(BaseOperator):
             )
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self._lineage_summary = None
         data = self._input(context)
         try:
             client = ChurnHook(self.churn_conn_id, **self.client_options).get_conn()
         except ConfigurationError as exc:
             raise AirflowFailException(f"churn connection {self.churn_conn_id!r}: {exc}") from None
+        self._base_url = client.config.base_url
         send: Callable[..., SendResult] = (
             client.send_events if self._kind == "events" else client.identify
         )
         options = self._send_options()
 
         ledger = options.get("ledger")
-        if isinstance(ledger, str | os.PathLike) and not options.get("dry_run"):
+        opened: Ledger | None = None
+        if self.ledger_conn_id is not None:
+            opened = self._ledger_of_connection(dry_run=bool(options.get("dry_run")))
+            options["ledger"] = opened  # an open Ledger: the password stays in it
+        elif (
+            isinstance(ledger, str | os.PathLike)
+            and scheme_of(ledger) is None
+            and not options.get("dry_run")
+        ):
             # a per-DAG or per-task ledger path (templated) on a fresh volume
             Path(ledger).parent.mkdir(parents=True, exist_ok=True)
 
@@ -168,6 +209,9 @@ class _ChurnSendOperator(BaseOperator):
             recorded = record(self._kind, send_while_killable, self.results_dir or None)
         except ConfigurationError as exc:  # a send option the package refuses
             raise AirflowFailException(f"churn {self._kind}: {exc}") from None
+        finally:
+            if opened is not None:
+                opened.close()
         summary = {
             **recorded.summary(),
             "results_dir": self.results_dir or None,
@@ -176,6 +220,7 @@ class _ChurnSendOperator(BaseOperator):
         receipt = self._write_receipt(recorded, context)
         if receipt is not None:
             summary["files"] = {**summary.get("files", {}), "receipts": receipt}
+        self._lineage_summary = summary
         failure = self._failure(recorded)
         if failure is not None:
             self.log.error("churn %s: the task fails; summary %s", self._kind, summary)
@@ -195,7 +240,57 @@ class _ChurnSendOperator(BaseOperator):
                 counts.get("expired", 0),
                 recorded.files.get("rows", "the rows file: results_dir is off"),
             )
+        if self._delivers:
+            context["outlet_events"][
+                churn_asset(self._kind, self.churn_conn_id)
+            ].extra = asset_extra(summary)
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage's view of the run (lineage.py): called by Airflow's OpenLineage
+        provider after the task succeeded."""
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As on completion, with what the failed try counted (nothing if it read nothing)."""
+        return self._lineage()
+
+    def _lineage(self) -> Any:
+        # the OpenLineage provider (apache-airflow-providers-openlineage) is optional, and
+        # only it calls this
+        from . import lineage  # noqa: PLC0415
+
+        upstream = None
+        producer = getattr(self._upstream, "operator", None)  # a PlainXComArg's task
+        if producer is not None:
+            uris = [o.uri for o in producer.outlets if isinstance(o, Asset)]
+            upstream = (self.dag_id, str(producer.task_id), uris)
+        output = None
+        if self._delivers:
+            output = (lineage.api_namespace(self._api_url()), self._kind)
+        checks, severity = self._lineage_quality()
+        return lineage.operator_lineage(
+            inputs=lineage.input_datasets(self.source, upstream),
+            output=output,
+            summary=self._lineage_summary,
+            checks=checks,
+            severity=severity,
+        )
+
+    def _lineage_quality(self) -> tuple[dict[str, int], str]:
+        """(rows that failed each check, when known; the invalid rows' severity)."""
+        return {}, "error" if self.fail_on_invalid else "warn"
+
+    def _api_url(self) -> str:
+        """The API's base URL: the client's, or (a try that failed before it had one) the
+        connection's; else the connection's name, so lineage still names a place."""
+        if self._base_url is not None:
+            return self._base_url
+        try:
+            conn = BaseHook.get_connection(self.churn_conn_id)
+            return base_url_from(conn.host, conn.port, conn.schema)
+        except Exception:
+            return f"churn://{self.churn_conn_id}"
 
     def _write_receipt(self, recorded: Recorded, context: Context) -> str | None:
         """Append the run's receipt (``receipts``): counts and ids, never data or the key."""
@@ -246,6 +341,17 @@ class _ChurnSendOperator(BaseOperator):
         except ConfigurationError as exc:
             raise AirflowFailException(f"churn {self._kind}: {exc}") from None
 
+    def _ledger_of_connection(self, *, dry_run: bool) -> Ledger:
+        """The ledger that ``ledger_conn_id`` names, open (a refused password, a bad
+        connection: the task fails without retrying; a server down: it retries)."""
+        assert self.ledger_conn_id is not None
+        try:
+            return ledger_from_connection(self.ledger_conn_id, read_only=dry_run)
+        except ChurnConnectorError as exc:
+            if exc.retryable:
+                raise
+            raise AirflowFailException(f"churn {self._kind}: {exc}") from None
+
     def on_kill(self) -> None:
         """Stop a send in progress. Airflow 3 calls this from its SIGTERM handler in the main
         thread, and after an execution timeout, once execute has left (then it does nothing)."""
@@ -286,6 +392,23 @@ class _ChurnSendOperator(BaseOperator):
         return None
 
 
+def _refuse_ledger_password(send_options: dict[str, Any]) -> None:
+    """A password in ``send_options['ledger']`` would be stored with the task's rendered
+    fields and shown in its UI: refused, pointing to ``ledger_conn_id``."""
+    ledger = send_options.get("ledger")
+    if not isinstance(ledger, str):
+        return
+    try:
+        without_password(
+            ledger,
+            "would be stored with the task's rendered fields and shown in its UI",
+            "name an Airflow connection instead (ledger_conn_id=), or set PGPASSWORD on the "
+            "workers",
+        )
+    except ValueError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
 def _with_note(error: RunStopped, note: str) -> RunStopped:
     if note:
         error.add_note(note.strip())
@@ -298,11 +421,14 @@ class SendEventsOperator(_ChurnSendOperator):
     ``send_options`` are :meth:`Client.send_events`'s keywords (templated): ``ledger``,
     ``namespace``, ``naive_timezone``, ``id_columns``, ``batch_size``, ``dry_run``, ...;
     ``client_options`` override the connection's extra (``max_concurrency``, ...).
+    ``ledger_conn_id`` names an Airflow PostgreSQL connection that holds the ledger (its
+    password stays in the connection), instead of ``send_options={"ledger": ...}``.
     Invalid rows are reported in the summary and the rows file; they fail the task only
     with ``fail_on_invalid=True``. Valid rows that were not delivered always fail it.
     """
 
     _kind = "events"
+    _delivers = True
 
 
 class IdentifyOperator(_ChurnSendOperator):
@@ -311,3 +437,4 @@ class IdentifyOperator(_ChurnSendOperator):
     otherwise as :class:`SendEventsOperator`."""
 
     _kind = "identities"
+    _delivers = True

@@ -85,6 +85,14 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [f"{_HERE}.operators", f"{_HERE}.validate"],
             }
         ],
+        # churn://<connection id>/<kind>: what a send delivered (assets.py)
+        "asset-uris": [
+            {
+                "schemes": [CONN_TYPE],
+                "handler": f"{_HERE}.assets.sanitize_uri",
+                "factory": f"{_HERE}.assets.create_asset",
+            }
+        ],
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,

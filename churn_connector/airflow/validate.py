@@ -119,6 +119,7 @@ class ValidateOperator(_ChurnSendOperator):
             "files": files,
             "results_dir": self.results_dir or None,
         }
+        self._lineage_summary = summary  # the input's facets (operators.py, lineage.py)
         for reason in verdict.reasons:
             self.log.info("churn validate %s: %s", self.kind, reason)
         if not verdict.passed:
@@ -128,6 +129,10 @@ class ValidateOperator(_ChurnSendOperator):
                 f"churn validate {self.kind}: the gate fails: {'; '.join(verdict.reasons)}{where}"
             )
         return summary
+
+    def _lineage_quality(self) -> tuple[dict[str, int], str]:
+        checks = (self._lineage_summary or {}).get("checks", [])
+        return {c["check"]: int(c["rows"]) for c in checks}, "error"
 
     def _validate(self, data: Any) -> ValidationReport:
         table = EventOptions if self.kind == "events" else IdentityOptions

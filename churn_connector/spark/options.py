@@ -21,6 +21,7 @@ from .._core.types import KINDS, Kind
 from .._delivery.options import SendOptions
 from .._events.options import EventOptions
 from .._identities.options import IdentityOptions
+from .._ledger import without_password
 from .._read import DEFAULT_SLICE_ROWS
 
 NAME = "churn"  # df.write.format("churn")
@@ -31,6 +32,12 @@ KEY_ENV = "CHURN_API_KEY"
 # the default concurrency (8) at a 40 ms round trip, however many cores the cluster has
 DEFAULT_REQUESTS_PER_SECOND = 200.0
 """The whole job's request budget when ``max_requests_per_second`` is not given."""
+# how many tasks a share of the budget assumes run at once when nobody says (the data source
+# written by hand: no code on the driver's side of it can ask Spark): 16 keeps the job within
+# its budget on a cluster of up to 16 task slots, and a task still sends 12.5 requests/s
+# (6,250 events/s at 500 a request) of the default 200; saying `parallelism` raises it
+ASSUMED_PARALLELISM = 16
+"""The tasks assumed to run at once when ``parallelism`` is not given."""
 # the column partition_by_user adds: each row's place before the shuffle (tasks drop it)
 ORDER_COLUMN = "__churn_order"
 
@@ -46,7 +53,8 @@ SEND_OPTIONS: dict[Kind, dict[str, Any]] = {
     }
     for kind in KINDS
 }
-# options of this integration (path: Spark adds it for save("..."), which means nothing here)
+# options of this integration (path: Spark adds it for save("..."), checkpointlocation for a
+# stream's option("checkpointLocation", ...): both Spark's own, which mean nothing here)
 OWN_OPTIONS = {
     "kind": str,
     "base_url": str | None,
@@ -57,6 +65,7 @@ OWN_OPTIONS = {
     "partitioned_by_user": bool,
     "summary_path": str | None,
     "path": str | None,
+    "checkpointlocation": str | None,
 }
 _RATE = "max_requests_per_second"
 # names someone might give the key: their values would show in plans and the Spark UI
@@ -131,16 +140,9 @@ class SparkSettings:
             )
         if self.parallelism is not None and self.parallelism < 1:
             raise ConfigurationError("option parallelism must be at least 1")
-        if self.max_requests_per_second is not None and self.parallelism is None:
-            raise ConfigurationError(
-                "option parallelism is needed to split max_requests_per_second "
-                f"({self.max_requests_per_second:g} requests/s for the whole job) across the "
-                "tasks: say how many of this job's tasks run at once (at most its partitions, "
-                "at most the cluster's cores); churn_connector.spark.save(df, ...) fills it in "
-                "on classic Spark. Or turn the budget off: max_requests_per_second='off'"
-            )
         if self.api_token is not None and (problem := self.api_token.problem()) is not None:
             raise ConfigurationError(f"option {SECRET_OPTION}: {problem}")
+        refuse_ledger_password(self.send_options)
         # the client options as a task will use them (the key and, where the executors'
         # environment holds it, the URL are only known there); a CA bundle's path is one
         # on the executors, maybe not on this machine, and without the URL, whether its
@@ -160,10 +162,20 @@ class SparkSettings:
         SendOptions.given(self.send_options)
 
     def task_rate(self) -> float | None:
-        """One task's share of the job's request budget (None: no budget)."""
+        """One task's share of the job's request budget (None: no budget): split across
+        ``parallelism`` tasks, or :data:`ASSUMED_PARALLELISM` when it is not known."""
         if self.max_requests_per_second is None:
             return None
-        return self.max_requests_per_second / (self.parallelism or 1)
+        return self.max_requests_per_second / (self.parallelism or ASSUMED_PARALLELISM)
+
+    def budget(self) -> dict[str, Any]:
+        """The request budget in force, for the job's summary."""
+        return {
+            "max_requests_per_second": self.max_requests_per_second,
+            "parallelism": self.parallelism,
+            "assumed_parallelism": None if self.parallelism else ASSUMED_PARALLELISM,
+            "per_task": self.task_rate(),
+        }
 
     def client(self) -> Client:
         """The task's client: the key and, unless given, the URL from the executor's
@@ -196,6 +208,24 @@ def refuse_key_options(given: Mapping[str, Any]) -> None:
                 "(secret|password|token|access key|credential), and "
                 f"{name!r} does not"
             )
+
+
+def refuse_ledger_password(send_options: Mapping[str, Any]) -> None:
+    """A password in the ``ledger`` option's URL would show where the option's value shows
+    (plans, the UI, the event log): refused, naming where the executors can read it."""
+    ledger = send_options.get("ledger")
+    if not isinstance(ledger, str):
+        return
+    try:
+        without_password(
+            ledger,
+            "would show in Spark's plans, UI and event log (Spark hides an option's value "
+            "only when the option's name matches spark.redaction.regex)",
+            "set PGPASSWORD in the executors' environment (spark.executorEnv.PGPASSWORD, "
+            "which Spark redacts) or give them a ~/.pgpass",
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"option ledger: {exc}") from None
 
 
 def refuse_token_on_connect(df: Any, options: Mapping[str, Any]) -> None:

@@ -28,7 +28,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from .._core.exceptions import ConfigurationError, DeliveryError
@@ -82,6 +87,7 @@ class ChurnWriter(DataSourceArrowWriter):
         summary["tasks"] = len(ours)
         summary["retried_partitions"] = sorted(m.partition for m in ours if m.attempt > 0)
         summary["duplicates_reported"] = sum(reported) if reported else None
+        summary["request_budget"] = self.settings.budget()
         return summary
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -96,7 +102,7 @@ class ChurnWriter(DataSourceArrowWriter):
                 counts=failure.counts,
             )
         # the commit runs on the driver: its output reaches the driver's log
-        print(f"churn {describe(summary)}; {_retries(summary)}")
+        print(f"churn {describe(summary)}; {retries_said(summary)}; {_budget(summary)}")
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         summary = self.job_summary(messages)
@@ -118,13 +124,27 @@ class ChurnWriter(DataSourceArrowWriter):
         os.replace(partial, target)
 
 
-def _retries(summary: dict[str, Any]) -> str:
+def retries_said(summary: dict[str, Any]) -> str:
+    """The retries a summary counts, in words."""
     retried = summary["retried_partitions"]
     if not retried:
         return "no task was retried"
     absorbed = summary["duplicates_reported"]
     said = "" if absorbed is None else f", and the API dropped {absorbed:,} re-sent events"
     return f"partitions {retried} were retried{said}"
+
+
+def _budget(summary: dict[str, Any]) -> str:
+    budget = summary["request_budget"]
+    if budget["per_task"] is None:
+        return "no request budget"
+    said = f"each task kept to {budget['per_task']:g} requests/s"
+    if budget["parallelism"] is not None:
+        return said
+    return (
+        f"{said} ({budget['max_requests_per_second']:g}/s split {budget['assumed_parallelism']}"
+        " ways: option parallelism, the tasks that run at once, raises it)"
+    )
 
 
 class ChurnDataSource(DataSource):
@@ -137,9 +157,24 @@ class ChurnDataSource(DataSource):
         return NAME
 
     def writer(self, schema: StructType, overwrite: bool) -> ChurnWriter:  # noqa: FBT001
+        return self.writer_class(self._settings(schema, overwrite, "mode('append')"))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: FBT001
+        """``df.writeStream.format("churn")``: each micro-batch sent (stream.py)."""
+        settings = self._settings(schema, overwrite, "outputMode('append')")
+        try:
+            # Spark 4.0 has no Arrow stream writer, which the sink is (module stream.py)
+            from .stream import ChurnStreamWriter  # noqa: PLC0415
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the churn streaming sink needs Spark 4.1 or later ({exc})"
+            ) from None
+        return ChurnStreamWriter(settings)
+
+    def _settings(self, schema: StructType, overwrite: bool, append: str) -> SparkSettings:  # noqa: FBT001
         if overwrite:
             raise ConfigurationError(
-                "the churn API cannot be overwritten, only added to: use mode('append')"
+                f"the churn API cannot be overwritten, only added to: use {append}"
             )
         settings = SparkSettings.from_options(self.options)
         partitioned = settings.partitioned_by_user or ORDER_COLUMN in schema.fieldNames()
@@ -152,7 +187,7 @@ class ChurnDataSource(DataSource):
                 "is already partitioned by external_user_id, say so with "
                 "option('partitioned_by_user', 'true')"
             )
-        return self.writer_class(settings)
+        return settings
 
 
 def register(spark: SparkSession) -> None:

@@ -6,13 +6,15 @@ key in *password*. The key is never in this file, in a template or in an XCom.
 
 * ``exports``: where the warehouse unloads, one folder per day: ``<exports>/<ds>/events.parquet``
   and ``<exports>/<ds>/users.parquet`` (``source`` takes whatever the package reads).
-* ``state``: where the ledgers live. It must outlive the worker (a persistent volume or a
-  local disk of a long-lived worker), on a local file system (SQLite's write-ahead log does
-  not work over NFS or SMB). On ephemeral workers that lose it, runs stay correct (message
-  ids make every re-send harmless: the API de-duplicates) and only re-send more.
+* ``churn_ledger``: an Airflow connection (type ``postgres``) to the PostgreSQL database
+  that keeps the ledger, which both tasks share (each retry, each pod, each worker finds
+  it). The server of Airflow's metadata DB is the common place, in a database of its own
+  (``CREATE DATABASE churn_ledger``), never among Airflow's tables. The password stays in
+  the connection: never in a template, a log or an XCom.
 
-Retries are safe for the same reason: a retried task re-sends what is not in its ledger, and
-the API stores each event once.
+Retries are safe: a retried task re-sends only what is not in the ledger, and the API stores
+each event once (message ids make every re-send harmless). Without the ledger, runs stay
+correct and only send more.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from airflow.sdk import DAG, task
 
 from churn_connector.airflow import IdentifyOperator, SendEventsOperator
 
-# one ledger per task: two tasks running at once on two workers never share a SQLite file
-LEDGER = "{{ params.state }}/{{ dag.dag_id }}/{{ task.task_id }}.sqlite"
+# the ledger's PostgreSQL connection: shared by the tasks, their retries and their workers
+LEDGER_CONN_ID = "churn_ledger"
 
 with DAG(
     dag_id="churn_daily",
@@ -33,7 +35,7 @@ with DAG(
     start_date=datetime(2026, 11, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
-    params={"exports": "/data/exports", "state": "/var/lib/churn"},
+    params={"exports": "/data/exports"},
     default_args={"retries": 3, "retry_delay": timedelta(minutes=5)},
     tags=["churn"],
 ) as dag:
@@ -46,12 +48,13 @@ with DAG(
     SendEventsOperator(
         task_id="send_events",
         source="{{ params.exports }}/{{ ds }}/events.parquet",  # rendered where it runs
-        send_options={"ledger": LEDGER},
+        ledger_conn_id=LEDGER_CONN_ID,
     )
 
     IdentifyOperator(
         task_id="identify",
         # a DataFrame from an upstream task: resolved when the task runs, never rendered
         source=changed_users("{{ params.exports }}/{{ ds }}/users.parquet"),
-        send_options={"ledger": LEDGER, "duplicates": "keep_last"},
+        ledger_conn_id=LEDGER_CONN_ID,
+        send_options={"duplicates": "keep_last"},
     )

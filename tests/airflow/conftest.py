@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from tests.ledger.servers import PG_PASSWORD, PG_USER, PostgresServer
+
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parents[1] / "examples" / "airflow"
 HOME = Path(tempfile.mkdtemp(prefix="churn-airflow-home-"))
@@ -40,9 +42,22 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db",
+        # OpenLineage's provider emits every task's events to a file (its plugin loads only
+        # when a transport is set when Airflow starts); in a thread, not a forked child
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(HOME / "openlineage.jsonl"), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
     }
 )
-for name in ("CHURN_RESULTS_BASE", "AIRFLOW_CONN_CHURN_DEFAULT", "CHURN_API_KEY"):
+OPENLINEAGE_FILE = HOME / "openlineage.jsonl"
+for name in (
+    "CHURN_RESULTS_BASE",
+    "AIRFLOW_CONN_CHURN_DEFAULT",
+    "AIRFLOW_CONN_CHURN_LEDGER",
+    "CHURN_API_KEY",
+    "PGPASSWORD",
+):
     os.environ.pop(name, None)
 
 # Two canaries: a key the sandbox accepts and one it refuses. Neither may appear anywhere.
@@ -104,6 +119,45 @@ def airflow_home() -> Path:
     return HOME
 
 
+def unpause(dag_id: str) -> None:
+    """Write the DAG folder's DAGs to the metadata DB (as dag.test() does) and unpause
+    ``dag_id``: Airflow queues asset-triggered runs only for unpaused DAGs."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager  # noqa: PLC0415
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db  # noqa: PLC0415
+    from airflow.models.dag import DagModel  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+    from sqlalchemy import update  # noqa: PLC0415
+
+    manager = DagBundlesManager()  # type: ignore[no-untyped-call]  # Airflow's, unannotated
+    manager.sync_bundles_to_db()
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+        sync_bag_to_db(bag, bundle.name, bundle.version)
+    with create_session() as session:
+        session.execute(update(DagModel).where(DagModel.dag_id == dag_id).values(is_paused=False))
+
+
+def create_asset_triggered_runs() -> None:
+    """What the scheduler's loop does for DAGs scheduled on assets: create their runs."""
+    from airflow.jobs.job import Job  # noqa: PLC0415
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+    from airflow.utils.sqlalchemy import prohibit_commit  # noqa: PLC0415
+
+    runner = SchedulerJobRunner(job=Job(), num_runs=1)  # type: ignore[no-untyped-call]
+    with create_session() as session, prohibit_commit(session) as guard:  # type: ignore[no-untyped-call]
+        runner._create_dagruns_for_dags(guard, session)
+
+
+def openlineage_events() -> list[dict[str, Any]]:
+    """The OpenLineage events emitted so far (the file transport's lines)."""
+    if not OPENLINEAGE_FILE.exists():
+        return []
+    return [json.loads(line) for line in OPENLINEAGE_FILE.read_text().splitlines() if line]
+
+
 def load_dag(module: str, dag_id: str) -> Any:
     """A DAG from the DAG folder's copy of ``module`` (imported once)."""
     from airflow.sdk import DAG  # noqa: PLC0415
@@ -132,6 +186,22 @@ def use_connection(monkeypatch: pytest.MonkeyPatch, base_url: str, key: str, **e
     """The churn_default connection, as an environment variable (JSON form)."""
     conn = {"conn_type": "churn", "host": base_url, "password": key, "extra": extra}
     monkeypatch.setenv("AIRFLOW_CONN_CHURN_DEFAULT", json.dumps(conn))
+
+
+def use_ledger_connection(
+    monkeypatch: pytest.MonkeyPatch, postgres: PostgresServer, schema: str, **extra: Any
+) -> None:
+    """The churn_ledger connection (type postgres) to the test server, in ``schema``."""
+    conn = {
+        "conn_type": "postgres",
+        "host": "127.0.0.1",
+        "port": postgres.port,
+        "schema": "ledger",
+        "login": PG_USER,
+        "password": PG_PASSWORD,
+        "extra": {"options": f"-csearch_path={schema}", **extra},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_CHURN_LEDGER", json.dumps(conn))
 
 
 def xcom(dag_id: str, task_id: str, run_id: str, key: str = "return_value") -> dict[str, Any]:

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import churn_connector as cc
-from tests.airflow.conftest import GOOD_KEY, load_dag, run_dag, use_connection, xcom
+from tests.airflow.conftest import (
+    GOOD_KEY,
+    Query,
+    leaks,
+    load_dag,
+    run_dag,
+    use_connection,
+    use_ledger_connection,
+    xcom,
+)
+from tests.ledger.servers import PG_PASSWORD, PostgresServer
 
 
-def test_the_example_dag_delivers_a_day_and_its_ledgers_skip_a_rerun(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_the_example_dag_delivers_a_day_and_its_postgres_ledger_skips_a_rerun(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    postgres: PostgresServer,
+    capfd: pytest.CaptureFixture[str],
+    query: Query,
 ) -> None:
     day = pd.Timestamp.now(tz="UTC").normalize()
     folder = tmp_path / "exports" / day.strftime("%Y-%m-%d")
@@ -29,7 +42,9 @@ def test_the_example_dag_delivers_a_day_and_its_ledgers_skip_a_rerun(
     pd.DataFrame(
         {"external_user_id": ["user_0", "user_1"], "email": ["a@example.com", "b@example.com"]}
     ).to_parquet(folder / "users.parquet")
-    conf = {"exports": str(tmp_path / "exports"), "state": str(tmp_path / "state")}
+    conf = {"exports": str(tmp_path / "exports")}
+    schema = postgres.fresh_schema()
+    use_ledger_connection(monkeypatch, postgres, schema)
 
     for task in load_dag("churn_daily", "churn_daily").tasks:
         task.retries = 0  # fail here, rather than wait out the example's retry delays
@@ -55,8 +70,14 @@ def test_the_example_dag_delivers_a_day_and_its_ledgers_skip_a_rerun(
     events = xcom("churn_daily", "send_events", second[2])
     assert events["counts"]["skipped"] == 10 and events["requests"] == 0
     assert xcom("churn_daily", "identify", second[2])["counts"]["skipped"] == 2
-    for task in ("send_events", "identify"):  # one ledger per task, on the state volume
-        ledger = tmp_path / "state" / "churn_daily" / f"{task}.sqlite"
-        with sqlite3.connect(ledger) as db:
-            assert db.execute("SELECT count(*) FROM acknowledged").fetchone()[0] > 0
+    with cc.Ledger(postgres.url(schema)) as ledger:  # one ledger in PostgreSQL, both tasks'
+        assert (ledger.count("events"), ledger.count("identities")) == (10, 2)
     assert json.dumps(events)  # a plain JSON summary
+    # the ledger's password is the connection's: in no log, rendered field or XCom
+    logs = "".join(capfd.readouterr()).encode()
+    assert leaks(logs, [PG_PASSWORD]) == []
+    for (table,) in query("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        for row in query(f'SELECT * FROM "{table}"'):
+            for value in row:
+                blob = value if isinstance(value, bytes) else str(value).encode()
+                assert leaks(blob, [PG_PASSWORD]) == [], table

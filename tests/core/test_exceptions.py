@@ -14,6 +14,7 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._ledger import ScopedLedger
+from churn_connector._ledger.sqlite import SqliteLedger
 
 FRAME = pd.DataFrame({"row": [0, 1], "status": ["sent", "failed"]})
 EXAMPLES: list[cc.ChurnConnectorError] = [
@@ -158,7 +159,7 @@ def test_a_ledger_locked_by_another_process_is_retryable_a_read_only_one_is_not(
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process holds the file
     try:
-        with cc.Ledger(path) as locked:
+        with SqliteLedger(path) as locked:
             locked._db.execute("PRAGMA busy_timeout = 0")  # fail at once, not in 30 s
             with pytest.raises(cc.LedgerError) as info:
                 ScopedLedger(locked, "scope").record("events", [("k", "d")])
@@ -166,7 +167,7 @@ def test_a_ledger_locked_by_another_process_is_retryable_a_read_only_one_is_not(
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    with cc.Ledger(path) as read_only:
+    with SqliteLedger(path) as read_only:
         read_only._db.execute("PRAGMA query_only = ON")  # as a file mounted read-only answers
         with pytest.raises(cc.LedgerError) as info:
             ScopedLedger(read_only, "scope").record("events", [("k", "d")])

@@ -24,14 +24,16 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("options", {"_options"}),  # the options, declared once
     ("stream", {"_stream"}),  # slices -> validated wire batches (what both wings share)
     ("resources", {"_events", "_identities"}),  # one wing per resource (never each other)
-    ("ledger", {"_ledger"}),  # what the API acknowledged: skip it on re-runs
+    # what the API acknowledged, to skip it on re-runs: one API (base, scoped, stage) over
+    # a SQLite file, a PostgreSQL table or object-storage segments
+    ("ledger", {"_ledger"}),
     ("delivery", {"_delivery"}),  # chunking, retry, connections, transport, the sender
     ("results", {"_results"}),  # the SendResult and the result files
     ("run", {"_run"}),  # one send, stage by stage
     ("track", {"_track"}),  # one-off events: the scalar engine, the tracker, its spool
     ("client", {"_client"}),  # the Client and the one-call forms
     ("tasks", {"_tasks", "_resend"}),  # what every orchestrator task does around a send
-    ("top", {"_cli", "__init__", "airflow", "spark", "samples"}),
+    ("top", {"_cli", "__init__", "airflow", "spark", "dagster", "samples"}),
 ]
 FLOOR_NAMES = [name for name, _ in FLOORS]
 WINGS = {"_events", "_identities"}
@@ -112,7 +114,9 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
     code = (
         "import sys, churn_connector\n"
         "heavy = ['pandera', 'phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
-        "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb', 'argparse']\n"
+        "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb', 'argparse', "
+        "'psycopg', 'fsspec', 's3fs', 'churn_connector._ledger.postgres', "
+        "'churn_connector._ledger.objects', 'dagster']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(

@@ -115,6 +115,9 @@ def cli_reference() -> str:
             sub = sandbox_cli.build_parser()
             text = sub.description or text
         out += ["", f"## churn-connector {name}", "", _cell(text), "", *_options_table(sub)]
+        for inner, inner_text, inner_sub in _subcommands(sub):  # ledger stats, ...
+            out += ["", f"### churn-connector {name} {inner}", "", _cell(inner_text), ""]
+            out += _options_table(inner_sub)
     return "\n".join(out) + "\n"
 
 
@@ -134,6 +137,7 @@ def test_the_cli_page_names_every_option_of_every_command() -> None:
     text = CLI_PAGE.read_text()
     parsers = [_cli.build_parser(), sandbox_cli.build_parser()]
     parsers += [sub for _, _, sub in _subcommands(parsers[0])]
+    parsers += [inner for sub in parsers[2:] for _, _, inner in _subcommands(sub)]
     flags = {f for p in parsers for a in p._actions for f in a.option_strings if f != "-h"}
     assert {"--rename", "--ledger", "--drop-rate", "--out"} <= flags
     assert [f for f in sorted(flags) if f"`{f}" not in text] == []
@@ -265,7 +269,13 @@ def test_exports_read_from_source_are_what_python_imports() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["churn_connector", "churn_connector.airflow", "churn_connector.spark"]
+    "module",
+    [
+        "churn_connector",
+        "churn_connector.airflow",
+        "churn_connector.spark",
+        "churn_connector.dagster",
+    ],
 )
 def test_the_api_reference_documents_every_public_name(module: str) -> None:
     public = _exports(module)

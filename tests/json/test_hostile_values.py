@@ -12,6 +12,7 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._json.values import MAX_DEPTH
+from churn_connector._ledger.sqlite import SqliteLedger
 from tests.conftest import MakeEvents
 
 
@@ -94,6 +95,7 @@ def test_ledger_writes_one_transaction_per_acknowledged_request(
     client: cc.Client, make_events: MakeEvents, now: pd.Timestamp, tmp_path: Path
 ) -> None:
     ledger = cc.Ledger(tmp_path / "ledger.sqlite")
+    assert isinstance(ledger, SqliteLedger)  # a path opens the SQLite backend
     statements: list[str] = []
     ledger._db.set_trace_callback(statements.append)
     result = client.send_events(make_events(now, n=120), now=now, ledger=ledger, batch_size=10)

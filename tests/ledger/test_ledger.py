@@ -11,6 +11,7 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._cli import main
+from churn_connector._ledger.sqlite import SqliteLedger
 from tests.conftest import MakeEvents
 
 
@@ -183,7 +184,7 @@ def test_a_ledger_that_cannot_be_written_stops_the_run_naming_the_file(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     events = make_events(now, n=30)
-    ledger = cc.Ledger(tmp_path / "ledger.sqlite")
+    ledger = SqliteLedger(tmp_path / "ledger.sqlite")
     real = ledger._db
     ledger._db = _BrokenDatabase()  # type: ignore[assignment]
     with (

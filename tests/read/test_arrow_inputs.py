@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import polars as pl
 import pyarrow as pa
@@ -139,6 +140,12 @@ def test_identities_from_one_shot_sources_are_read_once_and_spooled(tmp_path: Pa
     ("data", "fragment"),
     [
         (pd.Series([1, 2]), "pandas Series"),
+        (pl.Series("external_user_id", ["u1"]), "polars Series (one column)"),
+        (pl.Series("external_user_id", ["u1"]), "series.to_frame()"),
+        (pa.array(["u1"]), "pyarrow Array"),
+        (pa.chunked_array([["u1"]]), "pyarrow ChunkedArray"),
+        (np.array([["u1"]]), "numpy array"),
+        ([pl.DataFrame({"a": [1]}), pl.Series([1])], "item 1 of the iterable is a polars Series"),
         ({"external_user_id": [1]}, "pd.DataFrame(data)"),
         (42, "is a int"),
         (b"x", "bytes"),
@@ -150,6 +157,15 @@ def test_unsupported_inputs_name_their_type_and_what_to_pass(data: object, fragm
     with pytest.raises(cc.InputError) as info:
         cc.validate_events(data)
     assert fragment in str(info.value)
+
+
+def test_a_polars_series_is_refused_on_every_path_that_takes_a_table() -> None:
+    # identities read their input twice: a one-shot source is spooled first, so the series
+    # must be refused before Arrow tries to read it as a table
+    series = pl.Series("external_user_id", ["u1"])
+    for call in (cc.validate_events, cc.events_to_wire, cc.identities_to_wire):
+        with pytest.raises(cc.InputError, match=r"polars Series \(one column\)"):
+            call(series)
 
 
 def test_an_empty_lazy_frame_still_reports_its_missing_columns() -> None:

@@ -17,12 +17,15 @@ import os
 import secrets
 import socket
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.ledger.servers import PG_PASSWORD
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -42,7 +45,11 @@ TOKEN_KEY = "sk_test_tokencanary_" + secrets.token_hex(8)
 # session redacts strings like it (spark.redaction.string.regex), as docs/guides/spark.md advises
 CONNECT_KEY = "sk_test_connectcanary_" + secrets.token_hex(8)
 os.environ["CHURN_API_KEY"] = ENV_KEY
+# where the flaky streaming sink (tests/spark/flaky.py) remembers the failure it injected
+os.environ["CHURN_TEST_FLAKY_DIR"] = tempfile.mkdtemp(prefix="churn-flaky-")
 os.environ.pop("CHURN_BASE_URL", None)
+# the executors' password for the test PostgreSQL ledger (the ledger option's URL holds none)
+os.environ["PGPASSWORD"] = PG_PASSWORD
 
 with warnings.catch_warnings():
     # PySpark checks its optional dependencies once per process, with a check that warns

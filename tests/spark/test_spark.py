@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import churn_connector as cc
 import churn_connector.spark as churn_spark
+from tests.ledger.servers import PG_PASSWORD, PostgresServer
 from tests.spark.conftest import (
     CONNECT_KEY,
     ENV_KEY,
@@ -66,6 +67,24 @@ def test_a_write_sends_every_valid_event_once_and_counts_the_bad_rows(
         churn_spark.save(df, sandbox.base_url, fail_on_invalid=True)
     assert info.value.counts["invalid"] == 10 and info.value.counts["sent"] == 2990
     assert sandbox.stats()["stored"] == 2990  # the second write's events were duplicates
+
+
+def test_the_plainest_write_works_and_its_summary_says_the_budget_each_task_kept(
+    spark: SparkSession, sandbox: cc.Sandbox, tmp_path: Path
+) -> None:
+    df = events_df(spark, n=20, partitions=2)
+    summary_file = tmp_path / "summary.json"
+    df.write.format("churn").option("base_url", sandbox.base_url).option(
+        "summary_path", str(summary_file)
+    ).mode("append").save()
+    assert len(sandbox.events()) == 20
+    budget = json.loads(summary_file.read_text())["request_budget"]
+    assert budget == {
+        "max_requests_per_second": 200.0,
+        "parallelism": None,
+        "assumed_parallelism": churn_spark.ASSUMED_PARALLELISM,
+        "per_task": 200.0 / churn_spark.ASSUMED_PARALLELISM,
+    }
 
 
 def _sql_plans(spark: SparkSession) -> str:
@@ -228,7 +247,6 @@ def test_options_are_checked_on_the_driver_before_any_task_starts(
     df = events_df(spark, n=10, partitions=1)
     url = sandbox.base_url
     refused: dict[str, tuple[dict[str, object], str]] = {
-        "needs parallelism": ({"base_url": url}, "option parallelism is needed"),
         "unknown option": ({"base_url": url, "parallelism": 1, "batchsize": 5}, "batchsize"),
         "a bad value": ({"base_url": url, "parallelism": 1, "max_concurrency": "many"}, "many"),
         "plain http": ({"base_url": "http://example.com", "parallelism": 1}, "plain http"),
@@ -258,9 +276,7 @@ def test_spark_connect_writes_and_returns_per_row_results(
     # written by hand it works, hidden only because this server's string regex matches it
     _write(df, base_url=url, parallelism=2, api_token=CONNECT_KEY)
     assert len(sandbox.events(CONNECT_KEY)) == 1000
-    with pytest.raises(cc.ConfigurationError, match="parallelism"):
-        churn_spark.send_events(df, url)
-    res = churn_spark.send_events(df, url, parallelism=2)
+    res = churn_spark.send_events(df, url)  # parallelism unknown here: the assumed share
     assert {r.status for r in res.select("status").collect()} == {"sent"}
     assert sandbox.stats(ENV_KEY)["duplicates"] == 1000
     summary = churn_spark.save(df, url, parallelism=2)  # a local server: its files are ours
@@ -272,3 +288,46 @@ def test_spark_connect_writes_and_returns_per_row_results(
     )
     assert ENV_KEY not in eventlog and CONNECT_KEY not in eventlog
     assert "api_token" in eventlog  # the option's name shows: the check looked at the plans
+
+
+@pytest.mark.parametrize("backend", ["postgres", "file"])
+def test_tasks_share_a_ledger_by_url_and_a_rerun_sends_nothing(
+    backend: str,
+    spark: SparkSession,
+    sandbox: cc.Sandbox,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    if backend == "postgres":  # its password from PGPASSWORD in the executors' environment
+        server: PostgresServer = request.getfixturevalue("postgres")
+        url = server.url(server.fresh_schema(), password=False)
+    else:
+        url = (tmp_path / "segments").as_uri() + "/"
+    df = events_df(spark, n=1200, partitions=3)
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    _write(df, base_url=sandbox.base_url, parallelism=2, ledger=url, summary_path=first)
+    requests = sandbox.stats()["requests"]
+    _write(df, base_url=sandbox.base_url, parallelism=2, ledger=url, summary_path=second)
+    assert json.loads(first.read_text())["counts"]["sent"] == 1200
+    summary = json.loads(second.read_text())
+    assert (summary["counts"]["skipped"], summary["requests"]) == (1200, 0)
+    assert sandbox.stats()["requests"] == requests  # the second write sent nothing
+    with cc.Ledger(url) as ledger:
+        assert ledger.count("events") == 1200
+
+
+def test_a_password_in_the_ledger_option_is_refused_on_the_driver(
+    spark: SparkSession, sandbox: cc.Sandbox, eventlog_dir: Path
+) -> None:
+    url = f"postgresql://churn:{PG_PASSWORD}@127.0.0.1:5432/ledger"
+    df = events_df(spark, n=10, partitions=1)
+    with pytest.raises(Exception, match="PGPASSWORD") as info:
+        _write(df, base_url=sandbox.base_url, ledger=url, parallelism=1)
+    assert PG_PASSWORD not in str(info.value)
+    assert len(sandbox.requests_log()) == 0
+    time.sleep(1)
+    eventlog = "\n".join(
+        p.read_text(errors="replace") for p in eventlog_dir.rglob("*") if p.is_file()
+    )
+    # refused before the write ran: its plan, with the option's value, was never recorded
+    assert PG_PASSWORD not in _sql_plans(spark) and PG_PASSWORD not in eventlog

@@ -16,7 +16,13 @@ import churn_connector as cc
 from churn_connector._client import send_keywords
 from churn_connector._core.text_options import CLIENT_FIELDS
 from churn_connector._core.types import Kind
-from churn_connector.spark import ChurnCommitMessage, ChurnDataSource, ChurnWriter, SparkSettings
+from churn_connector.spark import (
+    ASSUMED_PARALLELISM,
+    ChurnCommitMessage,
+    ChurnDataSource,
+    ChurnWriter,
+    SparkSettings,
+)
 from churn_connector.spark.options import ORDER_COLUMN, SEND_OPTIONS
 from churn_connector.spark.partition import coalesce, reported_duplicates
 from churn_connector.spark.results import _ResultsTask
@@ -133,6 +139,25 @@ def _batches(now: pd.Timestamp, n: int, *, bad: int = 0, size: int = 100) -> lis
     )
     batches: list[pa.RecordBatch] = table.to_batches(max_chunksize=size)
     return batches
+
+
+@pytest.mark.parametrize(
+    ("options", "per_task"),
+    [
+        ({}, 200 / ASSUMED_PARALLELISM),  # not said: the assumed share
+        ({"parallelism": "4"}, 50.0),  # said: the budget split that many ways
+        ({"max_requests_per_second": "80", "parallelism": "2"}, 40.0),
+        ({"max_requests_per_second": "off"}, None),
+    ],
+)
+def test_each_task_keeps_to_its_share_of_the_jobs_request_budget(
+    options: dict[str, str], per_task: float | None
+) -> None:
+    given = {"base_url": "https://api.example.com", "api_token": TOKEN_KEY, **options}
+    settings = SparkSettings.from_options(given)
+    assert settings.task_rate() == per_task
+    assert settings.client().config.max_requests_per_second == per_task
+    assert settings.budget()["per_task"] == per_task
 
 
 def test_a_task_sends_its_partition_and_the_commit_adds_the_tasks_up(

@@ -6,6 +6,7 @@ import json
 import pickle
 import socket
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -13,6 +14,7 @@ import pytest
 
 import churn_connector as cc
 from tests.conftest import MakeEvents
+from tests.ledger.servers import PG_PASSWORD
 
 
 def test_task_returns_a_json_serialisable_summary(
@@ -115,3 +117,34 @@ def test_send_partition_of_an_empty_frame_needs_no_client(monkeypatch: pytest.Mo
     monkeypatch.delenv("CHURN_BASE_URL", raising=False)
     meta = cc.send_partition(pd.DataFrame(columns=["external_user_id"]))
     assert meta.empty and meta.dtypes.astype(str).to_dict() == cc.PARTITION_RESULT_META
+
+
+@pytest.mark.e2e
+def test_tasks_take_a_postgres_ledger_url_and_keep_its_password_out_of_their_files(
+    sandbox: cc.Sandbox,
+    events: pd.DataFrame,
+    now: pd.Timestamp,
+    pg_url: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def task(ledger: str, folder: str) -> dict[str, Any]:
+        return cc.send_events_task(
+            events,
+            base_url=sandbox.base_url,
+            api_key=sandbox.api_key,
+            now=now,
+            ledger=ledger,
+            results_dir=tmp_path / folder,
+        )
+
+    first = task(pg_url, "1")
+    again = task(pg_url, "2")
+    assert (first["counts"]["sent"], again["counts"]["skipped"]) == (len(events), len(events))
+    assert again["requests"] == 0
+    wrong = pg_url.replace(PG_PASSWORD, "pg_CANARY_refused_31c7")
+    with caplog.at_level("DEBUG"), pytest.raises(cc.LedgerError) as info:
+        task(wrong, "3")
+    shown = [json.dumps(first), json.dumps(again), str(info.value), caplog.text]
+    shown += [p.read_bytes().decode(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert not any(s in text for text in shown for s in (PG_PASSWORD, "pg_CANARY_refused"))

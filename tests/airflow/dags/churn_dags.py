@@ -8,7 +8,12 @@ from datetime import timedelta
 import pandas as pd
 from airflow.sdk import DAG, task
 
-from churn_connector.airflow import IdentifyOperator, SendEventsOperator, ValidateOperator
+from churn_connector.airflow import (
+    IdentifyOperator,
+    SendEventsOperator,
+    ValidateOperator,
+    churn_asset,
+)
 
 PARAMS = {"events": "", "users": "", "ledger": ""}
 
@@ -67,6 +72,28 @@ with DAG("churn_strictness", schedule=None, params=PARAMS) as strictness_dag:
         task_id="typo", source="{{ params.events }}", send_options={"namepsace": "x"}, retries=2
     )
 
+with DAG("churn_ledger_url", schedule=None, params=PARAMS) as ledger_url_dag:
+    # a ledger URL without its password (PGPASSWORD on the worker gives it)
+    SendEventsOperator(
+        task_id="send_events",
+        source="{{ params.events }}",
+        send_options={"batch_size": 4, "ledger": "{{ params.ledger }}"},
+        retries=2,
+    )
+
+with DAG("churn_ledger_password", schedule=None, params=PARAMS) as ledger_password_dag:
+    # the mistake refused: a template that puts the connection's password into the URL
+    SendEventsOperator(
+        task_id="send_events",
+        source="{{ params.events }}",
+        send_options={
+            "ledger": "postgresql://{{ conn.churn_ledger.login }}:"
+            "{{ conn.churn_ledger.password }}@{{ conn.churn_ledger.host }}:"
+            "{{ conn.churn_ledger.port }}/ledger"
+        },
+        retries=2,
+    )
+
 with DAG(
     "churn_gate", schedule=None, params={**PARAMS, "max_invalid": ""}, default_args={"retries": 0}
 ) as gate_dag:
@@ -78,3 +105,12 @@ with DAG(
         retries=2,  # a gate that fails must not be retried: the data has to change
     )
     gate >> SendEventsOperator(task_id="send_events", source="{{ params.events }}")
+
+# runs when events were delivered through churn_default (the send DAGs' outlet asset)
+with DAG("churn_on_events", schedule=[churn_asset("events")]) as on_events_dag:
+
+    @task
+    def after_delivery() -> None:
+        pass
+
+    after_delivery()

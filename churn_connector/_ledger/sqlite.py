@@ -1,0 +1,207 @@
+"""The ledger in a local SQLite file: the default, for one machine that outlives its runs.
+
+Several processes of one machine may share the file (SQLite's locks); its write-ahead log
+does not work over NFS or SMB: shared state between machines belongs in PostgreSQL or an
+object store.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+import pyarrow as pa
+
+from .._core.exceptions import ConfigurationError
+from .base import (
+    EVENT_RETENTION_DAYS,
+    Ledger,
+    LedgerUnavailable,
+    cutoff,
+    export_batch,
+    retention_cutoff,
+    stats_frame,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS acknowledged (
+    scope TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    acknowledged_at TEXT NOT NULL,
+    PRIMARY KEY (scope, kind, key)
+)
+"""
+_BATCH = 500  # SQLite's bound-parameter limit is 999 on old builds
+_EXPORT_ROWS = 100_000
+
+
+def _iso(moment: datetime) -> str:
+    """The text form of a time in the file (ISO 8601, UTC, milliseconds): it sorts as time."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+class SqliteLedger(Ledger):
+    """What the API acknowledged, in a SQLite file (``read_only``: opened without changing
+    it, for dry runs)."""
+
+    kind_name: ClassVar[str] = "SQLite file"
+
+    def __init__(
+        self, location: str | os.PathLike[str], *, read_only: bool = False, **options: Any
+    ) -> None:
+        if options:
+            raise TypeError(f"a SQLite ledger takes no options {sorted(options)}")
+        text = os.fspath(location)
+        if isinstance(text, str) and text.lower().startswith("sqlite://"):
+            text = text[len("sqlite://") :]  # sqlite:///abs/path -> /abs/path
+        self.path = Path(text)
+        self.location = str(self.path)
+        self.read_only = read_only
+        self._lock = threading.Lock()
+        try:
+            # sender threads record acknowledgements; every access holds the lock
+            uri = f"file:{self.path}?mode={'ro' if read_only else 'rwc'}"
+            self._db = sqlite3.connect(
+                uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30
+            )
+            if not read_only:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # a crash may lose the last records: that costs a re-send, which the API
+                # de-duplicates, not a loss; a full fsync per request would cost 3x
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(_SCHEMA)
+            else:
+                self._db.execute("SELECT 1 FROM acknowledged LIMIT 1")
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"ledger {self.path}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the SQLite file (a ledger given by path is closed after each run)."""
+        with self._lock:
+            self._db.close()
+
+    def known(self, scope: str, kind: str, keys: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        with self._lock, _failing("read"):
+            for lo in range(0, len(keys), _BATCH):
+                part = list(keys[lo : lo + _BATCH])
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    "SELECT key, digest FROM acknowledged "  # noqa: S608 (placeholders only)
+                    f"WHERE scope = ? AND kind = ? AND key IN ({marks})",
+                    [scope, kind, *part],
+                )
+                found.update(rows.fetchall())
+        return found
+
+    def record(self, scope: str, kind: str, entries: Iterable[tuple[str, str]]) -> None:
+        now = _iso(datetime.now(UTC))
+        rows = [(scope, kind, key, dig, now) for key, dig in entries]
+        self._write("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?, ?)", rows)
+
+    def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
+        rows = [(scope, kind, key) for key in keys]
+        self._write("DELETE FROM acknowledged WHERE scope = ? AND kind = ? AND key = ?", rows)
+
+    def _write(self, sql: str, rows: Sequence[tuple[str, ...]]) -> None:
+        """One transaction for all ``rows`` (one per acknowledged request, not per row)."""
+        if self.read_only or not rows:
+            return
+        with self._lock, _failing("write"):
+            self._transaction(lambda db: db.executemany(sql, rows))
+
+    def _transaction(self, work: Any) -> Any:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            done = work(self._db)
+            self._db.execute("COMMIT")
+            return done
+        except sqlite3.Error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    # ---------------------------------------------------------------- operations
+
+    def stats(self) -> pd.DataFrame:
+        with self._lock, _failing("read"):
+            rows = self._db.execute(
+                "SELECT scope, kind, COUNT(*), MAX(acknowledged_at) FROM acknowledged "
+                "GROUP BY scope, kind"
+            ).fetchall()
+        return stats_frame(rows)
+
+    def drop(
+        self, scope: str, *, kind: str | None = None, before: datetime | date | None = None
+    ) -> int:
+        self._writable()
+        sql, args = "DELETE FROM acknowledged WHERE scope = ?", [scope]
+        if kind is not None:
+            sql, args = sql + " AND kind = ?", [*args, kind]
+        moment = cutoff(before)
+        if moment is not None:
+            sql, args = sql + " AND acknowledged_at < ?", [*args, _iso(moment)]
+        with self._lock, _failing("write"):
+            return int(self._transaction(lambda db: db.execute(sql, args).rowcount))
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        with self._lock, _failing("read"):
+            rows = self._db.execute(
+                "SELECT scope, kind, key, digest, acknowledged_at FROM acknowledged "
+                "ORDER BY scope, kind, key"
+            )
+            while chunk := rows.fetchmany(_EXPORT_ROWS):
+                yield export_batch(chunk)
+
+    def compact(self, *, keep_events_days: int = EVENT_RETENTION_DAYS) -> str:
+        self._writable()
+        old = _iso(retention_cutoff(keep_events_days))
+        with self._lock, _failing("write"):
+            dropped = self._transaction(
+                lambda db: (
+                    db.execute(
+                        "DELETE FROM acknowledged WHERE kind = 'events' AND acknowledged_at < ?",
+                        [old],
+                    ).rowcount
+                )
+            )
+            self._db.execute("VACUUM")  # hands the freed pages back to the file system
+        return (
+            f"dropped {dropped:,} event records acknowledged before {old[:10]} "
+            f"(older than {keep_events_days} days); the file was vacuumed"
+        )
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ConfigurationError(f"ledger {self.location} was opened read-only")
+
+
+@contextmanager
+def _failing(what: str) -> Iterator[None]:
+    """SQLite's errors as the ledger's own (``LedgerUnavailable``), judging whether a later
+    try may succeed."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise LedgerUnavailable(f"{what} failed: {exc}", retryable=_may_heal(exc)) from None
+
+
+# SQLite's primary result codes of a write that a later run may find possible: the file
+# locked by another process, the disk full or failing for now (not: read-only, corrupt)
+_PASSING = frozenset(
+    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR}
+)
+
+
+def _may_heal(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _PASSING
