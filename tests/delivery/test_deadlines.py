@@ -257,3 +257,22 @@ def test_ctrl_c_ends_a_stalled_connect_at_once(
     assert "Traceback" not in err
     written = pd.read_csv(rows)
     assert len(written) == len(events) and (written["status"] == "failed").all()
+
+
+def test_a_body_the_server_stops_reading_is_a_write_timeout_not_a_connect_timeout(
+    make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    events = make_events(now, n=500)
+    events["properties.blob"] = [os.urandom(BLOB // 2).hex() for _ in range(len(events))]
+    with unread_server() as server:
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        client = cc.Client(
+            url,
+            "sk_test_write",
+            connect_timeout=1.0,  # what bounds a write, as in urllib3
+            read_timeout=30.0,
+            retry=cc.RetryPolicy(max_attempts=1),
+        )
+        result = client.send_events(events, now=now)
+    errors = set(result.rows["error"])
+    assert len(errors) == 1 and "write timeout" in errors.pop()
