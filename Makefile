@@ -100,7 +100,8 @@ docs: $(STAMP)
 docs-reference: $(STAMP)
 	$(BIN)/python tests/docs/test_docs_reference.py
 
-# not part of make test: ~4 min here (BENCH_ARGS="--quick": smaller sizes; see benchmarks/README.md)
+# not part of make test: ~35 min here, ~20 of them instruction counts under valgrind
+# (BENCH_ARGS="--quick": smaller sizes; "--skip callgrind"; see benchmarks/README.md)
 bench: $(STAMP) postgresql
 	@test $(VENV)/.bench-installed -nt pyproject.toml || { \
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }

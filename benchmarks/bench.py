@@ -10,11 +10,17 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
   typed Parquet export and on a CSV export whose timestamps are RFC 3339 text;
 * ``cpu``: client CPU per delivered event: the real CLI as a child process against the
   receiver (another process), ``(CPU(N rows) - CPU(1k rows)) / (N - 1k)`` from the child's
-  user + sys time, Parquet and CSV, repeated (median and spread);
+  user + sys time, for the bench's own export shape and flat typed columns, Parquet and
+  CSV, repeated (median and spread); beside each the floor (floor.py: the same bytes, Arrow
+  kernels and a native hash, checked byte for byte at the receiver) and our ratio to it;
+* ``callgrind``: instructions per event of the CLI's dry run, (Ir(200k) - Ir(20k)) / 180k,
+  which do not move with the machine's load (callgrind.py);
 * ``e2e``: events/s of the CLI, start-up included, at 0 and 50 ms receiver latency for each
   ``--concurrency``; and what the receiver takes from a trivial client (its ceiling);
 * ``identify``: users/s of ``cc.Client(...).identify(users)`` at 50 ms, default concurrency;
 * ``memory``: peak RSS of ``churn-connector send events FILE --dry-run`` (300k and 3M rows);
+* ``sandbox``: events/s the strict sandbox ingests from the CLI, its CPU and memory, in
+  memory and with a database file (sandbox.py);
 * ``peers``: at 50 ms, same receiver, same data: ours (the CLI at default settings) beside a
   naive per-row ``requests.post`` loop, the hand-written streaming loop, Segment's
   analytics-python and PostHog's client (see peers.py), as events/s and ratios;
@@ -34,22 +40,16 @@ once into ``--cache`` (default benchmarks/.cache/) and reused.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import gc
-import http.client
-import importlib.metadata
 import os
-import platform
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -58,356 +58,44 @@ import pandas as pd
 
 import churn_connector as cc
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import exports  # noqa: E402 - a sibling module of this script
+import callgrind  # sibling modules of this script
+import exports
+import sandbox
+from harness import (
+    HERE,
+    KEY,
+    ROOT,
+    Arrived,
+    Child,
+    Report,
+    Row,
+    Sink,
+    check_ours,
+    cli_send,
+    delivered_note,
+    fmt,
+    machine,
+    measure,
+    peer,
+    receiver,
+    run_child,
+)
 
-KEY = "sk_bench_local_only_0001"
-SECTIONS = ("transform", "cpu", "e2e", "identify", "memory", "peers", "track", "ledger")
+SECTIONS = (
+    "transform",
+    "cpu",
+    "callgrind",
+    "e2e",
+    "identify",
+    "memory",
+    "sandbox",
+    "peers",
+    "track",
+    "ledger",
+)
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
-CHILD_TIMEOUT = 900.0  # seconds; no single run gets near it on this machine
-
-
-# ----------------------------------------------------------------------------- results
-
-
-@dataclass
-class Row:
-    section: str
-    name: str
-    value: float | None
-    unit: str
-    note: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Report:
-    rows: list[Row] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    findings: list[str] = field(default_factory=list)
-
-    def add(self, row: Row) -> Row:
-        self.rows.append(row)
-        shown = "n/a" if row.value is None else f"{fmt(row.value)} {row.unit}"
-        note = f"  ({row.note})" if row.note else ""
-        print(f"  [{row.section}] {row.name}: {shown}{note}", file=sys.stderr, flush=True)
-        return row
-
-    def problem(self, text: str) -> None:
-        """One of our own runs failed or lost events: the benchmark exits 1."""
-        self.problems.append(text)
-        print(f"  !! {text}", file=sys.stderr, flush=True)
-
-    def finding(self, text: str) -> None:
-        """A peer failed or lost events: reported, not a failure of this benchmark."""
-        self.findings.append(text)
-        print(f"  !! {text}", file=sys.stderr, flush=True)
-
-
-def fmt(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-# ----------------------------------------------------------------------------- processes
-
-
-@dataclass
-class Child:
-    """A finished child process: exit code, wall time, its own CPU and peak RSS."""
-
-    cmd: list[str]
-    returncode: int
-    wall_s: float
-    user_s: float
-    sys_s: float
-    maxrss_mib: float
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-    @property
-    def cpu_s(self) -> float:
-        return self.user_s + self.sys_s
-
-    def tail(self) -> str:
-        text = (self.stderr or self.stdout).strip().splitlines()
-        return " / ".join(text[-3:])[:400]
-
-
-def child_env() -> dict[str, str]:
-    """The environment of every child: the key, and no way off this machine.
-
-    Any request to a host other than loopback goes to a proxy address on which nothing
-    listens, so a library with a default cloud endpoint cannot reach it by accident.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHURN_", "POSTHOG_"))}
-    dead = "http://127.0.0.1:9"
-    env.update(
-        {
-            "CHURN_API_KEY": KEY,
-            "HTTP_PROXY": dead,
-            "HTTPS_PROXY": dead,
-            "http_proxy": dead,
-            "https_proxy": dead,
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
-
-
-def run_child(
-    cmd: list[str], timeout: float = CHILD_TIMEOUT, env: dict[str, str] | None = None
-) -> Child:
-    """Run ``cmd`` to completion through launch.py, which reports the child's own rusage.
-
-    Started straight from this (large) process, a child's peak RSS would start at ours.
-    """
-    with tempfile.TemporaryDirectory() as tmp:
-        out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
-        launcher = [sys.executable, str(HERE / "launch.py"), str(out), str(err), str(timeout)]
-        done = subprocess.run(
-            [*launcher, "--", *cmd],
-            env={**child_env(), **(env or {})},
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout + 60,
-            check=False,
-        )
-        try:
-            usage = orjson.loads(done.stdout)
-        except orjson.JSONDecodeError:
-            raise RuntimeError(
-                f"launch.py failed: {done.stderr.decode(errors='replace')}"
-            ) from None
-        return Child(
-            cmd=cmd,
-            returncode=usage["returncode"],
-            wall_s=usage["wall_s"],
-            user_s=usage["user_s"],
-            sys_s=usage["sys_s"],
-            maxrss_mib=usage["maxrss_kib"] / 1024,  # KiB on Linux
-            stdout=out.read_text(errors="replace"),
-            stderr=err.read_text(errors="replace"),
-            timed_out=usage["timed_out"],
-        )
-
-
-def cli() -> str:
-    """The program under test; BENCH_CLI names another (an older revision, to compare)."""
-    return os.environ.get("BENCH_CLI") or str(Path(sys.executable).with_name("churn-connector"))
-
-
-def cli_send(path: Path, url: str, *options: str, env: dict[str, str] | None = None) -> Child:
-    return run_child([cli(), "send", "events", str(path), "--base-url", url, *options], env=env)
-
-
-def peer(mode: str, path: Path, url: str, *options: str) -> tuple[Child, dict[str, Any]]:
-    child = run_child([sys.executable, str(HERE / "peers.py"), mode, str(path), url, *options])
-    lines = child.stdout.strip().splitlines()
-    try:
-        result = orjson.loads(lines[-1]) if lines else {}
-    except orjson.JSONDecodeError:
-        result = {}
-    return child, result
-
-
-# ----------------------------------------------------------------------------- receiver
-
-
-class Sink:
-    """benchmarks/sink.py in its own process; ``stats()`` reads what arrived."""
-
-    def __init__(self, latency: float) -> None:
-        self.latency = latency
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "sink.py"), "--latency", str(latency)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-        )
-        killer = threading.Timer(30, self.proc.kill)  # never wait forever for it to start
-        killer.start()
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode()
-        killer.cancel()
-        if not line.startswith("listening "):
-            self.close()
-            raise RuntimeError(f"the receiver did not start: {line!r}")
-        self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stats(self, path: str = "/stats") -> dict[str, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("GET", path)
-            stats: dict[str, Any] = orjson.loads(conn.getresponse().read())
-            return stats
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-@contextlib.contextmanager
-def receiver(latency: float) -> Iterator[Sink]:
-    sink = Sink(latency)
-    try:
-        yield sink
-    finally:
-        sink.close()
-
-
-@dataclass
-class Arrived:
-    """What the receiver counted during one run."""
-
-    events: int
-    requests: int
-    bad_requests: int
-    paths: dict[str, dict[str, int]]
-    encodings: dict[str, int]
-    bytes_on_wire: int
-    span_s: float | None  # first request in to last answer out, at the receiver
-
-    def where(self) -> str:
-        paths = ", ".join(f"{p} x{c['requests']}" for p, c in self.paths.items())
-        coded = {k: v for k, v in self.encodings.items() if k != "identity"}
-        return paths + (f"; bodies {coded}" if coded else "")
-
-
-def measure(sink: Sink, run: Callable[[], Any]) -> tuple[Any, Arrived]:
-    sink.stats("/mark")
-    before = sink.stats()
-    result = run()
-    after = sink.stats()
-    paths = {}
-    for path, counts in after["paths"].items():
-        old = before["paths"].get(path, {"requests": 0, "events": 0})
-        delta = {k: counts[k] - old[k] for k in ("requests", "events")}
-        if delta["requests"]:
-            paths[path] = delta
-    encodings = {
-        k: v - before["encodings"].get(k, 0)
-        for k, v in after["encodings"].items()
-        if v - before["encodings"].get(k, 0)
-    }
-    arrived = Arrived(
-        events=after["events"] - before["events"],
-        requests=after["requests"] - before["requests"],
-        bad_requests=after["bad_requests"] - before["bad_requests"],
-        paths=paths,
-        encodings=encodings,
-        bytes_on_wire=after["bytes_on_wire"] - before["bytes_on_wire"],
-        span_s=after.get("span_s"),
-    )
-    return result, arrived
-
-
-def check_ours(report: Report, what: str, child: Child, arrived: Arrived, expected: int) -> bool:
-    """Our CLI must exit 0 and the receiver must count every row once."""
-    ok = True
-    if child.returncode != 0:
-        report.problem(f"{what}: churn-connector exited {child.returncode}: {child.tail()}")
-        ok = False
-    if arrived.events != expected:
-        report.problem(f"{what}: the receiver counted {arrived.events:,} of {expected:,} events")
-        ok = False
-    return ok
-
-
-def delivered_note(arrived: int, expected: int) -> str:
-    if arrived == expected:
-        return f"{arrived:,}/{expected:,} delivered"
-    if arrived < expected:
-        return f"LOST {expected - arrived:,}: {arrived:,}/{expected:,} delivered"
-    return f"{arrived - expected:,} EXTRA: {arrived:,}/{expected:,} delivered"
-
-
-# ----------------------------------------------------------------------------- machine
-
-
-def version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def git_revision() -> str | None:
-    git = shutil.which("git")
-    if git is None:
-        return None
-    try:
-        rev = subprocess.run(
-            [git, "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            [git, "-C", str(ROOT), "status", "--porcelain", "--", "churn_connector"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-    except (subprocess.SubprocessError, OSError):
-        return None
-    return rev + (" (package modified)" if dirty else "")
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)),
-        "load_average": os.getloadavg(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "versions": {
-            name: version(name)
-            for name in (
-                "churn-connector",
-                "pandas",
-                "pyarrow",
-                "numpy",
-                "orjson",
-                "pandera",
-                "requests",
-                "urllib3",
-                "segment-analytics-python",
-                "posthog",
-            )
-        },
-        "revision": git_revision(),
-    }
-
 
 # ----------------------------------------------------------------------------- sections
 
@@ -501,45 +189,139 @@ def stage_times(path: Path) -> dict[str, float]:
 
 
 def cpu(args: argparse.Namespace, report: Report) -> None:
-    """Client CPU per delivered event, start-up excluded: (CPU(N) - CPU(1k)) / (N - 1k)."""
+    """Client CPU per delivered event, start-up excluded: (CPU(N) - CPU(1k)) / (N - 1k), for
+    each shape of export; beside it the floor's (floor.py) and our ratio to it, same run."""
     big_n, small_n = args.rows, SMALL_ROWS
-    stamps = {"parquet": "typed", "csv": "text"}
-    with receiver(0.0) as sink:
-        for kind in ("parquet", "csv"):
-            big = exports.export(args.cache, big_n, kind)
-            small = exports.export(args.cache, small_n, kind)
-            marginal, startup, walls, kernel = [], [], [], []
-            for rep in range(args.repeats):
-                runs = {}
-                for n, path in ((small_n, small), (big_n, big)):
-                    child, arrived = measure(sink, lambda p=path: cli_send(p, sink.url))
-                    check_ours(report, f"cpu {kind} {n} rows #{rep + 1}", child, arrived, n)
-                    runs[n] = child
-                b, s = runs[big_n], runs[small_n]
-                marginal.append((b.cpu_s - s.cpu_s) / (big_n - small_n) * 1e6)
-                kernel.append((b.sys_s - s.sys_s) / (big_n - small_n) * 1e6)
-                startup.append(s.cpu_s)
-                walls.append(b.wall_s)
-            spread = f"{min(marginal):.2f} to {max(marginal):.2f}"
-            report.add(
-                Row(
-                    "cpu",
-                    f"client CPU per delivered event, {kind} ({stamps[kind]} timestamps), "
-                    f"{big_n // 1000}k vs 1k rows",
-                    statistics.median(marginal),
-                    "µs/event",
-                    f"median of {len(marginal)}, spread {spread}; of which kernel "
-                    f"{statistics.median(kernel):.2f}; start-up CPU "
-                    f"{statistics.median(startup):.2f} s",
-                    details={
-                        "marginal_us": marginal,
-                        "kernel_us": kernel,
-                        "startup_cpu_s": startup,
-                        "wall_s_big": walls,
-                        "receiver_latency_s": 0.0,
-                    },
-                )
-            )
+    stamps = {
+        "parquet": "the bench's own: typed, properties a struct",
+        "csv": "the bench's own: text timestamps with offsets, properties JSON",
+        "parquet-flat": "flat typed columns",
+        "csv-flat": "flat columns, --dtype properties.seats=int64",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        record = Path(tmp, "bodies")
+        record.touch()
+        with receiver(0.0, record) as sink:
+            for kind in args.cpu_kinds:
+                cpu_kind(args, report, sink, record, kind, stamps[kind], big_n, small_n)
+
+
+def recorded(record: Path, since: int) -> tuple[Counter[str], int]:
+    """The bodies the receiver recorded after byte ``since`` (digest -> count), and the end."""
+    data = record.read_bytes()
+    return Counter(data[since:].decode().splitlines()), len(data)
+
+
+def cpu_kind(
+    args: argparse.Namespace,
+    report: Report,
+    sink: Sink,
+    record: Path,
+    kind: str,
+    shape: str,
+    big_n: int,
+    small_n: int,
+) -> None:
+    """One shape: ours and the floor, small and big, interleaved so they share the load."""
+    big = exports.export(args.cache, big_n, kind)
+    small = exports.export(args.cache, small_n, kind)
+    options = exports.FLAT_CSV_OPTIONS if kind == "csv-flat" else ()
+    marginal: dict[str, list[float]] = {"ours": [], "floor": []}
+    kernel: list[float] = []
+    startup: dict[str, list[float]] = {"ours": [], "floor": []}
+    identical: bool | None = None
+    for rep in range(args.repeats):
+        runs: dict[tuple[str, int], Child] = {}
+        bodies: dict[str, Counter[str]] = {}
+        for who in ("ours", "floor"):
+            for n, path in ((small_n, small), (big_n, big)):
+                mark = record.stat().st_size
+                if who == "ours":
+                    child, arrived = measure(sink, lambda p=path: cli_send(p, sink.url, *options))
+                else:
+                    child, arrived = measure(sink, lambda p=path: floor_send(p, sink.url))
+                check_ours(report, f"cpu {kind} {who} {n} rows #{rep + 1}", child, arrived, n)
+                runs[who, n] = child
+                if n == big_n:
+                    bodies[who], _ = recorded(record, mark)
+        same = bodies["ours"] == bodies["floor"]
+        identical = same if identical is None else identical and same
+        if not same:
+            report.problem(f"cpu {kind} #{rep + 1}: the floor's bodies differ from ours")
+        for who in ("ours", "floor"):
+            b, s = runs[who, big_n], runs[who, small_n]
+            marginal[who].append((b.cpu_s - s.cpu_s) / (big_n - small_n) * 1e6)
+            startup[who].append(s.cpu_s)
+        b, s = runs["ours", big_n], runs["ours", small_n]
+        kernel.append((b.sys_s - s.sys_s) / (big_n - small_n) * 1e6)
+    ours, floor = marginal["ours"], marginal["floor"]
+    ratios = [o / f for o, f in zip(ours, floor, strict=True) if f > 0]
+    label = f"{kind} ({shape}), {big_n // 1000}k vs 1k rows"
+    report.add(
+        Row(
+            "cpu",
+            f"client CPU per delivered event, {label}",
+            statistics.median(ours),
+            "µs/event",
+            f"median of {len(ours)}, spread {min(ours):.2f} to {max(ours):.2f}; of which "
+            f"kernel {statistics.median(kernel):.2f}; start-up CPU "
+            f"{statistics.median(startup['ours']):.2f} s; "
+            f"load {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
+            details={
+                "marginal_us": ours,
+                "kernel_us": kernel,
+                "startup_cpu_s": startup["ours"],
+                "receiver_latency_s": 0.0,
+            },
+        )
+    )
+    report.add(
+        Row(
+            "cpu",
+            f"floor (floor.py: Arrow kernels, native hash), {label}",
+            statistics.median(floor),
+            "µs/event",
+            f"median of {len(floor)}, spread {min(floor):.2f} to {max(floor):.2f}; "
+            + ("bodies byte-identical to ours" if identical else "bodies DIFFER from ours"),
+            details={"marginal_us": floor, "startup_cpu_s": startup["floor"]},
+        )
+    )
+    report.add(
+        Row(
+            "cpu",
+            f"ours / floor, {label}",
+            statistics.median(ratios) if ratios else None,
+            "x",
+            "per repeat: " + ", ".join(f"{r:.2f}" for r in ratios),
+            details={"ratios": ratios},
+        )
+    )
+
+
+def floor_send(path: Path, url: str) -> Child:
+    """floor.py posting ``path`` to ``url`` at our default concurrency."""
+    concurrency = cc.Client("http://127.0.0.1:9", KEY).config.max_concurrency
+    return run_child(
+        [sys.executable, str(HERE / "floor.py"), str(path), url, "--concurrency", str(concurrency)]
+    )
+
+
+def callgrind_section(args: argparse.Namespace, report: Report) -> None:
+    """Instructions per event of the CLI's dry run (see callgrind.py)."""
+    callgrind.section(
+        report,
+        args.cache,
+        args.callgrind_kinds,
+        args.callgrind_rows[0],
+        args.callgrind_rows[1],
+        args.callgrind_repeats,
+        floor=args.callgrind_floor,
+    )
+
+
+def sandbox_section(args: argparse.Namespace, report: Report) -> None:
+    """The sandbox under the CLI (see sandbox.py)."""
+    sandbox.section(report, args.cache, args.sandbox_events, args.sandbox_db_events)
 
 
 def e2e(args: argparse.Namespace, report: Report) -> None:
@@ -1032,6 +814,8 @@ def _tracked(client: cc.Client, spool: Path | None, n: int) -> float:
 RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "transform": transform,
     "cpu": cpu,
+    "callgrind": callgrind_section,
+    "sandbox": sandbox_section,
     "e2e": e2e,
     "identify": identify,
     "memory": memory,
@@ -1120,6 +904,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=20_000,
         help="events for peers as shipped: above their 10,000-event queue (default 20,000)",
     )
+    parser.add_argument(
+        "--cpu-kinds",
+        nargs="+",
+        choices=exports.KINDS,
+        help=f"cpu: shapes of export (default all: {' '.join(exports.KINDS)})",
+    )
+    parser.add_argument(
+        "--callgrind-kinds",
+        nargs="+",
+        choices=exports.KINDS,
+        help="callgrind: shapes of export (default parquet csv)",
+    )
+    parser.add_argument(
+        "--callgrind-rows",
+        type=int,
+        nargs=2,
+        metavar=("BIG", "SMALL"),
+        help="callgrind: rows of the two runs (default 200000 20000)",
+    )
+    parser.add_argument("--callgrind-repeats", type=int, help="callgrind repeats (default 3)")
+    parser.add_argument(
+        "--callgrind-floor",
+        action="store_true",
+        help="callgrind: count the floor's instructions too (see callgrind.py)",
+    )
+    parser.add_argument(
+        "--sandbox-events",
+        type=int,
+        nargs="*",
+        help="sandbox: events per in-memory run (default 300000 2000000)",
+    )
+    parser.add_argument(
+        "--sandbox-db-events",
+        type=int,
+        nargs="*",
+        help="sandbox: events per run with a database file (default 1000000; 10000000 "
+        "shows flat memory over 10M, ~10 min)",
+    )
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="results file")
     parser.add_argument("--cache", type=Path, default=HERE / ".cache", help="generated exports")
     args = parser.parse_args(argv)
@@ -1134,6 +956,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "ledger_rows": 100_000 if quick else 1_000_000,
         "naive_seconds": 5.0 if quick else 15.0,
         "peer_default_rows": 5_000 if quick else 20_000,
+        "cpu_kinds": list(exports.KINDS),
+        "callgrind_kinds": ["parquet", "csv"],
+        "callgrind_rows": [200_000, 20_000],
+        "callgrind_repeats": 1 if quick else 3,
+        "sandbox_events": [300_000] if quick else [300_000, 2_000_000],
+        "sandbox_db_events": [300_000] if quick else [1_000_000],
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:

@@ -1,12 +1,15 @@
 """Synthetic warehouse exports of events for the benchmarks, cached between runs.
 
-Two shapes of the same rows:
+Two shapes of the same rows, each as Parquet and as CSV (``KINDS``):
 
-* Parquet with typed columns: ``external_user_id`` int64, ``event_type`` string,
-  ``occurred_at`` timestamp[ms, UTC], ``properties`` a small struct (plan, screen, session_s)
-  that the package reads as a dict;
-* CSV whose cells are text: ``occurred_at`` as RFC 3339 text with an offset (``Z`` or
-  ``+02:00``), ``properties`` as a JSON object.
+* the bench's own: ``external_user_id`` int64, ``event_type`` string, ``occurred_at``
+  timestamp[ms, UTC], ``properties`` a small struct (plan, screen, session_s) that the
+  package reads as a dict (``parquet``); in CSV (``csv``) cells are text: ``occurred_at``
+  RFC 3339 with an offset (``Z`` or ``+02:00``), ``properties`` a JSON object;
+* flat typed columns (``parquet-flat``, ``csv-flat``): ``external_user_id`` int64,
+  ``event_type``, ``occurred_at`` timestamp[ms, UTC] (in CSV: RFC 3339 text ending in
+  ``Z``), ``properties.plan`` string and ``properties.seats`` int64 (in CSV, read with
+  ``FLAT_CSV_OPTIONS``).
 
 Every row is valid and distinct (timestamps are unique), so each row is one delivered
 event. Files are written in parts, so the benchmark never holds a large frame; they are
@@ -32,6 +35,20 @@ WINDOW = dt.timedelta(days=20)  # occurred_at spans [created - 20 days, created 
 MAX_AGE = dt.timedelta(days=7)  # then the oldest rows are 27 days old: still valid
 EVENT_TYPES = ["login", "page_view", "feature_used", "invoice_paid", "support_ticket", "logout"]
 PLANS = ["free", "starter", "pro", "enterprise"]
+
+KINDS = ("parquet", "csv", "parquet-flat", "csv-flat")
+# how the CLI reads the flat CSV: its cells are text unless typed
+FLAT_CSV_OPTIONS = ("--dtype", "properties.seats=int64")
+
+FLAT_SCHEMA = pa.schema(
+    [
+        ("external_user_id", pa.int64()),
+        ("event_type", pa.string()),
+        ("occurred_at", pa.timestamp("ms", tz="UTC")),
+        ("properties.plan", pa.string()),
+        ("properties.seats", pa.int64()),
+    ]
+)
 
 SCHEMA = pa.schema(
     [
@@ -87,6 +104,32 @@ def parquet_part(cols: dict[str, np.ndarray]) -> pa.Table:
     )
 
 
+def flat_part(cols: dict[str, np.ndarray]) -> pa.Table:
+    return pa.Table.from_arrays(
+        [
+            pa.array(cols["external_user_id"], pa.int64()),
+            pa.array(cols["event_type"], pa.string()),
+            pa.array(cols["ms"], pa.timestamp("ms", tz="UTC")),
+            pa.array(cols["plan"], pa.string()),
+            pa.array(cols["session_s"] % 50 + 1, pa.int64()),  # seats
+        ],
+        schema=FLAT_SCHEMA,
+    )
+
+
+def flat_csv_part(cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    ms = cols["ms"].astype("datetime64[ms]")
+    return pd.DataFrame(
+        {
+            "external_user_id": cols["external_user_id"],
+            "event_type": cols["event_type"],
+            "occurred_at": np.datetime_as_string(ms, unit="ms", timezone="UTC"),
+            "properties.plan": cols["plan"],
+            "properties.seats": cols["session_s"] % 50 + 1,
+        }
+    )
+
+
 def csv_part(cols: dict[str, np.ndarray]) -> pd.DataFrame:
     ms = cols["ms"].astype("datetime64[ms]")
     utc = np.datetime_as_string(ms, unit="ms", timezone="UTC")  # ...123Z
@@ -111,19 +154,23 @@ def csv_part(cols: dict[str, np.ndarray]) -> pd.DataFrame:
 
 
 def write(path: Path, rows: int, kind: str, created_ms: int, seed: int = 0) -> None:
-    """Write a ``rows``-row export of ``kind`` ("parquet" or "csv") part by part."""
+    """Write a ``rows``-row export of ``kind`` (one of ``KINDS``) part by part."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)  # left by an interrupted run
     writer: pq.ParquetWriter | None = None
+    flat = kind.endswith("-flat")
     try:
-        if kind == "parquet":
-            writer = pq.ParquetWriter(tmp, SCHEMA)
+        if kind.startswith("parquet"):
+            writer = pq.ParquetWriter(tmp, FLAT_SCHEMA if flat else SCHEMA)
         for start in range(0, rows, PART_ROWS):
             cols = part_columns(start, min(PART_ROWS, rows - start), rows, created_ms, seed)
             if writer is not None:
-                writer.write_table(parquet_part(cols))
+                writer.write_table(flat_part(cols) if flat else parquet_part(cols))
             else:
-                csv_part(cols).to_csv(tmp, mode="a", header=start == 0, index=False)
+                part = flat_csv_part(cols) if flat else csv_part(cols)
+                part.to_csv(tmp, mode="a", header=start == 0, index=False)
     finally:
         if writer is not None:
             writer.close()
@@ -133,7 +180,7 @@ def write(path: Path, rows: int, kind: str, created_ms: int, seed: int = 0) -> N
 def export(cache: Path, rows: int, kind: str) -> Path:
     """The cached export of ``rows`` rows of ``kind``, (re)built when missing or too old."""
     cache.mkdir(parents=True, exist_ok=True)
-    suffix = "parquet" if kind == "parquet" else "csv"
+    suffix = "parquet" if kind.startswith("parquet") else "csv"
     pattern = f"events-v{FORMAT}-{kind}-{rows}-*.{suffix}"
     now = time.time()
     fresh = None

@@ -1,15 +1,17 @@
 """A minimal HTTP receiver for throughput benchmarks, run in its own process.
 
 It stands in for a fast remote API so the numbers measure the client, not the server (the
-strict sandbox checks every event in Python and stores it in SQLite: ~15k events/s). Any
+strict sandbox checks every event and stores it in SQLite: 40-70k events/s). Any
 POST path is accepted; the body is read (gzip or deflate when the client says so), parsed
 as JSON and its events counted: ``events`` (ours), ``batch`` (Segment, PostHog), a JSON
 array, or 1 for a single object. The handler then sleeps the configured latency and answers
 200 with a small JSON body. ``GET /stats`` returns the counts, so a benchmark can check
 that every event arrived, and the sending span since ``GET /mark`` (first request in to
 last answer out). Loopback only; one thread per connection; no per-request logging.
+``--record FILE``: one line per request, the SHA-256 of its (decoded) body and its number
+of events, so a benchmark can compare what two programs put on the wire byte for byte.
 
-    python benchmarks/sink.py [--port 0] [--latency SECONDS]
+    python benchmarks/sink.py [--port 0] [--latency SECONDS] [--record FILE]
 
 Prints ``listening <port>`` on stdout once it accepts connections.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import sys
 import threading
 import time
@@ -113,6 +116,7 @@ class Counts:
 
 
 COUNTS = Counts()
+RECORD: Any = None  # the --record file, when given
 
 
 def count_events(body: Any) -> int:
@@ -176,6 +180,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         path = self.path.split("?", 1)[0]
         COUNTS.add(path, events, len(raw), len(data), encoding)
+        if RECORD is not None:
+            line = f"{hashlib.sha256(data).hexdigest()} {events}\n"
+            with COUNTS.lock:
+                RECORD.write(line)
+                RECORD.flush()
         if self.latency:
             time.sleep(self.latency)
         self._answer(200, {"ok": True, "accepted": events})
@@ -203,8 +212,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before answering")
+    parser.add_argument("--record", help="append 'sha256-of-body events' per request here")
     args = parser.parse_args()
     Handler.latency = args.latency
+    global RECORD
+    if args.record:
+        RECORD = open(args.record, "a")  # noqa: SIM115 - open for the process's life
     server = Server(("127.0.0.1", args.port), Handler)
     print(f"listening {server.server_address[1]}", flush=True)
     try:

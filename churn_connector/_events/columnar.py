@@ -2,7 +2,8 @@
 
 For every field a column of JSON fragments (``"key":value``, null where the key is omitted)
 is built with Arrow/numpy kernels and the fragments are joined row-wise in C, in canonical
-key order. Only the SHA-256 loop touches rows one by one in Python.
+key order. The ids are hashed by ``ids.digests``: one native call a slice with the ``fast``
+extra, else a hashlib loop over the rows.
 
     canonical(row) = CONTEXT_OPEN + TAIL[row]                       (what is hashed)
     wire(row)      = ID_OPEN + b'"' + UUID + b'"' + [b","] + TAIL[row]

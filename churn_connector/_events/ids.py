@@ -28,6 +28,7 @@ both formats, so an event whose bytes did not change keeps its recorded digest.
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import itertools
 from collections.abc import Iterator, Sequence
@@ -36,6 +37,7 @@ from typing import Any, overload
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._core.book import Spill
 from .._core.exceptions import ConfigurationError
@@ -71,16 +73,22 @@ def digests(
     """(n, 16) uint8 array: the UUIDv8 bytes of ``lead + row`` for each row (the
     column-wise path hashes its rows' tails after the shared ``CONTEXT_OPEN``).
 
-    The one hashing loop of both wire paths: the rows' bytes are sliced out of one buffer,
-    and each hash continues a copy of the hash of what every row shares.
+    The one hashing of both wire paths: one native call over the column with the ``fast``
+    extra, else a hashlib loop over the rows (the reference; tests hold the two equal).
     """
     arr = rows if isinstance(rows, pa.Array) else pa.array(rows, pa.binary())
-    base = hashlib.sha256(prefix + (namespace or "").encode("utf-8") + b"\n" + lead)
-    copy = base.copy
+    head = prefix + (namespace or "").encode("utf-8") + b"\n" + lead
+    hashed = native_sha256(head, arr) if len(arr) >= _NATIVE_FROM else None
+    return uuid8(python_sha256(head, arr) if hashed is None else hashed)
+
+
+def python_sha256(head: bytes, arr: pa.BinaryArray) -> bytes:
+    """The joined 32-byte SHA-256 digests of ``head + row``, row by row with hashlib: the
+    rows' bytes are sliced out of one buffer, and each hash continues a copy of the hash of
+    ``head``."""
+    copy = hashlib.sha256(head).copy
     data = bytes(data_bytes(arr))  # one copy; slicing bytes beats to_pylist/memoryview
-    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
-    kind = np.int64 if large else np.int32
-    offsets = np.frombuffer(arr.buffers()[1], dtype=kind)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if _large(arr) else np.int32)
     bounds = (offsets[arr.offset : arr.offset + len(arr) + 1] - offsets[arr.offset]).tolist()
     out: list[bytes] = []
     append = out.append
@@ -88,7 +96,54 @@ def digests(
         h = copy()
         h.update(data[lo:hi])
         append(h.digest())
-    return uuid8(b"".join(out))
+    return b"".join(out)
+
+
+def native_sha256(head: bytes, arr: pa.BinaryArray) -> bytes | None:
+    """What python_sha256 returns, in one native call over the column (polars-hash: Rust,
+    with the CPU's SHA instructions where it has them); None without the ``fast`` extra,
+    for bytes that are not UTF-8 (it hashes strings) or when the plugin fails."""
+    native = _native()
+    if native is None:
+        return None
+    if len(arr) == 0:
+        return b""
+    pl, plh = native
+    try:
+        texts = pc.binary_join_element_wise(head, arr, b"").cast(
+            pa.large_string() if _large(arr) else pa.string()
+        )
+        hexed = pc.cast(
+            pl.from_arrow(pa.table({"c": texts}))
+            .select(plh.col("c").chash.sha2_256())
+            .to_series()
+            .to_arrow(),
+            pa.large_string(),
+        )
+    except Exception:  # an accelerator: whatever fails falls back to hashlib
+        return None
+    n = len(hexed)
+    offsets = np.frombuffer(hexed.buffers()[1], dtype=np.int64)[hexed.offset : hexed.offset + n + 1]
+    if hexed.null_count or not np.array_equal(offsets - offsets[0], np.arange(n + 1) * 64):
+        return None
+    return binascii.unhexlify(memoryview(hexed.buffers()[2])[offsets[0] : offsets[0] + 64 * n])
+
+
+@functools.cache
+def _native() -> tuple[Any, Any] | None:
+    try:
+        import polars as pl  # noqa: PLC0415 - heavy optional dependency (the fast extra)
+        import polars_hash as plh  # noqa: PLC0415 - optional, with polars (the fast extra)
+    except ImportError:
+        return None
+    return pl, plh
+
+
+_NATIVE_FROM = 256  # rows: below, the native call's fixed cost is more than the loop's
+
+
+def _large(arr: pa.Array) -> bool:
+    return bool(pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type))
 
 
 def uuid8(sha256_digests: bytes) -> np.ndarray:

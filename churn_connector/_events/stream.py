@@ -31,69 +31,154 @@ from .wire import build_events
 
 
 class SeenIds:
-    """Message ids seen so far: 64-bit keys in sorted runs, with each id's first position.
+    """Message ids seen so far: hash tables of 32-bit fingerprints of their 64-bit keys,
+    with each id's first position (8 bytes a slot, 9-16 bytes an id).
 
-    12 bytes an id (key and a 32-bit position). Each slice adds a run and runs of similar
-    size are merged, so registering n ids costs O(n log n) in all rather than a re-sort of
-    everything per slice. A key match is only a candidate: the caller confirms it against
-    the full 16-byte digests, so a 64-bit collision never makes two events one.
+    The keys are mixed (an odd multiplier: distinct keys stay distinct), the top 4 bits pick
+    one of 16 tables, so a table that grows rehashes only its own share, and the next 32
+    bits are the fingerprint the table stores. A slice's keys are probed and stored a table
+    at a time with numpy, at a cost that does not depend on how many ids were seen before:
+    n ids cost O(n) in all. A match is only a candidate (two keys may share 36 bits): the
+    caller confirms it against the full 16-byte digests, so it never makes two events one.
     """
 
     def __init__(self) -> None:
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
+        self._tables = [_Table(_MIN_BUCKETS) for _ in range(1 << _PART_BITS)]
 
     def firsts(self, keys: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """For each row: the position of the first row with its key (itself if new).
-
-        The slice's new keys are registered with the position of their first row.
-        """
+        """For each row: the position of the first row with its key's fingerprint (itself
+        if new). The slice's new fingerprints are registered with their first row's."""
         if len(keys) == 0:
             return positions.copy()
-        uniq, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        # one sort: by table, then fingerprint; each table's share is one run of it
+        uniq, first_idx, inverse = np.unique(
+            fingerprints(keys), return_index=True, return_inverse=True
+        )
         found = np.full(len(uniq), -1, dtype=np.int64)
-        for run_keys, run_pos in self._runs:
-            loc = np.minimum(np.searchsorted(run_keys, uniq), len(run_keys) - 1)
-            hit = (run_keys[loc] == uniq) & (found < 0)
-            found[hit] = run_pos[loc[hit]]
-        new = found < 0
-        found[new] = positions[first_idx[new]]
-        if new.any():
-            self._add(uniq[new], found[new].astype(np.uint32))
-        return found[inverse]
-
-    def _add(self, keys: np.ndarray, positions: np.ndarray) -> None:
-        self._runs.append((keys, positions))
-        # merging while the older run is no more than twice the newer keeps log(n) runs
-        total = sum(len(keys) for keys, _ in self._runs)
-        # runs stop growing at a sixteenth of the index, so a merge never needs much more
-        # memory than the index itself
-        cap = max(_MIN_RUN_CAP, total // 16)
-        while (
-            len(self._runs) > 1
-            and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0])
-            and len(self._runs[-2][0]) + len(self._runs[-1][0]) <= cap
+        bounds = np.searchsorted(uniq >> np.uint64(32), np.arange(len(self._tables) + 1))
+        for table, lo, hi in zip(
+            self._tables, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True
         ):
-            newer, older = self._runs.pop(), self._runs.pop()
-            self._runs.append(_merge(older, newer))
+            if lo == hi:
+                continue
+            share = uniq[lo:hi].astype(np.uint32)  # the fingerprints, in order
+            got = table.find(share)
+            new = got < 0
+            got[new] = positions[first_idx[lo:hi][new]]
+            found[lo:hi] = got
+            if new.any():
+                table.insert(share[new], got[new].astype(np.uint32))
+        out: np.ndarray = found[inverse.ravel()]
+        return out
 
 
-_MIN_RUN_CAP = 1 << 20
+def fingerprints(keys: np.ndarray) -> np.ndarray:
+    """What SeenIds compares of each 64-bit key: its table (4 bits) and 32-bit fingerprint
+    (never 0), as table << 32 | fingerprint."""
+    mixed = keys.astype(np.uint64) * _MIX
+    prints = ((mixed << np.uint64(_PART_BITS)) >> np.uint64(32)).astype(np.uint32)
+    prints[prints == 0] = 1  # 0 marks a free slot
+    combined: np.ndarray = (mixed >> np.uint64(64 - _PART_BITS) << np.uint64(32)) | prints
+    return combined
+
+
+class _Table:
+    """Open addressing in buckets of 16 fingerprints (64 bytes: one cache line).
+
+    A fingerprint's bucket is its value scaled to the number of buckets (so a sorted run
+    of fingerprints has its buckets in order); a full bucket overflows into the next one,
+    and a bucket's slots fill in order, so a bucket with a free slot ends a search. Spare
+    buckets past the last take the overflow (no wrapping round). The table is rehashed,
+    larger, when 85% full, to 50%.
+    """
+
+    def __init__(self, buckets: int) -> None:
+        self.home = buckets
+        total = buckets + _SPARE
+        self.prints = np.zeros((total, _WIDTH), dtype=np.uint32)  # 0: a free slot
+        self.positions = np.zeros((total, _WIDTH), dtype=np.uint32)
+        self.fill = np.zeros(total, dtype=np.uint8)  # the used slots of each bucket
+        self.count = 0
+
+    def bucket(self, prints: np.ndarray) -> np.ndarray:
+        home: np.ndarray = (prints.astype(np.uint64) * np.uint64(self.home)) >> np.uint64(32)
+        return home.astype(np.int64)
+
+    def find(self, prints: np.ndarray) -> np.ndarray:
+        """The stored position of each fingerprint, -1 where it is absent."""
+        found = np.full(len(prints), -1, dtype=np.int64)
+        todo = np.arange(len(prints))
+        buckets = self.bucket(prints)
+        while len(todo):
+            match = self.prints[buckets] == prints[:, None]
+            hit = match.any(axis=1)
+            if hit.any():
+                found[todo[hit]] = self.positions[buckets[hit], match[hit].argmax(axis=1)]
+            more = ~hit & (self.fill[buckets] == _WIDTH)  # a full bucket: maybe further on
+            todo, prints, buckets = todo[more], prints[more], buckets[more] + 1
+        return found
+
+    def insert(self, prints: np.ndarray, positions: np.ndarray) -> None:
+        """Store absent, distinct fingerprints, sorted, with their positions."""
+        if self.count + len(prints) > _MAX_LOAD * self.home * _WIDTH:
+            self._grow(prints, positions)
+            return
+        left = self._place(prints, positions, self.bucket(prints))
+        self.count += len(prints) - left
+        if left:
+            self._grow(prints[-left:], positions[-left:])
+
+    def _place(self, prints: np.ndarray, positions: np.ndarray, buckets: np.ndarray) -> int:
+        """Place fingerprints whose buckets are in order; the number left over (the last
+        ones) when the spare buckets run out."""
+        last = len(self.fill) - 1  # never filled, so that every search ends
+        while len(prints):
+            if buckets[-1] >= last:
+                return int(np.count_nonzero(buckets >= last))
+            # one bucket's fingerprints are neighbours: each takes the next free slot
+            edge = np.empty(len(prints), dtype=bool)
+            edge[0] = True
+            np.not_equal(buckets[1:], buckets[:-1], out=edge[1:])
+            start = np.flatnonzero(edge)
+            sizes = np.diff(start, append=len(prints))
+            slot = self.fill[buckets] + (np.arange(len(prints)) - np.repeat(start, sizes))
+            fits = slot < _WIDTH
+            self.prints[buckets[fits], slot[fits]] = prints[fits]
+            self.positions[buckets[fits], slot[fits]] = positions[fits]
+            firsts = buckets[start]
+            self.fill[firsts] = np.minimum(self.fill[firsts] + sizes, _WIDTH)
+            rest = ~fits
+            prints, positions, buckets = prints[rest], positions[rest], buckets[rest]
+            # the rest jump to the next bucket with a free slot (within _AHEAD buckets)
+            free = self.fill[np.minimum(buckets[:, None] + _AHEAD, last)] < _WIDTH
+            buckets = buckets + np.where(free.any(axis=1), free.argmax(axis=1) + 1, len(_AHEAD))
+        return 0
+
+    def _grow(self, prints: np.ndarray, positions: np.ndarray) -> None:
+        """Rehash, with ``prints`` added, into a table at half load."""
+        used = np.arange(_WIDTH) < self.fill[:, None]
+        prints = np.concatenate([self.prints[used], prints])
+        positions = np.concatenate([self.positions[used], positions])
+        order = np.argsort(prints, kind="stable")  # nearly sorted already (bucket order)
+        prints, positions = prints[order], positions[order]
+        grown = _Table(max(_MIN_BUCKETS, int(len(prints) / (_GROWN_LOAD * _WIDTH)) + 1))
+        left = grown._place(prints, positions, grown.bucket(prints))
+        assert left == 0, "a table at half load ran out of spare buckets"
+        grown.count = len(prints)
+        self.__dict__.update(grown.__dict__)
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection on 64 bits
+_PART_BITS = 4  # 16 tables
+_WIDTH = 16  # slots a bucket
+_MIN_BUCKETS = 16
+_SPARE = 32  # buckets past the last, for overflow
+_AHEAD = np.arange(1, 17)
+_MAX_LOAD = 0.85
+_GROWN_LOAD = 0.5
+
+
 _SHOWN = 10  # rewritten event types a note names; the rest are counted
-
-
-def _merge(
-    older: tuple[np.ndarray, np.ndarray], newer: tuple[np.ndarray, np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Two sorted runs (with disjoint keys) as one, in one pass and without a sort."""
-    (k1, p1), (k2, p2) = older, newer
-    at = np.searchsorted(k1, k2) + np.arange(len(k2))  # where the newer keys land
-    keys = np.empty(len(k1) + len(k2), dtype=k1.dtype)
-    positions = np.empty(len(keys), dtype=p1.dtype)
-    rest = np.ones(len(keys), dtype=bool)
-    rest[at] = False
-    keys[at], positions[at] = k2, p2
-    keys[rest], positions[rest] = k1, p1
-    return keys, positions
 
 
 class EventStream(SliceStream):

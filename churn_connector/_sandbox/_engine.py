@@ -278,7 +278,7 @@ class Engine:
         if not _rules.is_json_content_type(request.headers.get("Content-Type")):
             return error_response(415, "Content-Type must be application/json")
         try:
-            body = _rules.parse_json(request.body or b"")
+            body, exact = _rules.parse_json(request.body or b"")
         except _rules.InvalidJSON as exc:
             return error_response(400, f"the body is not valid JSON: {exc}", "invalid_json")
         now = self._now()
@@ -296,7 +296,7 @@ class Engine:
             changed = self._store.apply_identify(app, body, started, datetime.now(UTC))
             return Response(200, {"ok": True, "changed": changed})
         events = body["events"] if path == BATCH else [body]
-        outcome = self._store.store_events(app, events, now)
+        outcome = self._store.store_events(app, events, now, exact=exact)
         return Response(
             200,
             {
@@ -310,7 +310,7 @@ class Engine:
 def _peek_user(body: bytes | None) -> str | None:
     """The identify user id, for concurrency tracking before the body is validated."""
     try:
-        parsed = _rules.parse_json(body or b"")
+        parsed = _rules.parse_json(body or b"").value
     except _rules.InvalidJSON:
         return None
     if isinstance(parsed, dict):

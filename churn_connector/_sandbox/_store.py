@@ -3,6 +3,13 @@
 One connection (``check_same_thread=False``) guarded by one lock: the server's handler threads
 take turns, which keeps every request's writes atomic and the code simple. Rows are
 partitioned by ``app``, a hash of the API key, so a database file never holds a raw key.
+
+A batch of events is one transaction: one ``executemany`` of ``INSERT ... ON CONFLICT DO
+NOTHING`` on the unique (app, message id) index, which is the deduplication. Only when some
+rows were not inserted are they looked at one by one (re-sends: duplicates or conflicts,
+against the stored event). Nothing per event is kept in Python, and a file database
+(``--db``) runs in WAL mode with a bounded page cache, so memory stays flat however many
+events it holds.
 """
 
 from __future__ import annotations
@@ -18,21 +25,33 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 1
+import orjson
+
+# 2: events no longer keep a canonical copy of themselves (re-sends are compared with the
+# stored columns), and name their app by a number (apps): the deduplication index holds
+# (number, message id), a third smaller and faster than (32-digit app, message id). A
+# version 1 file is upgraded in place when opened.
+SCHEMA_VERSION: Final = 2
+# a file database's page cache, in KiB: bounded, so memory stays flat as the file grows
+CACHE_KIB: Final = 32 * 1024
+WAL_PAGES: Final = 10_000  # pages of WAL between checkpoints (~40 MB at 4 KiB a page)
 
 _SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS apps (
+    id INTEGER PRIMARY KEY,
+    app TEXT NOT NULL UNIQUE
+);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    app TEXT NOT NULL,
+    app_no INTEGER NOT NULL REFERENCES apps (id),
     message_id TEXT NOT NULL,
     external_user_id TEXT NOT NULL,
     event_type TEXT NOT NULL,
     occurred_at TEXT NOT NULL,
     properties TEXT NOT NULL,
     context TEXT NOT NULL,
-    canonical TEXT NOT NULL,
     received_at TEXT NOT NULL,
-    UNIQUE (app, message_id)
+    UNIQUE (app_no, message_id)
 );
 CREATE TABLE IF NOT EXISTS users (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -97,6 +116,41 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _dumps_exact(value: Any) -> str:
+    """For values orjson read from a body it writes back byte for byte (see ``_rules``)."""
+    return orjson.dumps(value).decode("utf-8")
+
+
+_INSERT_EVENT: Final = (
+    "INSERT INTO events (app_no, message_id, external_user_id, event_type, occurred_at, "
+    "properties, context, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (app_no, message_id) DO NOTHING"
+)
+_UPGRADE_FROM_1: Final = """
+CREATE TABLE apps (id INTEGER PRIMARY KEY, app TEXT NOT NULL UNIQUE);
+INSERT INTO apps (app) SELECT DISTINCT app FROM events ORDER BY app;
+CREATE TABLE events_2 (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    app_no INTEGER NOT NULL REFERENCES apps (id),
+    message_id TEXT NOT NULL,
+    external_user_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    occurred_at TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    context TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    UNIQUE (app_no, message_id)
+);
+INSERT INTO events_2 (seq, app_no, message_id, external_user_id, event_type, occurred_at,
+    properties, context, received_at)
+SELECT e.seq, a.id, e.message_id, e.external_user_id, e.event_type, e.occurred_at,
+    e.properties, e.context, e.received_at
+FROM events AS e JOIN apps AS a ON a.app = e.app ORDER BY e.seq;
+DROP TABLE events;
+ALTER TABLE events_2 RENAME TO events;
+"""
+
+
 @dataclass(frozen=True)
 class BatchOutcome:
     """What happened to the events of one request."""
@@ -130,14 +184,42 @@ class Store:
         self._conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
         self._closed = False
+        self._app_numbers: dict[str, int] = {}  # app -> its number in apps
         with self._lock:
             self._conn.execute("PRAGMA busy_timeout = 5000")
+            if path is not None:
+                # WAL: a commit appends, and readers (a notebook, sqlite3) never block
+                # writes. No fsync at all (synchronous OFF): the data outlives the sandbox's
+                # process, not the machine's crash, which suits a test double; the fsyncs
+                # of checkpoints took half the time of a batch. Checkpoints every ~40 MB of
+                # WAL: the unique index takes random inserts (message ids are hashes), so a
+                # batch dirties about one page per event, and a page written to the WAL
+                # several times between checkpoints is copied to the file once.
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = OFF")
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
+                self._conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             (version,) = self._conn.execute("PRAGMA user_version").fetchone()
-            if version not in (0, SCHEMA_VERSION):
+            if version == 1:
+                self._upgrade_from_1(target)
+            elif version not in (0, SCHEMA_VERSION):
                 self._conn.close()
                 raise ValueError(f"{target}: sandbox schema version {version} is not supported")
             self._conn.executescript(_SCHEMA)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _upgrade_from_1(self, target: str) -> None:
+        """Schema 1 -> 2 in one transaction: events copied with app numbers, in order."""
+        try:
+            self._conn.executescript(f"BEGIN IMMEDIATE;{_UPGRADE_FROM_1}COMMIT;")
+        except sqlite3.Error as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            self._conn.close()
+            raise ValueError(
+                f"{target}: a sandbox file of schema version 1 could not be upgraded ({exc}); "
+                "use a new file"
+            ) from None
 
     def close(self) -> None:
         """Close the connection; idempotent."""
@@ -173,43 +255,96 @@ class Store:
     # ----------------------------------------------------------------------- writes
 
     def store_events(
-        self, app: str, events: list[dict[str, Any]], received_at: datetime
+        self, app: str, events: list[dict[str, Any]], received_at: datetime, *, exact: bool = False
     ) -> BatchOutcome:
-        """Store events, first message id wins; count identical re-sends and conflicts."""
-        accepted = duplicates = conflicts = 0
+        """Store events, first message id wins; count identical re-sends and conflicts.
+
+        ``exact``: the events were parsed by orjson from bytes it writes back unchanged, so
+        it may write their ``properties`` and ``context`` too.
+        """
+        dumps = _dumps_exact if exact else _dumps
+        received = received_at.isoformat()
+        app_no = self._app_no(app)
+        rows = [
+            (
+                app_no,
+                event["context"]["$message_id"],
+                event["external_user_id"],
+                event["event_type"],
+                event["occurred_at"],
+                dumps(event["properties"]),
+                dumps(event["context"]),
+                received,
+            )
+            for event in events
+        ]
         with self._tx() as conn:
-            for event in events:
-                message_id = event["context"]["$message_id"]
-                canonical = canonical_json(event)
-                row = conn.execute(
-                    "SELECT canonical FROM events WHERE app = ? AND message_id = ?",
-                    (app, message_id),
-                ).fetchone()
-                if row is None:
-                    conn.execute(
-                        "INSERT INTO events (app, message_id, external_user_id, event_type, "
-                        "occurred_at, properties, context, canonical, received_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            app,
-                            message_id,
-                            event["external_user_id"],
-                            event["event_type"],
-                            event["occurred_at"],
-                            _dumps(event["properties"]),
-                            _dumps(event["context"]),
-                            canonical,
-                            received_at.isoformat(),
-                        ),
-                    )
-                    accepted += 1
-                elif row[0] == canonical:
-                    duplicates += 1
-                else:
-                    conflicts += 1
+            (last,) = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+            before = conn.total_changes
+            conn.executemany(_INSERT_EVENT, rows)
+            accepted = conn.total_changes - before
+            duplicates = conflicts = 0
+            if accepted < len(rows):
+                duplicates, conflicts = self._resends(conn, app_no, events, last)
             self._bump(conn, app, "duplicates", duplicates)
             self._bump(conn, app, "conflicts", conflicts)
         return BatchOutcome(accepted, duplicates, conflicts)
+
+    def _app_no(self, app: str) -> int:
+        """The number of ``app`` in ``apps``, given on first use."""
+        number = self._app_numbers.get(app)
+        if number is None:
+            with self._lock:
+                self._conn.execute(
+                    "INSERT INTO apps (app) VALUES (?) ON CONFLICT (app) DO NOTHING", (app,)
+                )
+                (number,) = self._conn.execute(
+                    "SELECT id FROM apps WHERE app = ?", (app,)
+                ).fetchone()
+            self._app_numbers[app] = number
+        return number
+
+    @staticmethod
+    def _resends(
+        conn: sqlite3.Connection, app_no: int, events: list[dict[str, Any]], last: int
+    ) -> tuple[int, int]:
+        """(duplicates, conflicts) among the events of a batch that were not inserted: each
+        is compared with the stored event of its message id (an earlier one of the batch, or
+        of an earlier request)."""
+        inserted = {
+            message_id
+            for (message_id,) in conn.execute(
+                "SELECT message_id FROM events WHERE seq > ? AND app_no = ?", (last, app_no)
+            )
+        }
+        first: set[str] = set()
+        stored: dict[str, str] = {}
+        duplicates = conflicts = 0
+        for event in events:
+            message_id = event["context"]["$message_id"]
+            if message_id in inserted and message_id not in first:
+                first.add(message_id)  # this one was stored
+                continue
+            if message_id not in stored:
+                user, kind, occurred, properties, context = conn.execute(
+                    "SELECT external_user_id, event_type, occurred_at, properties, context "
+                    "FROM events WHERE app_no = ? AND message_id = ?",
+                    (app_no, message_id),
+                ).fetchone()
+                stored[message_id] = canonical_json(
+                    {
+                        "external_user_id": user,
+                        "event_type": kind,
+                        "occurred_at": occurred,
+                        "properties": json.loads(properties),
+                        "context": json.loads(context),
+                    }
+                )
+            if canonical_json(event) == stored[message_id]:
+                duplicates += 1
+            else:
+                conflicts += 1
+        return duplicates, conflicts
 
     def apply_identify(
         self, app: str, body: dict[str, Any], started_at: datetime, finished_at: datetime
@@ -318,7 +453,8 @@ class Store:
         """Stored events of one app in arrival order."""
         rows = self._query(
             "SELECT external_user_id, event_type, occurred_at, properties, context, message_id, "
-            "received_at FROM events WHERE app = ? ORDER BY seq",
+            "received_at FROM events WHERE app_no = (SELECT id FROM apps WHERE app = ?) "
+            "ORDER BY seq",
             (app,),
         )
         return [
@@ -419,7 +555,10 @@ class Store:
             f"SELECT count(*) FROM requests WHERE app = ? AND status IN ({marks})",  # noqa: S608
             (app, *REJECTION_STATUSES),
         )
-        ((stored,),) = self._query("SELECT count(*) FROM events WHERE app = ?", (app,))
+        ((stored,),) = self._query(
+            "SELECT count(*) FROM events WHERE app_no = (SELECT id FROM apps WHERE app = ?)",
+            (app,),
+        )
         ((users,),) = self._query("SELECT count(*) FROM users WHERE app = ?", (app,))
         ((identifies,),) = self._query("SELECT count(*) FROM identify_log WHERE app = ?", (app,))
         return {

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import churn_connector as cc
 import churn_connector._events.wire as wire_module
 from churn_connector._core.book import RowBook, Spill
-from churn_connector._events.stream import SeenIds
+from churn_connector._events.stream import SeenIds, fingerprints
 from churn_connector._results.result import write_frame, write_frames
 from tests.conftest import MakeEvents
 
@@ -150,3 +150,20 @@ def test_a_book_reserved_too_small_still_takes_every_row() -> None:
     assert (first, second, len(book)) == (0, 8, 3_000)
     assert book.counts()["sent"] == 10
     assert book.chunk[2_999] == 7 and book.chunk[:2_990].max() == -1
+
+
+def test_seen_ids_find_every_first_row_while_their_tables_grow() -> None:
+    rng = np.random.default_rng(7)
+    # keys whose 36 compared bits differ (a shared fingerprint is the caller's to confirm)
+    drawn = rng.integers(-(2**63), 2**63 - 1, size=120_000, dtype=np.int64)
+    distinct = drawn[np.unique(fingerprints(drawn), return_index=True)[1]]
+    rows = distinct[rng.integers(0, len(distinct), size=300_000)]
+    seen = SeenIds()
+    got = np.concatenate(
+        [
+            seen.firsts(rows[lo : lo + 7_919], np.arange(lo, min(lo + 7_919, len(rows))))
+            for lo in range(0, len(rows), 7_919)
+        ]
+    )
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(got, first[inverse])

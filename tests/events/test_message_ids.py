@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import churn_connector as cc
 from churn_connector._core.types import IdFormat
 from churn_connector._events import columnar
+from churn_connector._events import ids as id_module
 from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
 from churn_connector._json.values import canonical
@@ -519,3 +520,21 @@ def test_an_unknown_id_format_is_refused() -> None:
         cc.message_id(LOGIN, id_format="v3")  # type: ignore[arg-type]
     with pytest.raises(cc.ConfigurationError, match="id_format"):
         cc.events_to_wire(one_row(1), id_format="V2")  # type: ignore[arg-type]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tails=st.lists(st.text(st.characters(exclude_categories=["Cs"])), max_size=40),
+    cut=st.integers(0, 5),
+)
+def test_the_native_hash_gives_the_bytes_of_hashlib(tails: list[str], cut: int) -> None:
+    column = pa.array([t.encode("utf-8") for t in tails], pa.binary()).slice(min(cut, len(tails)))
+    native = id_module.native_sha256(b"churn-connector/message-id/v2\nns\n", column)
+    assert native is not None, "the fast extra (polars-hash) is a dev dependency"
+    reference = id_module.python_sha256(b"churn-connector/message-id/v2\nns\n", column)
+    assert native == reference
+
+
+def test_text_that_is_not_utf8_is_hashed_by_hashlib() -> None:
+    column = pa.array([b"\xff\xfe", b"ok"], pa.binary())
+    assert id_module.native_sha256(b"head", column) is None

@@ -1,7 +1,10 @@
 """Fixtures for the sandbox conformance suite: sandboxes, a small HTTP client, event factories.
 
 Everything goes over real HTTP to 127.0.0.1. The sandbox clock is frozen at ``NOW`` so the
-time-window tests are exact.
+time-window tests are exact. Every test that posts through ``api`` runs twice: with bodies
+spelled by the standard library (spaces after separators, ``\\u`` escapes: the sandbox's
+strict parser reads them) and compact as orjson writes them (its fast parser's case, as the
+package sends them).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeAlias
 
+import orjson
 import pytest
 import requests
 
@@ -30,9 +34,19 @@ def wire_time(when: datetime) -> str:
 class Api:
     """A tiny client for one sandbox over one pooled ``requests`` session."""
 
-    def __init__(self, sandbox: Sandbox, session: requests.Session) -> None:
+    def __init__(self, sandbox: Sandbox, session: requests.Session, spelling: str = "json") -> None:
         self.sandbox = sandbox
         self.session = session
+        self.spelling = spelling
+
+    def encode(self, body: Any) -> bytes:
+        """``body`` as JSON bytes in this client's spelling."""
+        if self.spelling == "orjson":
+            try:
+                return orjson.dumps(body)
+            except (TypeError, orjson.JSONEncodeError):
+                pass  # integers beyond 64 bits, NaN: only the standard library writes them
+        return json.dumps(body).encode()
 
     def post(
         self,
@@ -57,7 +71,7 @@ class Api:
             else:
                 sent[header] = api_key
         sent.update(headers or {})
-        data = raw if raw is not None else json.dumps(body).encode()
+        data = raw if raw is not None else self.encode(body)
         return self.session.post(
             self.sandbox.base_url + path, data=data, headers=sent, timeout=timeout
         )
@@ -157,10 +171,12 @@ def session() -> Iterator[requests.Session]:
         yield s
 
 
-@pytest.fixture
-def api_for(session: requests.Session) -> ApiFor:
-    """``api_for(sandbox)``: a client for another sandbox, sharing the test's session."""
-    return lambda sandbox: Api(sandbox, session)
+@pytest.fixture(params=["json", "orjson"])
+def api_for(session: requests.Session, request: pytest.FixtureRequest) -> ApiFor:
+    """``api_for(sandbox)``: a client for another sandbox, sharing the test's session; each
+    test runs with both body spellings."""
+    spelling: str = request.param
+    return lambda sandbox: Api(sandbox, session, spelling)
 
 
 @pytest.fixture
