@@ -142,8 +142,13 @@ class _Gets(Protocol[Q]):
 def get_feeding(source: _Gets[T], feed: Handoff[Any] | None, deadline: float | None = None) -> T:
     """``source.get()``; while it would wait, the caller's thread reads ``feed`` ahead, until
     ``deadline`` (then ``DeadlinePassed`` if it is still reading)."""
-    if feed is None:
-        return source.get()
+    while feed is None:
+        # in slices, never one untimed wait: a signal that a native thread took (polars'
+        # pool) only reaches its Python handler when this, the main, thread wakes up
+        try:
+            return source.get(timeout=_PUT_EVERY)
+        except queue.Empty:
+            continue
     while True:
         if feed.wants and (deadline is None or time.monotonic() < deadline):
             try:
