@@ -150,8 +150,9 @@ def get_feeding(source: _Gets[T], feed: Handoff[Any] | None, deadline: float | N
                 feed.pull(deadline)
                 continue
         try:
-            # never an untimed wait on this thread: once polars is imported (2.1 here), an
-            # untimed lock wait is not woken by SIGINT, and Ctrl-C would wait for an answer
+            # never an untimed wait on this thread: once polars is imported (2.1 here), a
+            # signal may land on one of its native threads, and the handler runs only when
+            # this, the main, thread wakes up; Ctrl-C would wait for an answer
             return source.get(timeout=_PUT_EVERY)
         except queue.Empty:
             continue
