@@ -125,6 +125,12 @@ def add_send_arguments(p: argparse.ArgumentParser) -> None:
         add_flag(p, option)
 
 
+def add_client_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of the client (``ClientConfig``): timeouts, deadline, retries, trust."""
+    for option in _on_command_line(options_of(ClientConfig)):
+        add_flag(p, option)
+
+
 def _given(args: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
     """The values of these options' flags that differ from their defaults."""
     given = {}

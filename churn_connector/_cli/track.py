@@ -31,6 +31,7 @@ from .._core.exceptions import (
 )
 from .._core.types import ExitCode
 from .._track.tracker import TrackHandle
+from .options import add_client_arguments, client_options
 
 __all__ = ["add_track_parser", "run_track"]
 
@@ -72,6 +73,7 @@ def add_track_parser(sub: Any, add_verbosity: Any) -> None:
     track.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
     track.add_argument("--naive-timezone", metavar="TZ", help="zone of a time without offset")
     track.add_argument("--namespace", help="salt for hashed message ids")
+    add_client_arguments(track)  # --deadline, timeouts, retries, trust: as send takes them
 
 
 def _properties(args: argparse.Namespace) -> dict[str, Any]:
@@ -104,7 +106,7 @@ def run_track(args: argparse.Namespace) -> int:
         raise ConfigurationError("give EVENT_TYPE --user ID, or --ndjson FILE, not both")
     if args.ndjson is None and (args.event_type is None or args.user is None):
         raise ConfigurationError("give EVENT_TYPE and --user ID (or --ndjson FILE)")
-    client = Client(config=ClientConfig.create(args.base_url, None))
+    client = Client(config=ClientConfig.create(args.base_url, None, **client_options(args)))
     options = {"naive_timezone": args.naive_timezone, "namespace": args.namespace}
     if args.ndjson is not None:
         return _ndjson(client, args, options)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 import orjson
@@ -111,3 +113,16 @@ def test_a_missing_ndjson_file_exits_3_with_one_line(
         f"error: cannot read --ndjson {missing}: No such file or directory"
     ]
     assert len(canary_sandbox.events()) == 0
+
+
+def test_a_deadline_on_the_command_line_ends_a_call_the_api_never_answers() -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        done = run(["signup", "--user", "u1", "--base-url", url, "--deadline", "2"], None)
+        took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    assert "deadline" in done.stderr
+    assert took < 20  # the default deadline is an hour
