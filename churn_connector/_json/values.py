@@ -275,7 +275,10 @@ def to_json(
         number = decimal_value(value, path, rules.decimals)
         return json_number(number) if rules.v2 and isinstance(number, float) else number
     kind = type(value).__name__
-    raise InexactValue(path, f"a {kind} has no exact JSON form; convert it to str, int or float")
+    article = "an" if kind[:1] in "aeiou" else "a"
+    raise InexactValue(
+        path, f"{article} {kind} has no exact JSON form; convert it to str, int or float"
+    )
 
 
 def canonical(obj: Any) -> bytes:

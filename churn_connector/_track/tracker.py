@@ -7,8 +7,8 @@ sends each event at once and a busy one fills its batches. Nothing is ever dropp
 
 - a full queue is a policy: ``block`` (up to ``block_timeout``, then ``QueueFull``),
   ``raise`` (``QueueFull`` at once) or ``spill`` (to the spool);
-- ``flush()`` waits and reports; leaving the ``with`` block flushes and raises
-  ``DeliveryError`` listing what was not delivered;
+- ``flush()`` waits and reports (what happened since the previous report); leaving the
+  ``with`` block flushes and raises ``DeliveryError`` listing what was not delivered since;
 - at interpreter exit an open tracker gets ``flush_timeout`` seconds, then a WARNING says how
   many events remain and where (the spool, or lost); a second Ctrl-C there ends quietly;
 - ``spool=``: every event is on disk (``_track.spool``) before ``track`` returns;
