@@ -30,7 +30,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(BASE_STAMP)
 	$(BIN)/churn-connector demo
 
-LINTED := churn_connector tests benchmarks examples notebooks pyspark_churn.py docs/_tools
+LINTED := churn_connector tests benchmarks examples notebooks pyspark_churn.py churn_connector_cli.py docs/_tools
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)

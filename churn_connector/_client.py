@@ -236,7 +236,9 @@ class Client:
         one-row table of these values. ``occurred_at`` defaults to the moment of the call
         (``now`` when given, which also anchors the 30-day window). A hashed id covers the
         event's content, time included; a webhook should pass the provider's own event id
-        as ``message_id``: a re-delivered webhook is then the same event, stored once.
+        as ``message_id``: a re-delivered webhook is then the same event, stored once. An
+        event given neither ``occurred_at`` nor ``message_id`` gets a random id, so two
+        identical calls in one millisecond are two events, not one the API drops.
 
         Raises ``DataValidationError`` naming each failed check (nothing is sent),
         ``AuthenticationError`` when the key is refused, ``DeliveryError`` when the API

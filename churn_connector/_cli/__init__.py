@@ -17,7 +17,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -268,16 +268,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.interrupted(signal_of(exc) or signal.SIGINT)
 
 
-def run() -> int:
+def run(owned: Collection[int] | None = None) -> int:
     """The ``churn-connector`` program: :func:`main` in a process of its own.
 
     The program owns its process, so SIGTERM (``kill``, ``docker stop``) stops it the way
     Ctrl-C does, wherever it lands: in a send (its accounting written), or before or after
-    one (exit 143, no traceback)."""
+    one (exit 143, no traceback). ``owned``: the signals the console script's entry module
+    (``churn_connector_cli``) took while the package loaded, handed over; by default, those
+    still at Python's defaults."""
     _use_a_lean_arrow_pool()
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if owned is None:
+        owned = [
+            signum
+            for signum, default in (
+                (signal.SIGINT, signal.default_int_handler),
+                (signal.SIGTERM, signal.SIG_DFL),
+            )
+            if signal.getsignal(signum) is default
+        ]
+    if signal.SIGINT in owned:
         signal.signal(signal.SIGINT, _first_ctrl_c)
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if signal.SIGTERM in owned:
         signal.signal(signal.SIGTERM, _terminated)
     try:
         return main()

@@ -26,6 +26,7 @@ from .._core.exceptions import (
     ConfigurationError,
     DataValidationError,
     DeliveryError,
+    InputError,
     TransportError,
 )
 from .._core.types import ExitCode
@@ -131,8 +132,18 @@ def run_track(args: argparse.Namespace) -> int:
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of ``path`` (``-``: stdin), numbered; the file is opened here, so
+    a missing one is an InputError before anything is tracked."""
     stream: IO[str]
-    stream = sys.stdin if path == "-" else Path(path).open(encoding="utf-8")  # noqa: SIM115
+    try:
+        stream = sys.stdin if path == "-" else Path(path).open(encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InputError(f"cannot read --ndjson {path}: {reason}", path=path) from None
+    return _numbered(stream)
+
+
+def _numbered(stream: IO[str]) -> Iterator[tuple[int, str]]:
     try:
         for number, line in enumerate(stream, 1):
             if line.strip():

@@ -5,6 +5,7 @@ and no message echoes a user name or password written into one."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
@@ -37,7 +38,9 @@ _NO_USERINFO = (
 
 
 def shown_url(url: str) -> str:
-    """``url`` as a message may show it: without the user name and password, if any."""
+    """``url`` as a message may show it: without the user name and password, nor the
+    values of a query or fragment (``?key=...`` is where a key is pasted by mistake)."""
+    url = _QUERY_VALUE.sub(r"\1***", url)
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
@@ -45,6 +48,10 @@ def shown_url(url: str) -> str:
     if "@" in authority:
         authority = "***@" + authority.rpartition("@")[2]
     return f"{scheme}://{authority}{slash}{path}"
+
+
+# after ? # & or ; and a name with its =, the value up to the next separator
+_QUERY_VALUE = re.compile(r"([?#&;](?:[^=?#&;]*=)?)[^?#&;]+")
 
 
 def endpoint_of(url: str, what: str = "base_url") -> Endpoint:

@@ -160,6 +160,13 @@ class _Owned:
             raise ConnectTimeoutError(self, f"Connection to {self.host} timed out") from error
         raise NewConnectionError(self, f"Failed to establish a new connection: {error}") from error  # type: ignore[arg-type]
 
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        flight = current_flight()
+        if flight is not None:
+            # connected within the request (plain HTTP): what fails now fails writing it
+            flight.phase = "send"
+
     def request(self, *args: Any, **kwargs: Any) -> None:
         flight = current_flight()
         if flight is not None:

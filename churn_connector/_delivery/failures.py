@@ -133,7 +133,11 @@ def classify(
             retryable=bool(code) and code[0].startswith("5"),
         )
     if isinstance(root, TimeoutError):
-        kind = "connect timeout" if phase in ("dns", "connect", "tls") else "read timeout"
+        kind = "read timeout"
+        if phase in ("dns", "connect", "tls"):
+            kind = "connect timeout"
+        elif phase == "send":  # a server that stopped reading the request
+            kind = "write timeout"
         return NetworkFailure(kind, unreachable=False)
     if isinstance(root, http.client.RemoteDisconnected):
         return NetworkFailure(

@@ -142,16 +142,17 @@ class _Gets(Protocol[Q]):
 def get_feeding(source: _Gets[T], feed: Handoff[Any] | None, deadline: float | None = None) -> T:
     """``source.get()``; while it would wait, the caller's thread reads ``feed`` ahead, until
     ``deadline`` (then ``DeadlinePassed`` if it is still reading)."""
-    if feed is None:
-        return source.get()
     while True:
-        if feed.wants and (deadline is None or time.monotonic() < deadline):
+        if feed is not None and feed.wants and (deadline is None or time.monotonic() < deadline):
             try:
                 return source.get(timeout=0)
             except queue.Empty:
                 feed.pull(deadline)
                 continue
         try:
+            # never an untimed wait on this thread: once polars is imported (2.1 here), a
+            # signal may land on one of its native threads, and the handler runs only when
+            # this, the main, thread wakes up; Ctrl-C would wait for an answer
             return source.get(timeout=_PUT_EVERY)
         except queue.Empty:
             continue

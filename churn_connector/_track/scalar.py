@@ -18,6 +18,7 @@ import datetime as dt
 import functools
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -310,12 +311,17 @@ def event_of(
 ) -> Event:
     """One valid event, or DataValidationError naming every check it fails (and why).
 
-    ``occurred_at`` defaults to ``now`` (default: the clock).
+    ``occurred_at`` defaults to ``now`` (default: the clock). An event given neither
+    ``occurred_at`` nor ``message_id`` gets a random message id: its content and a
+    millisecond clock do not tell two taps apart, and a hashed id would make the second
+    of two identical calls in one millisecond a duplicate the API drops.
     """
     options = _options(naive_timezone, namespace, id_format)
     window = Window.at(now)
     if occurred_at is None:
         occurred_at = window.now if window.now is not None else _EPOCH + window.now_ms * _MS
+        if message_id is None:
+            message_id = str(uuid.uuid4())
     found, event = problems(
         external_user_id,
         event_type,

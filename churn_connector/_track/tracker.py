@@ -77,7 +77,7 @@ class TrackHandle:
         """Wait for the event's delivery; its TrackResult, or the error that ended it
         (``DeliveryError``, ``AuthenticationError``, ...). ``TimeoutError`` when it is
         still pending after ``timeout`` seconds."""
-        if not self._done.wait(timeout):
+        if not _wait(self._done, timeout):
             raise TimeoutError(f"event {self.message_id} is still pending")
         if self._error is not None:
             raise self._error
@@ -331,7 +331,8 @@ class Tracker:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
-                self._cond.wait(left if left is None else min(left, 1.0))
+                # in slices: an untimed wait is deaf to Ctrl-C once polars is imported
+                self._cond.wait(_SLICE if left is None else min(left, _SLICE))
         return self._book.report()
 
     def close(self, timeout: float | None = None) -> FlushReport:
@@ -426,6 +427,21 @@ def _expired() -> DeliveryError:
         "expired: older than the API's 30-day window when its request was built; never sent",
         counts={"expired": 1},
     )
+
+
+_SLICE = 0.2  # seconds: the longest a caller's wait goes without looking for Ctrl-C
+
+
+def _wait(event: threading.Event, timeout: float | None) -> bool:
+    """``event.wait(timeout)`` in slices: an untimed wait on a lock is not woken by SIGINT
+    once polars is imported (2.1 here), so Ctrl-C would wait for the event."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not event.is_set():
+        left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
+        if left <= 0:
+            return False
+        event.wait(left)
+    return True
 
 
 # -- process exit and fork ------------------------------------------------------------------

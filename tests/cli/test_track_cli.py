@@ -99,3 +99,15 @@ def test_an_event_the_api_rejects_exits_2() -> None:
         done = run(["signup", "--user", "u1", "--message-id", "m1"], ahead)
     assert done.returncode == 2
     assert "not delivered: the API refused event m1: HTTP 400" in done.stderr
+
+
+def test_a_missing_ndjson_file_exits_3_with_one_line(
+    canary_sandbox: cc.Sandbox, tmp_path: Any
+) -> None:
+    missing = tmp_path / "nowhere.ndjson"
+    done = run(["--ndjson", str(missing)], canary_sandbox)
+    assert done.returncode == 3
+    assert done.stderr.strip().splitlines() == [
+        f"error: cannot read --ndjson {missing}: No such file or directory"
+    ]
+    assert len(canary_sandbox.events()) == 0

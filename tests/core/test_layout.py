@@ -123,3 +123,17 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_console_scripts_entry_module_takes_the_signals_before_loading_the_package() -> None:
+    # churn_connector_cli, beside the package: anything it imported at its top would load
+    # before its signal handlers, and a Ctrl-C there would print a traceback
+    code = (
+        "import signal, sys, churn_connector_cli\n"
+        "print(sorted(m for m in sys.modules if m.startswith('churn_connector') "
+        "and m != 'churn_connector_cli'), 'pandas' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[] False"

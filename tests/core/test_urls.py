@@ -40,6 +40,13 @@ def test_a_password_in_the_base_url_is_refused_without_echoing_it() -> None:
     assert PASSWORD not in str(info.value) and "ops" not in str(info.value)
 
 
+@pytest.mark.parametrize("tail", [f"?key={PASSWORD}", f"?a=1&token={PASSWORD}", f"#{PASSWORD}"])
+def test_a_key_pasted_into_the_base_urls_query_is_refused_without_echoing_it(tail: str) -> None:
+    with pytest.raises(cc.ConfigurationError, match="query or fragment") as info:
+        cc.Client(f"https://api.example.com/{tail}", "sk_test_urls")
+    assert PASSWORD not in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("proxy", "said"),
     [

@@ -172,10 +172,13 @@ sys.exit(5)
 """
 
 
+@pytest.mark.parametrize("imported", ["", "import polars\n"], ids=["alone", "beside_polars"])
 def test_python_callers_get_an_interrupted_error_with_the_results(
-    stalling: FaultProxy, sandbox: cc.Sandbox, export: Path
+    imported: str, stalling: FaultProxy, sandbox: cc.Sandbox, export: Path
 ) -> None:
-    args = [sys.executable, "-c", SCRIPT, stalling.url, sandbox.api_key, str(export)]
+    # beside polars: once it is imported, an untimed lock wait no longer wakes for SIGINT
+    code = imported + SCRIPT
+    args = [sys.executable, "-c", code, stalling.url, sandbox.api_key, str(export)]
     proc = start(args, {})
     wait_until_stalled(stalling, proc)
     started = time.monotonic()

@@ -374,3 +374,15 @@ def test_a_spooled_event_past_the_window_is_reported_expired_not_sent(
     assert list(sandbox.events()["message_id"]) == [fresh.message_id]
     with client.tracker(spool) as again:  # the expired event left the spool
         assert again.flush(timeout=30).counts["sent"] == 0
+
+
+def test_identical_events_tracked_in_one_millisecond_are_each_stored(
+    sandbox: cc.Sandbox, client: cc.Client
+) -> None:
+    # no occurred_at and no message_id: a hashed id would make most of these one event
+    with client.tracker() as tracker:
+        handles = [tracker.track("user_42", "page_view", properties={"p": 1}) for _ in range(300)]
+        report = tracker.flush(timeout=30)
+    assert report.ok and report.n_delivered == 300
+    assert len({h.message_id for h in handles}) == 300
+    assert len(sandbox.events()) == 300
