@@ -22,6 +22,7 @@ import pyarrow
 
 from ._core.book import RowBook
 from ._core.types import Kind, Note, RowState
+from ._json import parsed as _parsed
 from ._read.csv import ROW_PROBLEMS
 from ._read.fingerprint import Fingerprinter
 from ._read.text import DEFAULT_TEXT
@@ -145,7 +146,11 @@ class SliceStream:
             self.failures.add(result.records, start, n)
         self.book.set(start + np.flatnonzero(result.invalid), RowState.INVALID)
         valid = np.flatnonzero(~result.invalid)
-        work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
+        if len(valid) == n:  # every row: no copy, and validation's parsed texts still match
+            work = df.set_axis(pd.RangeIndex(n), axis=0)
+        else:
+            work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
+            _parsed.carry(df, work, valid)
         return SliceStart(start, valid, work)
 
 

@@ -37,6 +37,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._json import parsed as _parsed
 from .._json import timestamps as _timestamps
 from .._json.arrow import (
     BIN,
@@ -201,10 +202,13 @@ def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
     nulls are written data and stay, in v2 its integral floats become integers."""
     # validation refused integers beyond 64 bits, so orjson reads every integer exactly
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    texts = contiguous(s).to_pylist()
-    members = pa.array(
-        [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in texts], BIN
-    )
+    arr = contiguous(s)
+    members = _parsed.take(arr)  # validation's parse, when these are the texts it read
+    if members is None:
+        members = pa.array(
+            [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in arr.to_pylist()],
+            BIN,
+        )
     if not v2:
         return members
     # orjson spells a float that holds an integer below 2**53 as digits and ".0" before a
@@ -214,7 +218,8 @@ def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
     if not len(rows):
         return members
     # parsed again, not kept from above: holding every parsed object costs more than this
-    fixed = [dumps(json_numbers(loads(texts[i])), option=sort)[1:-1] for i in rows.tolist()]
+    texts = arr.take(pa.array(rows, pa.int64())).to_pylist()
+    fixed = [dumps(json_numbers(loads(t)), option=sort)[1:-1] for t in texts]
     return pc.replace_with_mask(members, whole, pa.array(fixed, BIN))
 
 

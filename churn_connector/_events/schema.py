@@ -78,7 +78,7 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
         ),
         message("context must not carry '$message_id': put it in a message_id column instead"),
     )
-    context = checks.object_column("context")
+    context = checks.object_column("context", hand_over=True)
     context.checks.append(reserved_context)
     columns: dict[str, pa.Column] = {
         "external_user_id": checks.user_id(),
@@ -101,7 +101,7 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
             ],
         ),
         "occurred_at": pa.Column(nullable=False, checks=checks.timestamp_checks("occurred_at")),
-        "properties": checks.object_column("properties"),
+        "properties": checks.object_column("properties", hand_over=True),
         "context": context,
         "message_id": pa.Column(nullable=False, required=False, checks=message_id_checks),
         _FLAT_PROPERTIES: checks.flat_column("property"),

@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._json import parsed as _parsed
 from .._json import timestamps as _timestamps
 from .._json.timestamps import TimestampProblem
 from .._json.values import (
@@ -230,9 +231,12 @@ def struct_problems(s: pd.Series, rules: ValueRules) -> np.ndarray | None:
     return np.flatnonzero(bad) if _struct_ok(arr, rules, bad, depth=OBJECT_LEVEL) else None
 
 
-def text_objects_ok(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray | None:
+def text_objects_ok(
+    s: pd.Series, path: str, rules: ValueRules, *, hand_over: bool = False
+) -> np.ndarray | None:
     """Which cells of a text column of JSON objects can be sent exactly (nulls pass);
-    None when ``s`` is not a text column.
+    None when ``s`` is not a text column. ``hand_over``: keep each valid object's sorted
+    members for the wire step (``_json.parsed``), from this one parse.
 
     A text with no ``[`` and one ``{`` holds no nested container and, without a run of 19+
     digits, no integer beyond 64 bits, so parsing it is the whole check (orjson refuses NaN
@@ -251,7 +255,11 @@ def text_objects_ok(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray | 
     slow = pc.or_(nested, pc.match_substring_regex(arr, "[0-9]{19}"))
     walk = slow.fill_null(False).to_numpy(zero_copy_only=False)
     ok = np.ones(len(arr), dtype=bool)
-    loads = orjson.loads
+    # the wire step needs each object's members sorted: written here from the one parse
+    # and handed over (``_json.parsed``), so no text is parsed twice
+    hand_over = hand_over and _parsed.arrow_backed(s)
+    members: list[bytes | None] = [None] * len(arr)
+    loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
     for i, text in enumerate(arr.to_pylist()):
         if text is None:
             continue
@@ -260,11 +268,21 @@ def text_objects_ok(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray | 
                 object_value(text, path, rules)
             except Exception:
                 ok[i] = False
+            else:  # an exact value: every integer fits 64 bits, so orjson reads it exactly
+                if hand_over:
+                    members[i] = dumps(loads(text), option=sort)[1:-1]
             continue
         try:
-            ok[i] = type(loads(text)) is dict
+            parsed = loads(text)
         except orjson.JSONDecodeError:
             ok[i] = False
+            continue
+        if type(parsed) is not dict:
+            ok[i] = False
+        elif hand_over:
+            members[i] = dumps(parsed, option=sort)[1:-1]
+    if hand_over:
+        _parsed.keep(arr, pa.array(members, pa.binary()))
     return ok
 
 

@@ -168,11 +168,12 @@ class SchemaBuilder:
             ),
         ]
 
-    def object_column(self, name: str) -> pa.Column:
+    def object_column(self, name: str, *, hand_over: bool = False) -> pa.Column:
+        """``hand_over``: leave JSON texts' sorted members for a wire step that takes them."""
         tz = self.rules
 
         def ok(s: pd.Series) -> pd.Series:
-            texts = _columns.text_objects_ok(s, name, tz)
+            texts = _columns.text_objects_ok(s, name, tz, hand_over=hand_over)
             if texts is not None:
                 return pd.Series(texts, index=s.index)
             bad = _columns.struct_problems(s, tz)

@@ -28,6 +28,7 @@ from churn_connector._events.api import validate_events
 from churn_connector._events.options import WIRE_FIELDS, EventOptions
 from churn_connector._events.stream import EventStream
 from churn_connector._events.wire import build_events, build_events_per_row
+from churn_connector._json import parsed
 from churn_connector._json.arrow import floats, quote
 from churn_connector._json.arrow import format_ms as format_ms_arrow
 from churn_connector._json.timestamps import datetime_to_wire, format_ms, normalize
@@ -486,19 +487,23 @@ def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
     )
     options = EventOptions(id_format=id_format)
     rules = options.rules
-    ok = text_objects_ok(df["properties"], "properties", rules)
+    ok = text_objects_ok(df["properties"], "properties", rules, hand_over=True)
     assert ok is not None
     per_cell = [
         t is None or problem_of(object_value, t, "properties", rules) is None for t in texts
     ]
     assert ok.tolist() == per_cell
-    valid = df[ok].reset_index(drop=True)
+    rows = np.flatnonzero(ok)
+    valid = df.iloc[rows].reset_index(drop=True)
+    parsed.carry(df, valid, rows)  # validation's parse reaches the wire step, as in a stream
     if len(valid):
         ms = normalize(valid["occurred_at"]).ms
         reference = build_events_per_row(valid, options, ms)
-        body, digests = columnar.build(valid, options, ms)
-        assert body.to_pylist() == reference.body.to_pylist()
-        assert digests.tobytes() == reference.digests.tobytes()
+        # first with validation's parse (where the column is Arrow's), then parsed afresh
+        for _ in range(2):
+            body, digests = columnar.build(valid, options, ms)
+            assert body.to_pylist() == reference.body.to_pylist()
+            assert digests.tobytes() == reference.digests.tobytes()
 
 
 # -- every option, through the whole stream, on both paths ---------------------------------
