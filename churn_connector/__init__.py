@@ -41,15 +41,17 @@ from ._resend import resend
 from ._results.result import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
 from ._track.book import FlushReport, Undelivered
+from ._track.handles import TrackHandle
 from ._track.send import TrackResult
-from ._track.tracker import Tracker, TrackHandle
+from ._track.tracker import Tracker
 from ._validate.gate import GateVerdict
 from ._validate.report import ValidationReport
 
 if TYPE_CHECKING:
     from . import samples
     from ._sandbox import Fault, Sandbox
-    from ._track.async_client import AsyncClient, AsyncTracker, AsyncTrackHandle
+    from ._track.async_client import AsyncClient, AsyncTracker
+    from ._track.handles import AsyncTrackHandle
 
 # loaded on first use: most runs never start a sandbox or build sample data
 # (and httpx, an optional extra, only for the async client)
@@ -59,7 +61,7 @@ _LAZY = {
     "samples": ".samples",
     "AsyncClient": "._track.async_client",
     "AsyncTracker": "._track.async_client",
-    "AsyncTrackHandle": "._track.async_client",
+    "AsyncTrackHandle": "._track.handles",
 }
 
 __all__ = [

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._client import Client
+from ._client import Client, send_keywords
 from ._core.config import ClientConfig, Secret, as_secret
 from ._core.declare import options_of
 from ._core.exceptions import ConfigurationError, InputError, RunStopped
@@ -175,7 +175,7 @@ def _checked_header(header: dict[str, Any] | None, where: str) -> dict[str, Any]
 
 def _table_options(kind: Kind, options: dict[str, Any]) -> EventOptions | IdentityOptions:
     table = EventOptions if kind == "events" else IdentityOptions
-    names = {o.name for o in table.keywords()} | {o.name for o in options_of(SendOptions)}
+    names = {o.name for o in send_keywords(kind)}  # by kind: batch_size is events
     if unknown := sorted(set(options) - names - {"options"}):
         raise ConfigurationError(f"resend: unknown option(s) {unknown} for {kind}")
     return table.given(options)

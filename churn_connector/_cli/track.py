@@ -30,7 +30,7 @@ from .._core.exceptions import (
     TransportError,
 )
 from .._core.types import ExitCode
-from .._track.tracker import TrackHandle
+from .._track.handles import TrackHandle
 from .options import add_client_arguments, client_options
 
 __all__ = ["add_track_parser", "run_track"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any, Protocol
 
 import numpy as np
@@ -61,16 +61,6 @@ class Labels:
         if not parts:
             return pd.Index([], dtype=object)
         return parts[0].append(parts[1:]) if len(parts) > 1 else parts[0]
-
-    def to_list(self, lo: int = 0, hi: int | None = None) -> list[Any]:
-        """The labels of positions ``lo`` .. ``hi`` (all by default)."""
-        hi = self._n if hi is None else hi
-        out: list[Any] = []
-        for start, part in zip(self._starts, self._parts, strict=True):
-            end = start + len(part)
-            if end > lo and start < hi:
-                out.extend(part[max(lo - start, 0) : hi - start].tolist())
-        return out
 
 
 class Spill:
@@ -261,11 +251,17 @@ class RowBook:
             self._chunk[np.asarray(positions, dtype=np.int64)] = chunk
 
     def add_error(self, position: int, error: str) -> None:
+        self.add_errors([position], error)
+
+    def add_errors(self, positions: Iterable[int], error: str) -> None:
+        """Append ``error`` to each row's (after ``"; "``): one lock for all of them."""
         with self._lock:
             if self._closed_to_me():
                 return
-            old = self.errors.get(position)
-            self.errors[position] = error if old is None else f"{old}; {error}"
+            errors = self.errors
+            for position in positions:
+                old = errors.get(position)
+                errors[position] = error if old is None else f"{old}; {error}"
 
     def counts(self) -> dict[str, int]:
         found = np.bincount(self.status, minlength=len(STATE_NAMES))

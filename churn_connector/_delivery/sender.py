@@ -321,11 +321,10 @@ class Sender:
             self.poster.stop(_reason_of(exc))
             ahead.close()
             self.abandon(_reason_of(exc), done, in_flight)
-            # from here on only this thread changes the book: a builder blocked on its input
-            # (left behind by ``ahead.close``) adds nothing after the accounting
-            self.book.close()
             raise
         finally:
+            # from here on only this thread changes the book: a builder blocked on its input
+            # (left behind by ``ahead.close``) adds nothing after the accounting
             self.book.close()
             ahead.close()
             for _ in workers:
@@ -361,11 +360,6 @@ class _Feeder:
         self._held: list[Request] = []
         self._busy: set[str] = set()
         self._exhausted = False
-
-    @property
-    def finished(self) -> bool:
-        """Every request of the source was handed out."""
-        return self._exhausted and not self._held
 
     def take(self, deadline: float | None = None) -> Request | None:
         req = self._next_free(deadline)

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .arrow import contiguous
+
 __all__ = ["LIMIT", "arrow_backed", "carry", "keep", "take"]
 
 LIMIT = 4  # a slice's properties and context, and the next slice's, in flight at once
@@ -66,12 +68,7 @@ def carry(before: pd.DataFrame, after: pd.DataFrame, rows: np.ndarray) -> None:
             arrow_backed(old) and arrow_backed(new) and pd.api.types.is_string_dtype(new.dtype)
         ):
             continue
-        old_arr, new_arr = _contiguous(old), _contiguous(new)
+        old_arr, new_arr = contiguous(old), contiguous(new)
         members = take(old_arr)
         if members is not None and len(new_arr) == len(rows):
             keep(new_arr, members.take(pa.array(rows, pa.int64())))
-
-
-def _contiguous(s: pd.Series) -> pa.Array:
-    arr = pa.array(s, from_pandas=True)
-    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr

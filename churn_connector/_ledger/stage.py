@@ -65,9 +65,7 @@ class LedgerStage:
             keep.append(i)
         if skipped:
             book.set(skipped, RowState.SKIPPED)
-            note = _SKIP_NOTE[self.kind]
-            for pos in skipped:
-                book.add_error(pos, note)
+            book.add_errors(skipped, _SKIP_NOTE[self.kind])
         with self._lock:
             for i in keep:
                 self._pending[batch.positions[i]] = (keys[i], digests[i])

@@ -34,7 +34,7 @@ from .._core.exceptions import ChurnConnectorError, InputError
 from .._core.words import named
 from .arrow import arrow_batches, arrow_to_pandas, is_arrow, is_one_shot, one_column
 from .avro import avro_rows
-from .files import expand, format_of, read_paths
+from .files import expand, format_of, part_name, read_paths
 from .manifest import is_manifest_name, manifests_in, read_manifest
 from .names import NameStyle, styler
 from .spool import SpooledArrow, replayable
@@ -351,7 +351,7 @@ def _unread_files(data: str | os.PathLike[str], start: int) -> pd.Index | None:
     seen = 0
     for part, size in zip(found.files, sizes, strict=True):
         if seen + size > start:
-            name = str(part.relative_to(found.base)) if found.base != Path(".") else part.name
+            name = part_name(part, found.base)
             labels.extend(f"{name}:{row}" for row in range(max(start - seen, 0), size))
         seen += size
     return pd.Index(labels, dtype=object)

@@ -86,6 +86,11 @@ class Parts:
     manifest: Manifest | None = None
 
 
+def part_name(path: Path, base: Path | None) -> str:
+    """A part file's name in its rows' labels (``part:row``): its path below the folder."""
+    return str(path.relative_to(base)) if base is not None and base != Path(".") else path.name
+
+
 def _ignored(relative: Path) -> bool:
     return any(part.startswith((".", "_")) for part in relative.parts) or relative.suffix in (
         ".crc",
@@ -174,7 +179,7 @@ def read_paths(
     base = found.base
     several = base is not None
     for path in found.files:
-        name = str(path.relative_to(base)) if base is not None and base != Path(".") else path.name
+        name = part_name(path, base)
         if not several and path.stat().st_size == 0 and text.header:
             raise InputError(f"{path.name} is empty (0 bytes)", path=str(path))
         if several and format_of(path, text) in TEXT_FORMATS and is_empty(path):

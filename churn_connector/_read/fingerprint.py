@@ -28,7 +28,7 @@ import pandas as pd
 
 from .._core.exceptions import InputError
 from .._core.words import value_text
-from .files import expand, format_of
+from .files import expand, format_of, part_name
 from .text import DEFAULT_TEXT, TextFormat
 
 _CHUNK = 1 << 20
@@ -62,7 +62,7 @@ class Source:
         base = found.base
         parts = tuple(
             Part(
-                str(p.relative_to(base)) if base is not None and base != Path(".") else p.name,
+                part_name(p, base),
                 p,
                 format_of(p, text),
                 p.stat().st_size,

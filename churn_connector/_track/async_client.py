@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Unpack
 
@@ -34,6 +34,7 @@ from .._core.exceptions import (
 from .._core.types import IdFormat
 from .aio_poster import AsyncPoster
 from .book import Book, Entry, FlushReport, State
+from .handles import AsyncTrackHandle
 from .scalar import event_of
 from .send import TrackResult, undelivered
 from .spool import Spool
@@ -135,39 +136,6 @@ class AsyncClient:
             flush_timeout=flush_timeout,
             max_concurrency=max_concurrency,
         )
-
-
-class AsyncTrackHandle:
-    """One event tracked from async code: its ``message_id``, then its TrackResult."""
-
-    __slots__ = ("__weakref__", "_done", "_error", "_result", "message_id")
-
-    def __init__(self, message_id: str) -> None:
-        self.message_id = message_id
-        self._done = asyncio.Event()
-        self._result: TrackResult | None = None
-        self._error: BaseException | None = None
-
-    def _resolve(self, result: TrackResult | None, error: BaseException | None) -> None:
-        self._result, self._error = result, error
-        self._done.set()
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    async def result(self, timeout: float | None = None) -> TrackResult:
-        """The TrackResult once delivered, or the error that ended the event;
-        ``TimeoutError`` after ``timeout`` seconds."""
-        async with asyncio.timeout(timeout):
-            await self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.done() else "failed" if self._error else "sent"
-        return f"AsyncTrackHandle({self.message_id!r}, {state})"
 
 
 class AsyncTracker:
@@ -336,7 +304,7 @@ class AsyncTracker:
         entries: list[Entry],
         result: Any,
         state: State | None = None,
-        error: BaseException | None = None,
+        error: BaseException | Callable[[Entry], BaseException] | None = None,
     ) -> None:
         if self._spool is not None:
             await asyncio.to_thread(self._book.settle, entries, result, state, error)
@@ -371,8 +339,7 @@ class AsyncTracker:
             await self._send(chunk[half:])
             return
         state: State = "rejected" if outcome.status == "rejected" else "failed"
-        for entry in chunk:
-            await self._settle([entry], None, state, undelivered(entry.message_id, outcome))
+        await self._settle(chunk, None, state, lambda e: undelivered(e.message_id, outcome))
 
     # -- flushing and closing -------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> FlushReport:

@@ -205,11 +205,12 @@ class Book:
         entries: Sequence[Entry],
         result: Callable[[Entry], TrackResult] | None,
         state: State | None = None,
-        error: BaseException | None = None,
+        error: BaseException | Callable[[Entry], BaseException] | None = None,
     ) -> None:
         """Record how ``entries`` ended: delivered (``result`` per entry), or ``state`` with
-        ``error``. Spool rows of events that need no more sending leave it first (call
-        without the lock)."""
+        ``error`` (or ``error(entry)``, one per event). Spool rows of events that need no
+        more sending leave it first, in one transaction (call without the lock)."""
+        errors = [error(e) if callable(error) else error for e in entries]
         if self.spool is not None and state != "failed":
             try:
                 self.spool.remove(e.seq for e in entries if e.seq is not None)
@@ -218,7 +219,7 @@ class Book:
                 log.warning("%s", exc)
         with self.lock:
             accounts = self.accounts
-            for entry in entries:
+            for entry, failure in zip(entries, errors, strict=True):
                 self.in_flight.pop(id(entry), None)
                 if result is not None:
                     accounts.delivered.append(entry.message_id)
@@ -226,14 +227,14 @@ class Book:
                 else:
                     assert state is not None
                     accounts.undelivered.append(
-                        Undelivered(entry.message_id, state, str(error) if error else state)
+                        Undelivered(entry.message_id, state, str(failure) if failure else state)
                     )
-        for entry in entries:
+        for entry, failure in zip(entries, errors, strict=True):
             if entry.resolve is not None:
                 if result is not None:
                     entry.resolve(result(entry), None)
                 else:
-                    entry.resolve(None, error)
+                    entry.resolve(None, failure)
 
     def abandon(self, reason: str) -> list[Entry]:
         """Everything still waiting, settled ``failed`` (the tracker is closing); with a

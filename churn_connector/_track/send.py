@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .._core.config import ClientConfig
 from .._core.contract import TRACK_PATH
-from .._core.exceptions import ChurnConnectorError, DeliveryError, Interrupted, TransportError
+from .._core.exceptions import DeliveryError, Interrupted, TransportError
 from .._delivery.transport import HttpPoster, Outcome
 from .._run import signal_of, sigterm_raises
 from .scalar import Event
@@ -139,11 +139,9 @@ class OneOff:
         except TransportError:
             self._drop(poster)  # it stopped itself (the key refused, the host unreachable)
             raise
-        except BaseException as exc:
-            if isinstance(exc, Exception) and not isinstance(exc, ChurnConnectorError):
-                raise  # a bug of ours: shown as it is
-            if isinstance(exc, ChurnConnectorError):
-                raise
+        except Exception:
+            raise  # the package's typed errors, or a bug of ours: shown as they are
+        except BaseException as exc:  # Ctrl-C, SIGTERM
             raise Interrupted(
                 f"interrupted: event {event.message_id} may or may not have been stored "
                 "(outcome unknown, safe to re-send with the same message id)",

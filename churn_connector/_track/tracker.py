@@ -40,6 +40,7 @@ from .._core.exceptions import (
 )
 from .._core.types import IdFormat
 from .book import Book, Entry, FlushReport, State
+from .handles import _SLICE, TrackHandle
 from .scalar import event_of
 from .send import CallPoster, TrackResult, undelivered
 from .spool import Spool
@@ -47,46 +48,12 @@ from .spool import Spool
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["OnFull", "TrackHandle", "Tracker"]
+__all__ = ["OnFull", "Tracker"]
 
 log = logging.getLogger("churn_connector")
 
 OnFull = Literal["block", "raise", "spill"]
 _OPEN, _CLOSE = b'{"events":[', b"]}"
-
-
-class TrackHandle:
-    """One tracked event: its ``message_id`` now, its :class:`TrackResult` once sent."""
-
-    __slots__ = ("__weakref__", "_done", "_error", "_result", "message_id")
-
-    def __init__(self, message_id: str) -> None:
-        self.message_id = message_id
-        self._done = threading.Event()
-        self._result: TrackResult | None = None
-        self._error: BaseException | None = None
-
-    def _resolve(self, result: TrackResult | None, error: BaseException | None) -> None:
-        self._result, self._error = result, error
-        self._done.set()
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def result(self, timeout: float | None = None) -> TrackResult:
-        """Wait for the event's delivery; its TrackResult, or the error that ended it
-        (``DeliveryError``, ``AuthenticationError``, ...). ``TimeoutError`` when it is
-        still pending after ``timeout`` seconds."""
-        if not _wait(self._done, timeout):
-            raise TimeoutError(f"event {self.message_id} is still pending")
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.done() else "failed" if self._error else "sent"
-        return f"TrackHandle({self.message_id!r}, {state})"
 
 
 class Tracker:
@@ -316,8 +283,7 @@ class Tracker:
             self._send(chunk[half:])
             return
         state: State = "rejected" if outcome.status == "rejected" else "failed"
-        for entry in chunk:
-            self._book.settle([entry], None, state, undelivered(entry.message_id, outcome))
+        self._book.settle(chunk, None, state, lambda e: undelivered(e.message_id, outcome))
 
     # -- flushing and closing -------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> FlushReport:
@@ -427,21 +393,6 @@ def _expired() -> DeliveryError:
         "expired: older than the API's 30-day window when its request was built; never sent",
         counts={"expired": 1},
     )
-
-
-_SLICE = 0.2  # seconds: the longest a caller's wait goes without looking for Ctrl-C
-
-
-def _wait(event: threading.Event, timeout: float | None) -> bool:
-    """``event.wait(timeout)`` in slices: an untimed wait on a lock is not woken by SIGINT
-    once polars is imported (2.1 here), so Ctrl-C would wait for the event."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not event.is_set():
-        left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
-        if left <= 0:
-            return False
-        event.wait(left)
-    return True
 
 
 # -- process exit and fork ------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._cli import main
+from churn_connector._resend import _send_keywords
 
 
 @pytest.fixture
@@ -77,3 +78,9 @@ def test_a_run_that_stops_still_leaves_its_receipt(
     receipt = json.loads(receipts.read_text())
     assert receipt["exit_code"] == 3 and receipt["complete"] is False
     assert "canary-key" not in receipts.read_text()
+
+
+def test_an_option_of_the_other_kind_is_refused_by_name_not_by_a_type_error() -> None:
+    # batch_size is an events option: an identities re-send refuses it before reading anything
+    with pytest.raises(cc.ConfigurationError, match=r"unknown option\(s\) \['batch_size'\]"):
+        _send_keywords("identities", {"batch_size": 10})

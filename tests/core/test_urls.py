@@ -31,7 +31,9 @@ def test_a_malformed_base_url_is_a_configuration_error_naming_the_fault(
     with pytest.raises(cc.ConfigurationError) as info:
         cc.Client(url, "sk_test_urls")
     assert said in str(info.value)
-    assert info.value.__cause__ is None  # no ValueError traceback behind it
+    # no ValueError traceback behind it: neither a cause nor a context left to print
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None or info.value.__suppress_context__
 
 
 def test_a_password_in_the_base_url_is_refused_without_echoing_it() -> None:
