@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._json import flat_text as _flat_text
 from .._json import parsed as _parsed
 from .._json import timestamps as _timestamps
 from .._json.timestamps import TimestampProblem
@@ -258,11 +259,19 @@ def text_objects_ok(
     # the wire step needs each object's members sorted: written here from the one parse
     # and handed over (``_json.parsed``), so no text is parsed twice
     hand_over = hand_over and _parsed.arrow_backed(s)
-    members: list[bytes | None] = [None] * len(arr)
+    # plain texts (most exports' objects) are valid by their form and written by Arrow's
+    # JSON reader; the others, and all of them if Arrow refuses the column, parsed here
+    fast = np.flatnonzero(_flat_text.plain(arr) & ~walk)
+    fast_members = _flat_text.plain_members(arr.take(fast)) if hand_over and len(fast) else None
+    if hand_over and fast_members is None:
+        fast = fast[:0]
+    rest = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
+    if len(fast):
+        rest = np.setdiff1d(rest, fast, assume_unique=True)
+    members: list[bytes | None] = [None] * len(rest)
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    for i, text in enumerate(arr.to_pylist()):
-        if text is None:
-            continue
+    texts = arr.take(rest).to_pylist()
+    for k, (i, text) in enumerate(zip(rest.tolist(), texts, strict=True)):
         if walk[i]:
             try:
                 object_value(text, path, rules)
@@ -270,7 +279,7 @@ def text_objects_ok(
                 ok[i] = False
             else:  # an exact value: every integer fits 64 bits, so orjson reads it exactly
                 if hand_over:
-                    members[i] = dumps(loads(text), option=sort)[1:-1]
+                    members[k] = dumps(loads(text), option=sort)[1:-1]
             continue
         try:
             parsed = loads(text)
@@ -280,9 +289,16 @@ def text_objects_ok(
         if type(parsed) is not dict:
             ok[i] = False
         elif hand_over:
-            members[i] = dumps(parsed, option=sort)[1:-1]
+            members[k] = dumps(parsed, option=sort)[1:-1]
     if hand_over:
-        _parsed.keep(arr, pa.array(members, pa.binary()))
+        # row i's members: from Arrow for a plain text, from the loop for the rest
+        where = np.full(len(arr), -1, dtype=np.int64)
+        where[rest] = np.arange(len(rest))
+        slow_members = pa.array(members, pa.binary())
+        if fast_members is not None:
+            where[fast] = len(rest) + np.arange(len(fast))
+            slow_members = pa.concat_arrays([slow_members, fast_members])
+        _parsed.keep(arr, slow_members.take(pa.array(where, mask=where < 0)))
     return ok
 
 
