@@ -86,8 +86,13 @@ class Sender:
         size_limit: SizeLimit | None = None,
         on_sent: Callable[[Sequence[int]], None] | None = None,
         deadline: float | None = None,
+        ahead: int = 0,
     ) -> None:
         self.poster = poster
+        # requests built ahead beyond ``_AHEAD_ROUNDS`` rounds: an identify run's requests
+        # are single rows, so it builds a slice's worth ahead, or the workers idle while the
+        # next slice is validated
+        self.ahead = ahead
         # the run's deadline (time.monotonic()): then no more of the input is read or sent
         self.deadline = deadline
         self.read_to_end = False  # the input was read to its end (not cut by the deadline)
@@ -281,7 +286,7 @@ class Sender:
         for worker in workers:
             worker.start()
         # two rounds of requests queue for the workers; a slice's worth is built ahead
-        ahead = Prefetch(requests, _AHEAD_ROUNDS * self.concurrency, feed)
+        ahead = Prefetch(requests, _AHEAD_ROUNDS * self.concurrency + self.ahead, feed)
         feeder = _Feeder(ahead, 4 * self.concurrency)
         in_flight = 0
         source_failed: Exception | None = None
