@@ -45,8 +45,8 @@ log = logging.getLogger("churn_connector")
 _DNS_POLL = 0.05  # seconds: how often a name lookup's wait looks whether it was aborted
 _STALE_RETRIES = 2  # per attempt: the kept-alive connections found closed as a request left
 # bodies up to this size go out in one write with the request's head (a larger one is
-# not copied: one more system call is nothing beside its bytes)
-_COALESCE_BYTES = 256 * 1024
+# not copied: one more system call costs less than copying it)
+_COALESCE_BYTES = 64 * 1024
 
 
 def trusted_cas(config: ClientConfig) -> str:
