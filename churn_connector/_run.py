@@ -53,8 +53,10 @@ class Run:
         dry_run: bool,
         progress: bool | None,
         session: requests.Session | None = None,
+        ahead: int = 0,
     ) -> None:
         self.config = config
+        self.ahead = ahead  # requests built ahead beyond the sender's rounds (``Sender``)
         self.session = session
         self.stream = stream
         self.concurrency = concurrency
@@ -150,6 +152,7 @@ class Run:
             size_limit=self.size_limit,
             on_sent=stage.acknowledged if stage is not None else None,
             deadline=None if self.dry_run or deadline is None else self.started + deadline,
+            ahead=self.ahead,
         )
 
     def _send(

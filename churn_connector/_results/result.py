@@ -11,7 +11,6 @@ import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -157,8 +156,13 @@ class SendResult:
         """One row per request: events, first and last row, status, HTTP status, attempts,
         timings, bytes, error and the API's answer (trimmed, the key masked)."""
         if self._chunk_frame is None:
+            records = sorted(self._chunks, key=lambda c: c.chunk)
+            # column by column: ``asdict`` deep-copies each record (0.13 s for 5,000 identify
+            # requests, ~26 s for a million; 0.012 s so)
             self._chunk_frame = pd.DataFrame(
-                [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
+                {name: [getattr(c, name) for c in records] for name in CHUNK_COLUMNS}
+                if records
+                else [],  # no request: object columns, as ever
                 columns=CHUNK_COLUMNS,
             ).astype(
                 {
