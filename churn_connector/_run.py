@@ -118,7 +118,7 @@ class Run:
     def _sender(self, stage: LedgerStage | None) -> Sender:
         book = self.stream.book
         if self.total is not None:
-            book.reserve(self.total)
+            self.stream.reserve(self.total)
         enabled = False if self.dry_run else self.progress
         self.bar = Progress(
             self.stream.kind,
