@@ -166,6 +166,8 @@ class Run:
                 stage.finish()  # what the ledger buffered: its failure stops the run too
             stopped = False
         finally:
+            if stopped and stage is not None:
+                stage.settle()
             sender.poster.close()
             self.bar.close(stopped=stopped)
 
