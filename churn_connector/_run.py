@@ -120,7 +120,7 @@ class Run:
     def _sender(self, stage: LedgerStage | None) -> Sender:
         book = self.stream.book
         if self.total is not None:
-            book.reserve(self.total)
+            self.stream.reserve(self.total)
         enabled = False if self.dry_run else self.progress
         self.bar = Progress(
             self.stream.kind,
@@ -169,6 +169,8 @@ class Run:
                 stage.finish()  # what the ledger buffered: its failure stops the run too
             stopped = False
         finally:
+            if stopped and stage is not None:
+                stage.settle()
             sender.poster.close()
             self.bar.close(stopped=stopped)
 

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -104,8 +103,7 @@ class SendResult:
         pending = self.counts.pop("pending")
         if pending and not dry_run:
             raise AssertionError(f"{pending} rows were left without a final state")
-        answered = np.isin(book.status, (RowState.SENT, RowState.REJECTED))
-        if (book.chunk[answered] < 0).any():
+        if book.unrecorded_answers():
             raise AssertionError("a row was answered without being recorded in a request")
         if dry_run:
             self.counts["would_send"] = pending
