@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Protocol
 
@@ -79,6 +80,10 @@ class Spill:
             try:
                 if self._file is None:
                     self._file = tempfile.TemporaryFile(prefix="churn-connector-")  # noqa: SIM115
+                    # closed when the book goes, also from within a reference cycle: the
+                    # collector runs weakref callbacks before any finalizer, where a
+                    # __del__ could come after the file's own (which warns, unclosed)
+                    weakref.finalize(self, self._file.close)
                 offset = self._size
                 self._file.seek(offset)
                 self._file.write(data)
@@ -102,9 +107,6 @@ class Spill:
             if self._file is not None:
                 self._file.close()
                 self._file = None
-
-    def __del__(self) -> None:
-        self.close()
 
 
 def _spill_error(exc: OSError) -> StorageError:
