@@ -10,6 +10,13 @@ rows were not inserted are they looked at one by one (re-sends: duplicates or co
 against the stored event). Nothing per event is kept in Python, and a file database
 (``--db``) runs in WAL mode with a bounded page cache, so memory stays flat however many
 events it holds.
+
+In memory, a request's writes are a savepoint inside one transaction that stays open for the
+store's life, never a commit: SQLite's commit of an in-memory database scans its whole page
+cache (which, in memory, is the whole database), so a commit per request cost more the more
+was stored (0.6 µs an event at 100k stored, 8.6 at 1.8M). Nobody else can read a private
+in-memory database, so the open transaction hides nothing, and a savepoint is as atomic as a
+transaction: ``ROLLBACK TO`` undoes a failed request whole.
 """
 
 from __future__ import annotations
@@ -180,10 +187,11 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         target = ":memory:" if path is None else os.fspath(path)
-        # autocommit mode; multi-statement writes use explicit BEGIN IMMEDIATE ... COMMIT
+        # autocommit mode; a request's writes are one transaction, or one savepoint (see _tx)
         self._conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
         self._closed = False
+        self._in_memory = path is None
         self._app_numbers: dict[str, int] = {}  # app -> its number in apps
         with self._lock:
             self._conn.execute("PRAGMA busy_timeout = 5000")
@@ -207,6 +215,8 @@ class Store:
                 raise ValueError(f"{target}: sandbox schema version {version} is not supported")
             self._conn.executescript(_SCHEMA)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if self._in_memory:
+                self._conn.execute("BEGIN")  # for the store's life: see the module docstring
 
     def _upgrade_from_1(self, target: str) -> None:
         """Schema 1 -> 2 in one transaction: events copied with app numbers, in order."""
@@ -230,14 +240,30 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One request's writes, all or nothing: a transaction in a file, a savepoint of the
+        open transaction in memory."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            if not self._in_memory:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                return
+            if not self._conn.in_transaction:
+                # SQLite ends a transaction itself on a few errors (out of memory, ...)
+                self._conn.execute("BEGIN")
+            self._conn.execute("SAVEPOINT request")
             try:
                 yield self._conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK TO request")
+                    self._conn.execute("RELEASE request")
                 raise
-            self._conn.execute("COMMIT")
+            self._conn.execute("RELEASE request")
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
