@@ -133,6 +133,11 @@ _INSERT_EVENT: Final = (
     "properties, context, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (app_no, message_id) DO NOTHING"
 )
+_LAST_SEQ: Final = "SELECT coalesce(max(seq), 0) FROM events"
+_BUMP_TWO: Final = (
+    "INSERT INTO counters (app, name, value) VALUES (?, ?, ?), (?, ?, ?) "
+    "ON CONFLICT (app, name) DO UPDATE SET value = value + excluded.value"
+)
 _UPGRADE_FROM_1: Final = """
 CREATE TABLE apps (id INTEGER PRIMARY KEY, app TEXT NOT NULL UNIQUE);
 INSERT INTO apps (app) SELECT DISTINCT app FROM events ORDER BY app;
@@ -269,15 +274,6 @@ class Store:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
-    @staticmethod
-    def _bump(conn: sqlite3.Connection, app: str, name: str, by: int) -> None:
-        if by:
-            conn.execute(
-                "INSERT INTO counters (app, name, value) VALUES (?, ?, ?) "
-                "ON CONFLICT (app, name) DO UPDATE SET value = value + excluded.value",
-                (app, name, by),
-            )
-
     # ----------------------------------------------------------------------- writes
 
     def store_events(
@@ -304,17 +300,43 @@ class Store:
             )
             for event in events
         ]
-        with self._tx() as conn:
-            (last,) = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+        with self._events_tx() as (conn, last):
             before = conn.total_changes
             conn.executemany(_INSERT_EVENT, rows)
             accepted = conn.total_changes - before
             duplicates = conflicts = 0
             if accepted < len(rows):
                 duplicates, conflicts = self._resends(conn, app_no, events, last)
-            self._bump(conn, app, "duplicates", duplicates)
-            self._bump(conn, app, "conflicts", conflicts)
+            # one statement, the last write: it changes both counters or neither
+            conn.execute(_BUMP_TWO, (app, "duplicates", duplicates, app, "conflicts", conflicts))
         return BatchOutcome(accepted, duplicates, conflicts)
+
+    @contextmanager
+    def _events_tx(self) -> Iterator[tuple[sqlite3.Connection, int]]:
+        """A request's events, all or nothing; yields the last ``seq`` stored before them.
+
+        In a file, a transaction. In memory, neither a commit (see the module docstring) nor
+        a savepoint, which would first copy to its journal every index page the batch
+        touches (~3 µs an event at 1.5M stored): with the lock held, the request's rows are
+        exactly those after ``last``, so a failure deletes them, and the counters are its
+        last write, one statement.
+        """
+        if not self._in_memory:
+            with self._tx() as conn:
+                (last,) = conn.execute(_LAST_SEQ).fetchone()
+                yield conn, last
+            return
+        with self._lock:
+            conn = self._conn
+            if not conn.in_transaction:
+                conn.execute("BEGIN")  # SQLite ends a transaction itself on a few errors
+            (last,) = conn.execute(_LAST_SEQ).fetchone()
+            try:
+                yield conn, last
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("DELETE FROM events WHERE seq > ?", (last,))
+                raise
 
     def _app_no(self, app: str) -> int:
         """The number of ``app`` in ``apps``, given on first use."""
