@@ -11,12 +11,13 @@ against the stored event). Nothing per event is kept in Python, and a file datab
 (``--db``) runs in WAL mode with a bounded page cache, so memory stays flat however many
 events it holds.
 
-In memory, a request's writes are a savepoint inside one transaction that stays open for the
-store's life, never a commit: SQLite's commit of an in-memory database scans its whole page
-cache (which, in memory, is the whole database), so a commit per request cost more the more
-was stored (0.6 µs an event at 100k stored, 8.6 at 1.8M). Nobody else can read a private
-in-memory database, so the open transaction hides nothing, and a savepoint is as atomic as a
-transaction: ``ROLLBACK TO`` undoes a failed request whole.
+In memory, one transaction stays open for the store's life, never committed: SQLite's commit
+of an in-memory database scans its whole page cache (which, in memory, is the whole
+database), so a commit per request cost more the more was stored (0.6 µs an event at 100k
+stored, 8.6 at 1.8M). Nobody else can read a private in-memory database, so the open
+transaction hides nothing. A request's writes are a savepoint of it (``ROLLBACK TO`` undoes a
+failed one whole), except a batch of events, which is undone by deleting its rows (see
+``_events_tx``).
 """
 
 from __future__ import annotations
