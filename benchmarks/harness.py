@@ -256,6 +256,7 @@ class Arrived:
     encodings: dict[str, int]
     bytes_on_wire: int
     span_s: float | None  # first request in to last answer out, at the receiver
+    first_in: float | None = None  # when the first request came in (time.monotonic())
 
     def where(self) -> str:
         paths = ", ".join(f"{p} x{c['requests']}" for p, c in self.paths.items())
@@ -287,6 +288,7 @@ def measure(sink: Sink, run: Callable[[], Any]) -> tuple[Any, Arrived]:
         encodings=encodings,
         bytes_on_wire=after["bytes_on_wire"] - before["bytes_on_wire"],
         span_s=after.get("span_s"),
+        first_in=after.get("first_in"),
     )
     return result, arrived
 

@@ -364,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(args.db)
         return 0
     report = Report()
+    args.cache.mkdir(parents=True, exist_ok=True)  # a fresh clone has no benchmarks/.cache
     results = section(report, args.cache, args.events, args.db_events)
     for row in report.rows:
         shown = "n/a" if row.value is None else f"{fmt(row.value)} {row.unit}"

@@ -4,12 +4,15 @@ It stands in for a fast remote API so the numbers measure the client, not the se
 strict sandbox checks every event and stores it in SQLite: 40-70k events/s). Any
 POST path is accepted; the body is read (gzip or deflate when the client says so), parsed
 as JSON and its events counted: ``events`` (ours), ``batch`` (Segment, PostHog), a JSON
-array, or 1 for a single object. The handler then sleeps the configured latency and answers
-200 with a small JSON body. ``GET /stats`` returns the counts, so a benchmark can check
-that every event arrived, and the sending span since ``GET /mark`` (first request in to
-last answer out). Loopback only; one thread per connection; no per-request logging.
-``--record FILE``: one line per request, the SHA-256 of its (decoded) body and its number
-of events, so a benchmark can compare what two programs put on the wire byte for byte.
+array, or 1 for a single object. The handler answers 200 with a small JSON body the
+configured latency after the request arrived: its own reading and parsing count in the
+latency (a sleep after them added them to every answer: with 64 identify requests in flight
+on 2 busy cores, 0.9 ms at the 90th percentile and 26 ms at the 99th). ``GET /stats``
+returns the counts, so a benchmark can check that every event arrived, and the sending span
+since ``GET /mark`` (first request in to last answer out). Loopback only; one thread per
+connection; no per-request logging. ``--record FILE``: one line per request, the SHA-256 of
+its (decoded) body and its number of events, so a benchmark can compare what two programs
+put on the wire byte for byte.
 
     python benchmarks/sink.py [--port 0] [--latency SECONDS] [--record FILE]
 
@@ -163,7 +166,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self) -> None:
-        COUNTS.arrived(time.monotonic())
+        arrived = time.monotonic()
+        COUNTS.arrived(arrived)
         raw = self._body()
         encoding = self.headers.get("Content-Encoding", "identity").lower()
         try:
@@ -186,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
                 RECORD.write(line)
                 RECORD.flush()
         if self.latency:
-            time.sleep(self.latency)
+            time.sleep(max(0.0, arrived + self.latency - time.monotonic()))
         self._answer(200, {"ok": True, "accepted": events})
         COUNTS.answered(time.monotonic())
 

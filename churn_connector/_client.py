@@ -211,6 +211,10 @@ class Client:
             dry_run=send.dry_run,
             progress=send.progress,
             session=self.session,
+            # one request per row: a slice's worth is built ahead of the network, so the
+            # workers never wait while the next slice is validated (~40 µs a row; the
+            # requests ahead of the default 8 rounds would last 0.4 s at 50 ms)
+            ahead=table.slice_rows,
         )
         return run.deliver(identify_requests, send.ledger)
 

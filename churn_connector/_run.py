@@ -53,8 +53,10 @@ class Run:
         dry_run: bool,
         progress: bool | None,
         session: requests.Session | None = None,
+        ahead: int = 0,
     ) -> None:
         self.config = config
+        self.ahead = ahead  # requests built ahead beyond the sender's rounds (``Sender``)
         self.session = session
         self.stream = stream
         self.concurrency = concurrency
@@ -118,7 +120,7 @@ class Run:
     def _sender(self, stage: LedgerStage | None) -> Sender:
         book = self.stream.book
         if self.total is not None:
-            book.reserve(self.total)
+            self.stream.reserve(self.total)
         enabled = False if self.dry_run else self.progress
         self.bar = Progress(
             self.stream.kind,
@@ -150,6 +152,7 @@ class Run:
             size_limit=self.size_limit,
             on_sent=stage.acknowledged if stage is not None else None,
             deadline=None if self.dry_run or deadline is None else self.started + deadline,
+            ahead=self.ahead,
         )
 
     def _send(
@@ -166,6 +169,8 @@ class Run:
                 stage.finish()  # what the ledger buffered: its failure stops the run too
             stopped = False
         finally:
+            if stopped and stage is not None:
+                stage.settle()
             sender.poster.close()
             self.bar.close(stopped=stopped)
 

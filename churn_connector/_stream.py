@@ -85,6 +85,10 @@ class Stream(Protocol):
         """Validate and convert one slice; return what is to be sent."""
         ...
 
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in all, when the input's length is known up front."""
+        ...
+
     def notes(self) -> list[Note]:
         """What the report says beyond failures, over the slices processed so far."""
         ...
@@ -109,6 +113,10 @@ class SliceStream:
         self.book = RowBook()
         self.failures = FailureLog(self.book)
         self.wire_paths: Counter[str] = Counter()
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in all, when the input's length is known up front."""
+        self.book.reserve(rows)
 
     def notes(self) -> list[Note]:
         """None by default; a resource with something to say overrides this."""

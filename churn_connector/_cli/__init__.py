@@ -159,8 +159,10 @@ def _send(args: argparse.Namespace) -> int:
         width = shutil.get_terminal_size().columns - 1
         table = first.reset_index()[["row", "status", "error"]]  # the labels: a column here
         _say(args, text_table(table, width, wrap="error"))
-    # block by block: flat memory
-    written = _write_results(args, result.chunks, result.row_frames())
+    # block by block: flat memory; the per-request frame only when it is asked for (one row
+    # a request: an identify's is as long as its input)
+    chunks = result.chunks if args.results is not None else None
+    written = _write_results(args, chunks, result.row_frames())
     result_receipt(args, "send", result)
     return result.exit_code if written else max(result.exit_code, ExitCode.STOPPED)
 

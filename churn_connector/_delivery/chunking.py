@@ -14,7 +14,7 @@ from .._core.contract import EVENTS_PATH, IDENTIFY_PATH
 from .._stream import WireBatch
 
 
-@dataclass
+@dataclass(slots=True)  # an identify run holds a slice of them ahead of the network
 class Request:
     """One request to make: its rows (positions) and either event parts or a whole body."""
 

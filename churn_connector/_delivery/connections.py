@@ -44,6 +44,9 @@ log = logging.getLogger("churn_connector")
 
 _DNS_POLL = 0.05  # seconds: how often a name lookup's wait looks whether it was aborted
 _STALE_RETRIES = 2  # per attempt: the kept-alive connections found closed as a request left
+# bodies up to this size go out in one write with the request's head (a larger one is
+# not copied: one more system call costs less than copying it)
+_COALESCE_BYTES = 64 * 1024
 
 
 def trusted_cas(config: ClientConfig) -> str:
@@ -124,6 +127,8 @@ class _Owned:
     timeout: Any
     sock: socket.socket | None
     _answers = 0  # answers on the current socket
+    _coalesce = False  # within ``request``: the head waits for the body, one write for both
+    _head: bytes | None = None
 
     def _new_conn(self) -> socket.socket:
         flight = current_flight()
@@ -174,9 +179,28 @@ class _Owned:
             flight.phase = "send"
             if self.sock is not None:
                 flight.hold(self.sock)  # a kept-alive socket: this attempt's to end now
-        super().request(*args, **kwargs)  # type: ignore[misc]
+        body = kwargs.get("body", args[2] if len(args) > 2 else None)
+        # urllib3 writes the head and the body apart: two segments (TCP_NODELAY), two
+        # wake-ups of the server and a second system call per request, which at 64
+        # identify requests in flight was a third of a request's CPU; the same bytes go
+        # out in one write instead
+        self._coalesce = isinstance(body, bytes) and 0 < len(body) <= _COALESCE_BYTES
+        try:
+            super().request(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            head, self._head, self._coalesce = self._head, None, False
+        if head is not None:  # the body never came (it cannot, but never lose the head)
+            super().send(head)  # type: ignore[misc]
         if flight is not None:
             flight.phase = "answer"
+
+    def send(self, data: Any) -> None:
+        if self._coalesce:
+            if self._head is None:
+                self._head = bytes(data)  # the head: held for the body
+                return
+            data, self._head, self._coalesce = self._head + data, None, False
+        super().send(data)  # type: ignore[misc]
 
     def getresponse(self) -> Any:
         response = super().getresponse()  # type: ignore[misc]

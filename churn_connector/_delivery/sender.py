@@ -86,8 +86,13 @@ class Sender:
         size_limit: SizeLimit | None = None,
         on_sent: Callable[[Sequence[int]], None] | None = None,
         deadline: float | None = None,
+        ahead: int = 0,
     ) -> None:
         self.poster = poster
+        # requests built ahead beyond ``_AHEAD_ROUNDS`` rounds: an identify run's requests
+        # are single rows, so it builds a slice's worth ahead, or the workers idle while the
+        # next slice is validated
+        self.ahead = ahead
         # the run's deadline (time.monotonic()): then no more of the input is read or sent
         self.deadline = deadline
         self.read_to_end = False  # the input was read to its end (not cut by the deadline)
@@ -105,6 +110,10 @@ class Sender:
         self._next_chunk = 0
         self._active: dict[int, tuple[Request, int]] = {}  # chunk -> (request, body size)
         self._closed = False  # after a stop: late answers change nothing
+        # set once every worker has posted its first request: the builder waits for it
+        # (``Prefetch``'s warm-up) while enough requests are ready
+        self._warm = threading.Event()
+        self._posted = 0
         self._stopping = threading.Event()  # a worker hit an error that ends the run
 
     def _new_chunk_number(self) -> int:
@@ -174,6 +183,9 @@ class Sender:
         number = req.number if req.number is not None else self._new_chunk_number()
         with self._lock:
             self._active[number] = (req, len(payload))
+            self._posted += 1
+            if self._posted >= self.concurrency:
+                self._warm.set()
         try:
             outcome = self.poster.post(req.path, payload)
         except TransportError as exc:
@@ -281,7 +293,12 @@ class Sender:
         for worker in workers:
             worker.start()
         # two rounds of requests queue for the workers; a slice's worth is built ahead
-        ahead = Prefetch(requests, _AHEAD_ROUNDS * self.concurrency, feed)
+        ahead = Prefetch(
+            requests,
+            _AHEAD_ROUNDS * self.concurrency + self.ahead,
+            feed,
+            warm=(self._warm, 2 * self.concurrency),
+        )
         feeder = _Feeder(ahead, 4 * self.concurrency)
         in_flight = 0
         source_failed: Exception | None = None
@@ -326,6 +343,7 @@ class Sender:
             # from here on only this thread changes the book: a builder blocked on its input
             # (left behind by ``ahead.close``) adds nothing after the accounting
             self.book.close()
+            self._warm.set()
             ahead.close()
             for _ in workers:
                 inbox.put(None)

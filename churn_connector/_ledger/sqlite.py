@@ -7,9 +7,11 @@ object store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -41,6 +43,10 @@ CREATE TABLE IF NOT EXISTS acknowledged (
 )
 """
 _BATCH = 500  # SQLite's bound-parameter limit is 999 on old builds
+# acknowledgements are written in groups: a transaction of 500 random keys rewrote ~500
+# pages of the key index (1M records: 120 s of disk writes), one of 50,000 far fewer each
+FLUSH_ROWS = 50_000
+FLUSH_SECONDS = 1.0
 _EXPORT_ROWS = 100_000
 
 
@@ -51,7 +57,14 @@ def _iso(moment: datetime) -> str:
 
 class SqliteLedger(Ledger):
     """What the API acknowledged, in a SQLite file (``read_only``: opened without changing
-    it, for dry runs)."""
+    it, for dry runs).
+
+    Acknowledgements are buffered and written in one transaction every ``FLUSH_SECONDS``
+    or ``FLUSH_ROWS`` records (the first at once, so that a file that cannot be written
+    stops the run early), at ``flush``, at ``close`` and before any ``forget``. A crash
+    loses at most the buffered records: those rows are sent again by the next run, and the
+    API de-duplicates them. ``known`` sees the buffer.
+    """
 
     kind_name: ClassVar[str] = "SQLite file"
 
@@ -67,56 +80,115 @@ class SqliteLedger(Ledger):
         self.location = str(self.path)
         self.read_only = read_only
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # one flush at a time, in order
+        self._pending: list[tuple[str, str, str, str, str]] = []
+        self._pending_keys: dict[tuple[str, str], dict[str, str]] = {}  # for known()
+        self._writing: dict[tuple[str, str], dict[str, str]] = {}  # being written
+        self._first_pending = 0.0
+        self._wrote = False
+        # the buffer under _lock; each connection under its own lock: a run's reads (one
+        # query a slice) go on while a sender thread writes a group (WAL: readers see the
+        # last commit and never wait for a writer)
+        self._db_lock = threading.Lock()
         try:
-            # sender threads record acknowledgements; every access holds the lock
             uri = f"file:{self.path}?mode={'ro' if read_only else 'rwc'}"
-            self._db = sqlite3.connect(
-                uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30
-            )
+            self._db = _connect(uri)
             if not read_only:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 # a crash may lose the last records: that costs a re-send, which the API
                 # de-duplicates, not a loss; a full fsync per request would cost 3x
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute(_SCHEMA)
+                self._reader, self._read_lock = _connect(uri), threading.Lock()
             else:
                 self._db.execute("SELECT 1 FROM acknowledged LIMIT 1")
+                self._reader, self._read_lock = self._db, self._db_lock
         except sqlite3.Error as exc:
             raise ConfigurationError(f"ledger {self.path}: {exc}") from None
 
     def close(self) -> None:
-        """Close the SQLite file (a ledger given by path is closed after each run)."""
-        with self._lock:
+        """Write what is buffered and close the SQLite file (a ledger given by path is
+        closed after each run, which flushed before, loudly)."""
+        with contextlib.suppress(LedgerUnavailable):
+            self.flush()
+        with self._read_lock:
+            self._reader.close()
+        with self._db_lock:
             self._db.close()
 
     def known(self, scope: str, kind: str, keys: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
-        with self._lock, _failing("read"):
+        with self._lock:
+            buffered = dict(self._writing.get((scope, kind), {}))
+            buffered.update(self._pending_keys.get((scope, kind), {}))
+        with self._read_lock, _failing("read"):
             for lo in range(0, len(keys), _BATCH):
                 part = list(keys[lo : lo + _BATCH])
                 marks = ",".join("?" * len(part))
-                rows = self._db.execute(
+                rows = self._reader.execute(
                     "SELECT key, digest FROM acknowledged "  # noqa: S608 (placeholders only)
                     f"WHERE scope = ? AND kind = ? AND key IN ({marks})",
                     [scope, kind, *part],
                 )
                 found.update(rows.fetchall())
+        if buffered:  # acknowledged since the last write: newer than the file
+            found.update((key, buffered[key]) for key in keys if key in buffered)
         return found
 
     def record(self, scope: str, kind: str, entries: Iterable[tuple[str, str]]) -> None:
+        if self.read_only:
+            return
         now = _iso(datetime.now(UTC))
         rows = [(scope, kind, key, dig, now) for key, dig in entries]
-        self._write("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?, ?)", rows)
+        if not rows:
+            return
+        with self._lock:
+            if not self._pending:
+                self._first_pending = time.monotonic()
+            self._pending.extend(rows)
+            self._pending_keys.setdefault((scope, kind), {}).update(
+                (key, dig) for _, _, key, dig, _ in rows
+            )
+            due = (
+                not self._wrote
+                or len(self._pending) >= FLUSH_ROWS
+                or time.monotonic() - self._first_pending >= FLUSH_SECONDS
+            )
+        if due:
+            self.flush()
 
     def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
         rows = [(scope, kind, key) for key in keys]
+        if self.read_only or not rows:
+            return
+        self.flush()  # so that no buffered record of these keys is written after
         self._write("DELETE FROM acknowledged WHERE scope = ? AND kind = ? AND key = ?", rows)
+
+    def flush(self) -> None:
+        """Write the buffered acknowledgements in one transaction."""
+        if self.read_only:
+            return
+        with self._write_lock:
+            with self._lock:
+                rows, self._pending = self._pending, []
+                self._writing, self._pending_keys = self._pending_keys, {}
+            if not rows:
+                return
+            # in key order, for locality in the index (a stable sort: a later record of
+            # the same key still replaces an earlier one)
+            rows.sort(key=lambda row: (row[0], row[1], row[2]))
+            try:
+                self._write("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?, ?)", rows)
+            finally:
+                with self._lock:
+                    self._writing = {}
+            self._wrote = True
 
     def _write(self, sql: str, rows: Sequence[tuple[str, ...]]) -> None:
         """One transaction for all ``rows`` (one per acknowledged request, not per row)."""
         if self.read_only or not rows:
             return
-        with self._lock, _failing("write"):
+        with self._db_lock, _failing("write"):
             self._transaction(lambda db: db.executemany(sql, rows))
 
     def _transaction(self, work: Any) -> Any:
@@ -133,7 +205,8 @@ class SqliteLedger(Ledger):
     # ---------------------------------------------------------------- operations
 
     def stats(self) -> pd.DataFrame:
-        with self._lock, _failing("read"):
+        self.flush()
+        with self._db_lock, _failing("read"):
             rows = self._db.execute(
                 "SELECT scope, kind, COUNT(*), MAX(acknowledged_at) FROM acknowledged "
                 "GROUP BY scope, kind"
@@ -144,17 +217,19 @@ class SqliteLedger(Ledger):
         self, scope: str, *, kind: str | None = None, before: datetime | date | None = None
     ) -> int:
         self._writable()
+        self.flush()
         sql, args = "DELETE FROM acknowledged WHERE scope = ?", [scope]
         if kind is not None:
             sql, args = sql + " AND kind = ?", [*args, kind]
         moment = cutoff(before)
         if moment is not None:
             sql, args = sql + " AND acknowledged_at < ?", [*args, _iso(moment)]
-        with self._lock, _failing("write"):
+        with self._db_lock, _failing("write"):
             return int(self._transaction(lambda db: db.execute(sql, args).rowcount))
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        with self._lock, _failing("read"):
+        self.flush()
+        with self._db_lock, _failing("read"):
             rows = self._db.execute(
                 "SELECT scope, kind, key, digest, acknowledged_at FROM acknowledged "
                 "ORDER BY scope, kind, key"
@@ -164,8 +239,9 @@ class SqliteLedger(Ledger):
 
     def compact(self, *, keep_events_days: int = EVENT_RETENTION_DAYS) -> str:
         self._writable()
+        self.flush()
         old = _iso(retention_cutoff(keep_events_days))
-        with self._lock, _failing("write"):
+        with self._db_lock, _failing("write"):
             dropped = self._transaction(
                 lambda db: (
                     db.execute(
@@ -183,6 +259,10 @@ class SqliteLedger(Ledger):
     def _writable(self) -> None:
         if self.read_only:
             raise ConfigurationError(f"ledger {self.location} was opened read-only")
+
+
+def _connect(uri: str) -> sqlite3.Connection:
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30)
 
 
 @contextmanager

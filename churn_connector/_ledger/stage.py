@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 
+from .._core.exceptions import LedgerError
 from .._core.types import Kind, RowState
 from .._stream import WireBatch
 from .._validate.report import FailureLog
@@ -82,6 +84,12 @@ class LedgerStage:
     def finish(self) -> None:
         """Write what the ledger buffered: a failure stops the run like any failed write."""
         self.ledger.flush()
+
+    def settle(self) -> None:
+        """A stopped run: write what the ledger buffered if it can (what stopped the run is
+        what the caller hears of; an unwritten record costs a re-send, never data)."""
+        with contextlib.suppress(LedgerError):
+            self.ledger.flush()
 
 
 _SKIP_NOTE = {

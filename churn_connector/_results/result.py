@@ -11,11 +11,9 @@ import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -105,8 +103,7 @@ class SendResult:
         pending = self.counts.pop("pending")
         if pending and not dry_run:
             raise AssertionError(f"{pending} rows were left without a final state")
-        answered = np.isin(book.status, (RowState.SENT, RowState.REJECTED))
-        if (book.chunk[answered] < 0).any():
+        if book.unrecorded_answers():
             raise AssertionError("a row was answered without being recorded in a request")
         if dry_run:
             self.counts["would_send"] = pending
@@ -157,8 +154,13 @@ class SendResult:
         """One row per request: events, first and last row, status, HTTP status, attempts,
         timings, bytes, error and the API's answer (trimmed, the key masked)."""
         if self._chunk_frame is None:
+            records = sorted(self._chunks, key=lambda c: c.chunk)
+            # column by column: ``asdict`` deep-copies each record (0.13 s for 5,000 identify
+            # requests, ~26 s for a million; 0.012 s so)
             self._chunk_frame = pd.DataFrame(
-                [asdict(c) for c in sorted(self._chunks, key=lambda c: c.chunk)],
+                {name: [getattr(c, name) for c in records] for name in CHUNK_COLUMNS}
+                if records
+                else [],  # no request: object columns, as ever
                 columns=CHUNK_COLUMNS,
             ).astype(
                 {

@@ -369,7 +369,12 @@ class ValidationReport:
         """Rows valid and invalid, failures by check, the first five failures."""
         lines = [
             f"{self.kind}: {self.n_rows} rows, {self.n_valid} valid, {self.n_invalid} invalid"
-            + (f", {self.duplicates} exact duplicates (sent once)" if self.duplicates else "")
+            + (
+                f", {self.duplicates} exact duplicate{'s' if self.duplicates != 1 else ''}"
+                " (sent once)"
+                if self.duplicates
+                else ""
+            )
         ]
         lines.extend(f"note: {note['message']}" for note in self.notes)
         if not self.failures.empty:

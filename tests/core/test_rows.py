@@ -167,3 +167,32 @@ def test_seen_ids_find_every_first_row_while_their_tables_grow() -> None:
     )
     _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
     np.testing.assert_array_equal(got, first[inverse])
+
+
+@pytest.mark.parametrize("reserved", [120_000, 1_000])  # enough, and too few: it grows
+def test_seen_ids_reserved_for_the_input_find_every_first_row(reserved: int) -> None:
+    rng = np.random.default_rng(11)
+    drawn = rng.integers(-(2**63), 2**63 - 1, size=100_000, dtype=np.int64)
+    distinct = drawn[np.unique(fingerprints(drawn), return_index=True)[1]]
+    rows = distinct[rng.integers(0, len(distinct), size=120_000)]
+    seen = SeenIds()
+    seen.reserve(reserved)
+    homes = [table.home for table in seen._tables]
+    got = np.concatenate(
+        [
+            seen.firsts(rows[lo : lo + 10_007], np.arange(lo, min(lo + 10_007, len(rows))))
+            for lo in range(0, len(rows), 10_007)
+        ]
+    )
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(got, first[inverse])
+    rehashed = [table.home for table in seen._tables] != homes
+    assert rehashed == (reserved < len(rows))
+
+
+def test_seen_ids_reserved_after_ids_are_stored_keep_them() -> None:
+    seen = SeenIds()
+    keys = np.arange(1, 5_001, dtype=np.int64) * 7_919
+    seen.firsts(keys, np.arange(5_000))
+    seen.reserve(1_000_000)
+    np.testing.assert_array_equal(seen.firsts(keys, np.arange(5_000, 10_000)), np.arange(5_000))

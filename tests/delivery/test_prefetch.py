@@ -102,3 +102,26 @@ def test_close_stops_a_producer_waiting_for_the_callers_source_and_closes_it() -
     ahead.close()
     assert time.monotonic() - started < 5  # the producer did not wait out its join timeout
     assert cleaned.is_set()
+
+
+def test_the_builder_waits_with_enough_ready_until_the_consumer_has_started() -> None:
+    produced: list[int] = []
+    started = threading.Event()
+
+    def source() -> Iterator[int]:
+        for i in range(100):
+            produced.append(i)
+            yield i
+
+    ahead = Prefetch(source(), ahead=50, warm=(started, 2))
+    for _ in range(200):  # bounded: the first two come at once
+        if len(produced) >= 2:
+            break
+        time.sleep(0.01)
+    time.sleep(0.2)  # time enough to fill the queue, were it not waiting
+    assert len(produced) == 2
+    started.set()
+    got = [ahead.take() for _ in range(100)]
+    assert got == list(range(100))
+    assert ahead.take() is None
+    ahead.close()

@@ -5,6 +5,7 @@ the key refused (401) from the 4th request on, answered by the fault proxy over 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +108,20 @@ def test_the_rows_file_of_a_stopped_csv_send_ends_with_a_row_saying_the_input_wa
         marker.error
         == f"the input was not read to the end: no row after row {read[-1].row} was read"
     )
+
+
+def test_a_stopped_run_writes_what_its_ledger_buffered(
+    refusing: FaultProxy,
+    sandbox: cc.Sandbox,
+    make_events: MakeEvents,
+    now: pd.Timestamp,
+    tmp_path: Path,
+) -> None:
+    client = cc.Client(refusing.url, sandbox.api_key, max_concurrency=1, batch_size=BATCH)
+    ledger = cc.Ledger(tmp_path / "ledger.sqlite")  # the caller's: the run does not close it
+    with pytest.raises(cc.AuthenticationError) as info:
+        client.send_events(make_events(now, n=4_000, users=50), ledger=ledger, slice_rows=2_000)
+    assert info.value.counts["sent"] == SENT
+    with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM acknowledged").fetchone() == (SENT,)
+    ledger.close()

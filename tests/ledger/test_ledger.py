@@ -185,14 +185,14 @@ def test_a_ledger_that_cannot_be_written_stops_the_run_naming_the_file(
 ) -> None:
     events = make_events(now, n=30)
     ledger = SqliteLedger(tmp_path / "ledger.sqlite")
-    real = ledger._db
-    ledger._db = _BrokenDatabase()  # type: ignore[assignment]
+    real, reader = ledger._db, ledger._reader
+    ledger._db = ledger._reader = _BrokenDatabase()  # type: ignore[assignment]
     with (
         caplog.at_level(logging.WARNING, logger="churn_connector"),
         pytest.raises(cc.LedgerError, match=r"ledger\.sqlite") as info,
     ):
         client.send_events(events, now=now, ledger=ledger, batch_size=10, max_concurrency=1)
-    ledger._db = real
+    ledger._db, ledger._reader = real, reader
     ledger.close()
     assert "ledger read failed" in caplog.text  # reads fail soft: sending is safe
     error = info.value
@@ -230,3 +230,39 @@ def test_a_corrupt_ledger_fails_the_cli_with_exit_3_and_a_rerun_stores_nothing_t
     ledger.unlink()
     assert main([*base[:2], str(second), *base[2:]]) == 0
     assert sandbox.stats()["stored"] == 300
+
+
+def _rows_in(path: Path) -> set[tuple[str, str]]:
+    with sqlite3.connect(path) as db:
+        return set(db.execute("SELECT key, digest FROM acknowledged"))
+
+
+def test_buffered_acknowledgements_are_known_before_they_are_written(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with SqliteLedger(path) as ledger:
+        ledger.record("s", "events", [("a", "1")])  # the first: written at once
+        ledger.record("s", "events", [("b", "2"), ("a", "3")])  # buffered
+        assert _rows_in(path) == {("a", "1")}
+        assert ledger.known("s", "events", ["a", "b", "c"]) == {"a": "3", "b": "2"}
+        assert ledger.known("s", "identities", ["a"]) == {}
+        ledger.flush()
+        assert _rows_in(path) == {("a", "3"), ("b", "2")}
+
+
+def test_a_forgotten_key_leaves_no_buffered_record_behind(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with SqliteLedger(path) as ledger:
+        ledger.record("s", "identities", [("u1", "old")])
+        ledger.record("s", "identities", [("u2", "old")])  # buffered
+        ledger.forget("s", "identities", ["u2"])
+        assert ledger.known("s", "identities", ["u1", "u2"]) == {"u1": "old"}
+    assert _rows_in(path) == {("u1", "old")}
+
+
+def test_closing_writes_what_was_buffered(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    ledger = SqliteLedger(path)
+    ledger.record("s", "events", [("a", "1")])
+    ledger.record("s", "events", [("b", "2")])
+    ledger.close()
+    assert _rows_in(path) == {("a", "1"), ("b", "2")}

@@ -401,3 +401,10 @@ def test_a_column_name_with_a_lone_surrogate_is_reported(now: pd.Timestamp) -> N
     report = cc.validate_events(df, now=now)
     assert list(report.failures["check"]) == ["column_name"]
     assert report.n_invalid == 1
+
+
+def test_one_exact_duplicate_is_counted_in_the_singular(
+    events: pd.DataFrame, now: pd.Timestamp
+) -> None:
+    report = cc.validate_events(pd.concat([events, events.iloc[:1]]), now=now)
+    assert ", 1 exact duplicate (sent once)" in report.summary()
