@@ -57,10 +57,9 @@ CONTENT_PREFIX = PREFIXES["v1"]  # content digests: a ledger promise, the same i
 CONTEXT_OPEN = b'{"context":{'
 ID_OPEN = CONTEXT_OPEN + b'"$message_id":'
 
-# where each of the 36 UUID characters comes from in 32 hex digits plus a dash (index 32)
-_UUID_IDX = np.array(
-    [*range(0, 8), 32, *range(8, 12), 32, *range(12, 16), 32, *range(16, 20), 32, *range(20, 32)]
-)
+# the UUID's groups of hex digits (8-4-4-4-12) and where its dashes go
+_GROUPS = ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))
+_DASHES = [8, 13, 18, 23]
 
 
 def digests(
@@ -156,14 +155,17 @@ def uuid8(sha256_digests: bytes) -> np.ndarray:
 
 
 def uuid_text(digests: np.ndarray) -> np.ndarray:
-    """(n, 16) uint8 -> (n, 36) uint8: lowercase 8-4-4-4-12 UUID text (hexlify, one gather)."""
+    """(n, 16) uint8 -> (n, 36) uint8: lowercase 8-4-4-4-12 UUID text (hexlify, then the
+    five groups copied as blocks: a gather by index costs ~3x as many instructions)."""
     n = digests.shape[0]
-    hexed = np.empty((n, 33), dtype=np.uint8)
-    hexed[:, :32] = np.frombuffer(
+    hexed = np.frombuffer(
         binascii.hexlify(np.ascontiguousarray(digests).tobytes()), dtype=np.uint8
     ).reshape(n, 32)
-    hexed[:, 32] = 45  # '-'
-    return np.ascontiguousarray(hexed[:, _UUID_IDX])
+    out = np.empty((n, 36), dtype=np.uint8)
+    for k, (lo, hi) in enumerate(_GROUPS):  # group k starts k dashes further on
+        out[:, lo + k : hi + k] = hexed[:, lo:hi]
+    out[:, _DASHES] = 45  # '-'
+    return out
 
 
 def format_uuids(arr: np.ndarray) -> np.ndarray:

@@ -300,6 +300,14 @@ class EventStream(SliceStream):
             is_first[j] = False
             same = hashed or self._content_digest(first) == wire.content[j].tobytes()
             self._repeat(pos, first, wire.ids()[j], same_content=same)
+        if is_first.all():  # no repeats (the common case): nothing to copy
+            return WireBatch(
+                positions.tolist(),
+                IdTexts(wire.digests) if wire.given is None else wire.given,
+                wire.body,
+                wire.content_keys,
+                times=wire.ms,
+            )
         kept = np.flatnonzero(is_first)
         keys: Sequence[str] = (
             IdTexts(wire.digests[kept])

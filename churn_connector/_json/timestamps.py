@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import timestamp_text as _timetext
 from .timestamp_text import EXAMPLE, NS_PER_UNIT
@@ -81,6 +82,9 @@ def _localize_ms(wall_ms: np.ndarray, naive_timezone: str) -> tuple[np.ndarray, 
 
 def _text(arr: pa.Array, tz: str | None, unit: str | None) -> tuple[np.ndarray, np.ndarray]:
     """A string array without nulls -> (ms, problem)."""
+    canonical = _wire_spelled(arr)
+    if canonical is not None:
+        return canonical, np.full(len(arr), OK, dtype=np.int8)
     parsed = _timetext.parse_text(arr)
     ms = parsed.ms.copy()
     problem = np.where(parsed.ok, OK, BAD_FORMAT).astype(np.int8)
@@ -106,6 +110,30 @@ def _text(arr: pa.Array, tz: str | None, unit: str | None) -> tuple[np.ndarray, 
             ms[idx], bad_local = _localize_ms(parsed.ms[idx], tz)
             problem[idx[bad_local]] = BAD_LOCAL_TIME
     return ms, problem
+
+
+def _wire_spelled(arr: pa.Array) -> np.ndarray | None:
+    """The epoch ms of a column whose every text is spelled as the wire spells instants
+    (``YYYY-MM-DDTHH:MM:SS.mmmZ``, what most exports write), read by Arrow's ISO 8601 cast
+    and proved by spelling each result back: equal bytes mean the one instant the grammar
+    reads there. None when any text is spelled otherwise (the general parser then runs)."""
+    n = len(arr)
+    large = pa.types.is_large_string(arr.type)
+    if n == 0 or arr.null_count or not (large or pa.types.is_string(arr.type)):
+        return None
+    width = np.int64 if large else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset : arr.offset + n + 1]
+    if int(offsets[-1] - offsets[0]) != 24 * n or not (np.diff(offsets) == 24).all():
+        return None
+    try:
+        ms: np.ndarray = pc.cast(arr, pa.timestamp("ms", "UTC")).cast(pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    spelled = ms_text(ms)
+    texts = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    if spelled is None or not np.array_equal(spelled.reshape(-1), texts):
+        return None
+    return ms
 
 
 def _string_array(values: list[str]) -> tuple[pa.Array, np.ndarray]:

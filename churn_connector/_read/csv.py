@@ -39,7 +39,18 @@ _ROW_NUMBER = re.compile(r"Row #(\d+)")
 
 
 def _newlines(data: bytes) -> int:
+    if b"\r" not in data:  # most files: a memchr, then one counting pass
+        return data.count(b"\n")
     return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+def _may_hold_blank_line(data: bytes) -> bool:
+    """A newline followed by another (what _NEWLINE_THEN_NEWLINE finds) is one of these
+    three pairs somewhere (CRLF then CR or LF holds LF-CR or LF-LF): a substring search,
+    so the regular expression only walks the rare chunk with a blank line in it."""
+    if b"\r" not in data:  # a memchr: then one pair is possible, one search finds it
+        return b"\n\n" in data
+    return b"\n\n" in data or b"\n\r" in data or b"\r\r" in data
 
 
 class _Lines(io.RawIOBase):
@@ -89,7 +100,8 @@ class _Lines(io.RawIOBase):
         if self.after_newline and data[:1] in (b"\n", b"\r"):
             self.blank.add(self.newlines + 1)
         seen, done = self.newlines, 0
-        for match in _NEWLINE_THEN_NEWLINE.finditer(data):
+        matches = _NEWLINE_THEN_NEWLINE.finditer(data) if _may_hold_blank_line(data) else ()
+        for match in matches:
             seen += _newlines(data[done : match.end()])
             done = match.end()
             if not self._escaped(data, match.start()):

@@ -18,8 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict, get_args
 
+import numpy as np
 import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._core.declare import FLAGS, declare, registered
 from .._core.exceptions import ConfigurationError, InputError
@@ -300,6 +303,9 @@ def convert(s: pd.Series, dtype: str) -> pd.Series:
     kind = DTYPES[dtype]
     if kind == "str":
         return s
+    whole = _whole_column(s, kind)
+    if whole is not None:
+        return whole
     parse = _PARSERS[kind]
     out: list[Any] = []
     for cell in s.tolist():
@@ -310,6 +316,41 @@ def convert(s: pd.Series, dtype: str) -> pd.Series:
         # JSON null is a value the caller wrote, but never a parse failure
         out.append(BadCell(cell, dtype) if value is None and cell.strip() != "null" else value)
     return pd.Series(out, index=s.index, dtype=object, name=s.name)
+
+
+# the fullmatch of _INT and _FLOAT for Arrow's RE2, whose ``$`` is the end of the text only
+_WHOLE_PATTERNS = {"int64": f"^(?:{_INT.pattern})$", "float64": f"^(?:{_FLOAT.pattern})$"}
+_WHOLE_TYPES = {"int64": pa.int64(), "float64": pa.float64()}
+
+
+def _whole_column(s: pd.Series, kind: str) -> pd.Series | None:
+    """An int64 or float64 column whose every cell parses, typed in one pass of Arrow
+    kernels (a nullable dtype, as Parquet's columns are read); None when any cell is not
+    a plain number Arrow reads to the same value as ``_int``/``_float`` (a sign ``+``, an
+    integer beyond 64 bits, a float beyond the double range, a cell that does not parse,
+    a column that is not text): the per-cell loop then does the column, and reports."""
+    pattern = _WHOLE_PATTERNS.get(kind)
+    if pattern is None or not pd.api.types.is_string_dtype(s.dtype):
+        return None
+    try:
+        cells = pa.array(s, pa.large_string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # cells that are not all strings
+        return None
+    if not pc.all(pc.match_substring_regex(cells, pattern)).as_py():  # None: all null
+        return None
+    try:
+        values = pc.cast(cells, _WHOLE_TYPES[kind])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. an integer beyond int64
+        return None
+    numbers = values.fill_null(0).to_numpy(zero_copy_only=False)
+    mask = values.is_null().to_numpy(zero_copy_only=False)
+    if kind == "int64":
+        array: pd.api.extensions.ExtensionArray = pd.arrays.IntegerArray(numbers, mask)
+    elif np.isfinite(numbers).all():  # 1e400: float() says inf, and the loop reports it
+        array = pd.arrays.FloatingArray(numbers, mask)
+    else:
+        return None
+    return pd.Series(array, index=s.index, name=s.name)
 
 
 def typed(frame: pd.DataFrame, dtypes: dict[str, str], source: str) -> pd.DataFrame:

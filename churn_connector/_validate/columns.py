@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._json import flat_text as _flat_text
 from .._json import parsed as _parsed
 from .._json import timestamps as _timestamps
 from .._json.timestamps import TimestampProblem
@@ -238,9 +239,10 @@ def text_objects_ok(
     None when ``s`` is not a text column. ``hand_over``: keep each valid object's sorted
     members for the wire step (``_json.parsed``), from this one parse.
 
-    A text with no ``[`` and one ``{`` holds no nested container and, without a run of 19+
-    digits, no integer beyond 64 bits, so parsing it is the whole check (orjson refuses NaN
-    literals, infinities and lone surrogates); other texts take the full walk.
+    A plain text (``_json.flat_text``) is valid by its form, and Arrow writes its members.
+    Of the others, a text with no ``[`` and one ``{`` holds no nested container and, without
+    a run of 19+ digits, no integer beyond 64 bits, so parsing it is the whole check (orjson
+    refuses NaN literals, infinities and lone surrogates); other texts take the full walk.
     """
     if not is_text_dtype(s):
         return None
@@ -249,28 +251,40 @@ def text_objects_ok(
     except (pa.ArrowInvalid, UnicodeEncodeError):
         return None  # Python strings Arrow cannot hold (a lone surrogate): the full walk
     arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
-    nested = pc.or_(
-        pc.greater(pc.count_substring(arr, "{"), 1), pc.greater(pc.count_substring(arr, "["), 0)
-    )
-    slow = pc.or_(nested, pc.match_substring_regex(arr, "[0-9]{19}"))
-    walk = slow.fill_null(False).to_numpy(zero_copy_only=False)
     ok = np.ones(len(arr), dtype=bool)
     # the wire step needs each object's members sorted: written here from the one parse
     # and handed over (``_json.parsed``), so no text is parsed twice
     hand_over = hand_over and _parsed.arrow_backed(s)
-    members: list[bytes | None] = [None] * len(arr)
+    # plain texts (most exports' objects) are valid by their form and written by Arrow's
+    # JSON reader; the others, and all of them if Arrow refuses the column, parsed here
+    plain = _flat_text.plain(arr)
+    fast = np.flatnonzero(plain)
+    fast_members = None
+    if hand_over and len(fast):
+        fast_members = _flat_text.plain_members(arr if len(fast) == len(arr) else arr.take(fast))
+        if fast_members is None:
+            fast = fast[:0]
+    rest = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
+    if len(fast):
+        rest = np.setdiff1d(rest, fast, assume_unique=True)
+    others = arr.take(rest)
+    nested = pc.or_(
+        pc.greater(pc.count_substring(others, "{"), 1),
+        pc.greater(pc.count_substring(others, "["), 0),
+    )
+    slow = pc.or_(nested, pc.match_substring_regex(others, "[0-9]{19}"))
+    walk = slow.fill_null(False).to_numpy(zero_copy_only=False)
+    members: list[bytes | None] = [None] * len(rest)
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    for i, text in enumerate(arr.to_pylist()):
-        if text is None:
-            continue
-        if walk[i]:
+    for k, (i, text) in enumerate(zip(rest.tolist(), others.to_pylist(), strict=True)):
+        if walk[k]:
             try:
                 object_value(text, path, rules)
             except Exception:
                 ok[i] = False
             else:  # an exact value: every integer fits 64 bits, so orjson reads it exactly
                 if hand_over:
-                    members[i] = dumps(loads(text), option=sort)[1:-1]
+                    members[k] = dumps(loads(text), option=sort)[1:-1]
             continue
         try:
             parsed = loads(text)
@@ -280,9 +294,18 @@ def text_objects_ok(
         if type(parsed) is not dict:
             ok[i] = False
         elif hand_over:
-            members[i] = dumps(parsed, option=sort)[1:-1]
-    if hand_over:
-        _parsed.keep(arr, pa.array(members, pa.binary()))
+            members[k] = dumps(parsed, option=sort)[1:-1]
+    if hand_over and fast_members is not None and len(fast) == len(arr):
+        _parsed.keep(arr, fast_members)  # every text plain: the members are in row order
+    elif hand_over:
+        # row i's members: from Arrow for a plain text, from the loop for the rest
+        where = np.full(len(arr), -1, dtype=np.int64)
+        where[rest] = np.arange(len(rest))
+        slow_members = pa.array(members, pa.binary())
+        if fast_members is not None:
+            where[fast] = len(rest) + np.arange(len(fast))
+            slow_members = pa.concat_arrays([slow_members, fast_members])
+        _parsed.keep(arr, slow_members.take(pa.array(where, mask=where < 0)))
     return ok
 
 

@@ -196,3 +196,32 @@ def test_text_inside_properties_stays_text(now: pd.Timestamp) -> None:
     )
     wire = cc.events_to_wire(df, now=now)
     assert wire[0]["properties"] == {"when": "2026-11-20 09:30:00+00"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-20T09:30:00.123Z",
+        "2024-02-29T23:59:59.999Z",
+        "0001-01-01T00:00:00.000Z",
+        "1969-12-31T23:59:59.999Z",
+        "2026-02-29T09:30:00.123Z",  # not a leap year
+        "2026-11-20T24:00:00.000Z",
+        "2026-11-20T23:59:60.000Z",  # no leap second
+        "0000-01-01T00:00:00.000Z",
+        "2026-11-20t09:30:00.123z",
+        "2026-11-20T09:30:00,123Z",
+        "2026-11-20 09:30:00.123Z",
+    ],
+)
+def test_a_column_spelled_as_the_wire_reads_as_the_general_parser_reads_it(text: str) -> None:
+    # the shortcut for wire-spelled columns (Arrow's cast, proved by spelling it back)
+    # must give every text the general parser's instant or problem
+    alone = pd.Series(pd.arrays.ArrowExtensionArray(pa.array([text] * 3, pa.large_string())))
+    mixed = pd.Series(  # a second spelling in the column: the general parser reads them all
+        pd.arrays.ArrowExtensionArray(pa.array([text, "2026-11-20T10:30:00.123+01:00"]))
+    )
+    fast, general = normalize(alone, None), normalize(mixed, None)
+    assert (fast.problem == general.problem[0]).all()
+    if general.problem[0] == TimestampProblem.OK:
+        assert (fast.ms == general.ms[0]).all()

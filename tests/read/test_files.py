@@ -13,7 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import churn_connector as cc
+from churn_connector._events import columnar
+from churn_connector._json.values import BadCell
 from churn_connector._read import ReadSpec, iter_frames
+from churn_connector._read.text import convert
 
 
 @pytest.fixture
@@ -250,6 +253,39 @@ def test_dtypes_type_csv_cells_and_report_cells_that_do_not_parse(
         cc.validate_events(pd.DataFrame({"a": [1]}), dtypes={"a": "int64"})
     with pytest.raises(cc.ConfigurationError, match="unknown type"):
         cc.validate_events(path, dtypes={"a": "decimal"})
+
+
+def test_dtypes_columns_of_plain_numbers_are_typed_as_parquets_and_written_column_wise(
+    now: pd.Timestamp, tmp_path: Path
+) -> None:
+    w = (now - pd.Timedelta(hours=1)).isoformat()
+    text = (
+        "external_user_id,event_type,occurred_at,properties.n,properties.x\n"
+        f"1,x,{w},3,1.5\n2,x,{w},,2\n3,x,{w},-0,1e3\n"
+    )
+    path = write(tmp_path / "t.csv", text)
+    dtypes = (("properties.n", "int64"), ("properties.x", "float64"))
+    frame = next(iter_frames(path, ReadSpec(dtypes=dtypes)))
+    assert frame["properties.n"].dtype == "Int64" and frame["properties.x"].dtype == "Float64"
+    assert frame["properties.n"].tolist() == [3, pd.NA, 0]
+    assert frame["properties.x"].tolist() == [1.5, 2.0, 1000.0]
+    options = cc.EventOptions(now=now)
+    assert columnar.fallback_reason(frame, options) is None
+    wire = cc.events_to_wire(path, now=now, dtypes=dict(dtypes))
+    assert [e["properties"] for e in wire] == [{"n": 3, "x": 1.5}, {"x": 2}, {"n": 0, "x": 1000}]
+
+
+@pytest.mark.parametrize("cell", ["+5", "9223372036854775808", "abc"])
+def test_dtypes_int64_cells_arrow_does_not_read_as_python_does_keep_the_cell_loop(
+    cell: str,
+) -> None:
+    # a sign, an integer beyond 64 bits, a bad cell: the loop reads or reports each one
+    s = convert(pd.Series(["1", cell], dtype="str"), "int64")
+    assert s.dtype == object and s.iloc[0] == 1
+    if cell == "abc":
+        assert isinstance(s.iloc[1], BadCell) and s.iloc[1].text == "abc"
+    else:
+        assert s.iloc[1] == int(cell)
 
 
 @pytest.mark.parametrize(
