@@ -214,7 +214,9 @@ def test_a_postgres_server_stopped_mid_run_stops_the_run_loudly_and_loses_nothin
     error = info.value
     assert error.path == redact(pg_url) and ":***@" in error.path
     assert error.retryable  # the server may come back
-    assert error.rows is not None and sum(error.counts.values()) == len(error.rows) >= 400
+    # every row read is accounted; the caller's slices are read up to two ahead of the
+    # ones booked, so the server may stop with only the first slice in the book
+    assert error.rows is not None and sum(error.counts.values()) == len(error.rows) >= 200
     shown = " ".join([str(error), repr(error), error.path, caplog.text, error.rows.to_csv()])
     assert PG_PASSWORD not in shown
     again = client.send_events(events, now=now, ledger=pg_url, batch_size=20, progress=False)
