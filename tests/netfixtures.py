@@ -11,8 +11,29 @@ import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import BufferedIOBase
 
 import trustme
+
+
+def read_request(rfile: BufferedIOBase) -> tuple[bytes, bytes] | None:
+    """One request's head and body (Content-Length framing, 0 when absent); None at the
+    connection's end."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        line = rfile.readline(65536)
+        if not line:
+            return None
+        head += line
+    length = next(
+        (
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        ),
+        0,
+    )
+    return head, rfile.read(length)
 
 
 class _Answer(BaseHTTPRequestHandler):

@@ -70,6 +70,7 @@ class Spill:
 
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
+        self._closer: weakref.finalize[[], Spill]
         self._size = 0
         self._lock = threading.Lock()
 
@@ -83,7 +84,7 @@ class Spill:
                     # closed when the book goes, also from within a reference cycle: the
                     # collector runs weakref callbacks before any finalizer, where a
                     # __del__ could come after the file's own (which warns, unclosed)
-                    weakref.finalize(self, self._file.close)
+                    self._closer = weakref.finalize(self, self._file.close)
                 offset = self._size
                 self._file.seek(offset)
                 self._file.write(data)
@@ -105,7 +106,7 @@ class Spill:
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.close()
+                self._closer()  # closes the file once, and detaches itself
                 self._file = None
 
 

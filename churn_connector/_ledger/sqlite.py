@@ -159,7 +159,7 @@ class SqliteLedger(Ledger):
 
     def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
         rows = [(scope, kind, key) for key in keys]
-        if self.read_only or not rows:
+        if not rows:
             return
         self.flush()  # so that no buffered record of these keys is written after
         self._write("DELETE FROM acknowledged WHERE scope = ? AND kind = ? AND key = ?", rows)
@@ -185,7 +185,7 @@ class SqliteLedger(Ledger):
             self._wrote = True
 
     def _write(self, sql: str, rows: Sequence[tuple[str, ...]]) -> None:
-        """One transaction for all ``rows`` (one per acknowledged request, not per row)."""
+        """One transaction for all ``rows`` (a flushed group, or the keys of a forget)."""
         if self.read_only or not rows:
             return
         with self._db_lock, _failing("write"):

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from churn_connector._delivery.connections import _COALESCE_BYTES, _HTTPConnection
+from tests.netfixtures import read_request
 
 pytestmark = pytest.mark.e2e  # real HTTP throughout
 
@@ -30,19 +31,9 @@ class _Answers(socketserver.StreamRequestHandler):
     server: _Server
 
     def handle(self) -> None:
-        while True:
-            head = b""
-            while not head.endswith(b"\r\n\r\n"):
-                line = self.rfile.readline(65536)
-                if not line:
-                    return
-                head += line
-            length = next(
-                int(line.split(b":", 1)[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            self.server.received.append(head + self.rfile.read(length))
+        while (request := read_request(self.rfile)) is not None:
+            head, body = request
+            self.server.received.append(head + body)
             self.wfile.write(ANSWER)
 
 

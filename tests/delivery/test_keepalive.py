@@ -19,6 +19,7 @@ import trustme
 
 import churn_connector as cc
 from tests.conftest import Figures, MakeEvents
+from tests.netfixtures import read_request
 
 pytestmark = pytest.mark.e2e  # real HTTP throughout
 
@@ -30,22 +31,7 @@ class _OneAnswerPerConnection(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         answered = False
-        while True:
-            head = b""
-            while not head.endswith(b"\r\n\r\n"):
-                line = self.rfile.readline(65536)
-                if not line:
-                    return
-                head += line
-            length = next(
-                (
-                    int(line.split(b":", 1)[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                ),
-                0,
-            )
-            self.rfile.read(length)
+        while read_request(self.rfile) is not None:
             with self.server.lock:
                 if answered:
                     self.server.closed += 1
