@@ -47,6 +47,7 @@ _BATCH = 500  # SQLite's bound-parameter limit is 999 on old builds
 # pages of the key index (1M records: 120 s of disk writes), one of 50,000 far fewer each
 FLUSH_ROWS = 50_000
 FLUSH_SECONDS = 1.0
+_OPEN_SECONDS = 30.0
 _EXPORT_ROWS = 100_000
 
 
@@ -90,10 +91,24 @@ class SqliteLedger(Ledger):
         # query a slice) go on while a sender thread writes a group (WAL: readers see the
         # last commit and never wait for a writer)
         self._db_lock = threading.Lock()
+        uri = f"file:{self.path}?mode={'ro' if read_only else 'rwc'}"
+        # opening beside another process may find the file locked without SQLite's busy
+        # wait (switching to WAL, or while another connection recovers the log): try again
+        # within the same 30 s a locked write waits
+        deadline = time.monotonic() + _OPEN_SECONDS
+        while True:
+            try:
+                self._open(uri)
+                return
+            except sqlite3.Error as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise ConfigurationError(f"ledger {self.path}: {exc}") from None
+                time.sleep(0.05)
+
+    def _open(self, uri: str) -> None:
+        self._db = _connect(uri)
         try:
-            uri = f"file:{self.path}?mode={'ro' if read_only else 'rwc'}"
-            self._db = _connect(uri)
-            if not read_only:
+            if not self.read_only:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 # a crash may lose the last records: that costs a re-send, which the API
                 # de-duplicates, not a loss; a full fsync per request would cost 3x
@@ -103,8 +118,9 @@ class SqliteLedger(Ledger):
             else:
                 self._db.execute("SELECT 1 FROM acknowledged LIMIT 1")
                 self._reader, self._read_lock = self._db, self._db_lock
-        except sqlite3.Error as exc:
-            raise ConfigurationError(f"ledger {self.path}: {exc}") from None
+        except sqlite3.Error:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         """Write what is buffered and close the SQLite file (a ledger given by path is
@@ -280,6 +296,11 @@ def _failing(what: str) -> Iterator[None]:
 _PASSING = frozenset(
     {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR}
 )
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _may_heal(exc: sqlite3.Error) -> bool:
