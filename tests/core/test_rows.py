@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
+import churn_connector._core.book as book_module
 import churn_connector._events.wire as wire_module
-from churn_connector._core.book import RowBook, Spill
+from churn_connector._core.book import ChunkNumbers, RowBook, Spill
 from churn_connector._events.stream import SeenIds, fingerprints
 from churn_connector._results.result import write_frame, write_frames
 from tests.conftest import MakeEvents
@@ -150,6 +151,48 @@ def test_a_book_reserved_too_small_still_takes_every_row() -> None:
     assert (first, second, len(book)) == (0, 8, 3_000)
     assert book.counts()["sent"] == 10
     assert book.chunk[2_999] == 7 and book.chunk[:2_990].max() == -1
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(min_value=0, max_value=199), max_size=30), st.booleans()),
+        max_size=40,
+    )
+)
+def test_chunk_numbers_read_back_what_was_written_in_any_order(
+    writes: list[tuple[list[int], bool]],
+) -> None:
+    # pages of 16 rows, two kept as arrays: every write order turns pages into runs and back
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(book_module, "_PAGE_BITS", 4)
+        patch.setattr(book_module, "_PAGE", 16)
+        patch.setattr(book_module, "_DENSE_PAGES", 2)
+        numbers, reference = ChunkNumbers(), np.full(200, -1, dtype=np.int32)
+        for chunk, (positions, as_range) in enumerate(writes, start=1):
+            # a request's rows in a row (the common case), or scattered ones
+            where = (
+                np.arange(positions[0], min(positions[0] + 20, 200), dtype=np.int64)
+                if as_range and positions
+                else np.array(positions, dtype=np.int64)
+            )
+            numbers.set(where, chunk)
+            reference[where] = chunk
+        np.testing.assert_array_equal(numbers.block(0, 200), reference)
+        np.testing.assert_array_equal(numbers.block(7, 45), reference[7:45])
+        picked = np.array([199, 3, 17, 16, 150, 3], dtype=np.int64)
+        np.testing.assert_array_equal(numbers.get(picked), reference[picked])
+
+
+def test_chunk_numbers_of_requests_in_input_order_take_runs_not_a_number_a_row() -> None:
+    numbers, held = ChunkNumbers(), {}
+    for chunk, lo in enumerate(range(0, 3_000_000, 500), start=1):
+        positions = np.arange(lo, lo + 500, dtype=np.int64)
+        numbers.set(positions[positions % 97 != 0], chunk)  # 1% invalid rows: no chunk
+        held[lo + 500] = numbers.nbytes()
+    # the pages being written are arrays; what grows with the rows is under a byte a row
+    assert held[3_000_000] - held[1_000_000] < 2_000_000  # 4 bytes a row as an array
+    assert numbers.get(np.array([0, 1, 499, 500, 2_999_999])).tolist() == [-1, 1, 1, 2, 6_000]
 
 
 def test_seen_ids_find_every_first_row_while_their_tables_grow() -> None:
