@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import churn_connector as cc
@@ -257,3 +258,25 @@ def test_the_program_leaves_what_it_made_to_the_process_end(export: Path) -> Non
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.stdout.split() == ["0", "True"], done.stderr
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "0"), ("1", "1")])
+def test_the_program_keeps_arrows_allocator_off_huge_pages_unless_told(
+    export: Path, given: str | None, expected: str
+) -> None:
+    code = (
+        "import os, sys, churn_connector_cli\n"
+        f"sys.argv = ['churn-connector', 'send', 'events', {str(export)!r}, '--dry-run', '-q']\n"
+        "code = churn_connector_cli.run()\n"
+        "print(code, os.environ.get('MIMALLOC_ALLOW_THP'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MIMALLOC_ALLOW_THP"}
+    env["MIMALLOC_VERBOSE"] = "1"  # mimalloc says its options as it starts (on stderr)
+    if given is not None:
+        env["MIMALLOC_ALLOW_THP"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.stdout.split() == ["0", expected], done.stderr
+    if pa.default_memory_pool().backend_name == "mimalloc":  # Arrow's own, where built in
+        assert f"option 'allow_thp': {expected}" in done.stderr
