@@ -38,6 +38,7 @@ ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: (check,
 _UNREAD = object()  # no batch read ahead
 _NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
+_AFTER_LINE_END = re.compile(rb"(?<=\n)|(?<=\r)(?!\n)")
 
 
 def _newlines(data: bytes) -> int:
@@ -129,11 +130,21 @@ def _python_codec(encoding: str) -> str:
 
 
 def _decoded_lines(raw: Any, encoding: str) -> Iterator[str]:
-    # line by line, so a bad byte further down is not blamed on the header
+    """The text's lines, each with its ending: ``\n``, ``\r\n`` or a lone ``\r`` (Excel
+    for Mac's "CSV (Macintosh)"), as pyarrow splits the rows; decoded line by line, so a
+    bad byte further down is not blamed on the header."""
     lines = io.BufferedReader(raw, buffer_size=1 << 16)
     decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
-    while line := lines.readline():
-        yield decoder.decode(line)
+    rest = b""
+    # at most 64 KiB at a time: a file whose lines end in \r alone has no \n to stop at
+    while chunk := lines.readline(1 << 16):
+        if chunk.endswith(b"\r") and lines.peek(1)[:1] == b"\n":
+            chunk += lines.read(1)
+        *ended, rest = _AFTER_LINE_END.split(rest + chunk)
+        for line in ended:
+            yield decoder.decode(line)
+    if rest:
+        yield decoder.decode(rest)
 
 
 def _header(
