@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -280,3 +281,30 @@ def test_the_program_keeps_arrows_allocator_off_huge_pages_unless_told(
     assert done.stdout.split() == ["0", expected], done.stderr
     if pa.default_memory_pool().backend_name == "mimalloc":  # Arrow's own, where built in
         assert f"option 'allow_thp': {expected}" in done.stderr
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="a glibc setting")
+@pytest.mark.parametrize(("given", "most"), [(None, 2), ("8", 9)])
+def test_the_program_keeps_its_threads_to_two_malloc_arenas_unless_told(
+    given: str | None, most: int
+) -> None:
+    # request bodies are built and freed on 16 sender threads: an arena each fragmented
+    code = (
+        "import ctypes, threading, churn_connector._cli as cli\n"
+        "cli._few_malloc_arenas()\n"
+        "libc = ctypes.CDLL(None)\n"
+        "meet = threading.Barrier(8)\n"  # all alive at once: none takes a freed arena
+        "threads = [threading.Thread(target=lambda: (bytearray(1000), meet.wait())) "
+        "for _ in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "libc.malloc_stats()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if given is not None:
+        env["MALLOC_ARENA_MAX"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    arenas = done.stderr.count("Arena ")
+    assert 1 <= arenas <= most, done.stderr
