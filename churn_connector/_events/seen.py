@@ -11,6 +11,7 @@ either way: the caller confirms it against the full 16-byte digests.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import weakref
@@ -95,7 +96,8 @@ class SeenIds:
     def _older(self, t: int, share: np.ndarray) -> np.ndarray:
         """The first positions of table ``t``'s fingerprints in any tier (-1: none): the
         exactly kept ones, then the frozen tier (older than the tables), then the tables."""
-        got = self._kept[t].find(share)
+        kept = self._kept[t]
+        got = kept.find(share) if kept.count else np.full(len(share), -1, dtype=np.int64)
         todo = np.flatnonzero(got < 0)
         if len(todo):
             frozen = self._frozen[t]
@@ -334,15 +336,18 @@ class _PositionFile:
         fd = self._file.fileno()
         windows = slots >> _WINDOW_BITS
         bounds = np.flatnonzero(np.diff(windows)) + 1
+        raw = bytearray(4 << _WINDOW_BITS)  # a window is read into it, changed, written
+        window = np.frombuffer(raw, dtype=np.uint32)
         try:
             for part, values in zip(
                 np.split(slots, bounds), np.split(positions, bounds), strict=True
             ):
                 lo, hi = int(part[0]), int(part[-1]) + 1
-                block = np.frombuffer(os.pread(fd, 4 * (hi - lo), 4 * lo), dtype=np.uint32)
-                block = block.copy() if len(block) == hi - lo else _padded(block, hi - lo)
-                block[part - lo] = values
-                os.pwrite(fd, block.tobytes(), 4 * lo)
+                data = memoryview(raw)[: 4 * (hi - lo)]
+                if os.preadv(fd, [data], 4 * lo) != len(data):
+                    raise OSError(errno.EIO, "the temporary file is shorter than written")
+                window[part - lo] = values
+                os.pwrite(fd, data, 4 * lo)
         except OSError as exc:
             raise _error(exc) from None
 
@@ -354,12 +359,6 @@ class _PositionFile:
         except OSError as exc:
             raise _error(exc) from None
         return np.frombuffer(data, dtype=np.uint32).astype(np.int64)
-
-
-def _padded(block: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros(n, dtype=np.uint32)
-    out[: len(block)] = block
-    return out
 
 
 def _error(exc: OSError) -> Exception:
