@@ -331,6 +331,8 @@ class _PositionFile:
     def write(self, slots: np.ndarray, positions: np.ndarray) -> None:
         """Set the positions of ``slots``: read, change and write back a window at a time
         (a slice's ids land all over the file)."""
+        if len(slots) == 0:
+            return
         order = np.argsort(slots, kind="stable")
         slots, positions = slots[order], positions[order].astype(np.uint32)
         fd = self._file.fileno()

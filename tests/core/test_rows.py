@@ -332,6 +332,25 @@ def test_seen_ids_frozen_tier_answers_ids_sharing_its_16_bits_with_a_candidate_o
     assert other.any()  # the test made candidates
 
 
+def test_seen_ids_freeze_tables_that_hold_no_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(seen_module, "_HOT_IDS", 1_000)
+    monkeypatch.setattr(seen_module, "_FROZEN_FROM", 2_000)
+    # keys made from fingerprints of table 0 only: the other 15 tables stay empty
+    inverse_mix = pow(int(seen_module._MIX), -1, 1 << 64)
+    prints = np.arange(1, 3_001, dtype=np.uint64) * np.uint64(1_000_003)
+    mixed = [(int(p) % (1 << 32)) << 28 for p in prints]
+    keys = np.array([(m * inverse_mix) % (1 << 64) for m in mixed], dtype=np.uint64)
+    keys = keys.view(np.int64)
+    assert set((fingerprints(keys) >> np.uint64(32)).tolist()) == {0}
+    seen = SeenIds()
+    seen.reserve(6_000)
+    rows = np.concatenate([keys, keys])
+    got = np.concatenate(
+        [seen.firsts(rows[lo : lo + 500], np.arange(lo, lo + 500)) for lo in range(0, 6_000, 500)]
+    )
+    np.testing.assert_array_equal(got, np.concatenate([np.arange(3_000), np.arange(3_000)]))
+
+
 def test_seen_ids_reserved_after_ids_are_stored_keep_them() -> None:
     seen = SeenIds()
     keys = np.arange(1, 5_001, dtype=np.int64) * 7_919
