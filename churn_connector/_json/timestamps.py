@@ -374,8 +374,29 @@ def _same_values(a: pd.Series, b: pd.Series) -> bool:
 
 _T2 = np.array([[48 + i // 10, 48 + i % 10] for i in range(100)], dtype=np.uint8)
 _T3 = np.array([[48 + i // 100, 48 + i // 10 % 10, 48 + i % 10] for i in range(1000)], np.uint8)
-_MS_PER_DAY = 86_400_000
+_MS_PER_DAY, _MS_PER_MINUTE = 86_400_000, 60_000
 _DATE_TABLE_DAYS = 4096  # a span of dates this short is spelled once per date
+
+
+def _time_tables() -> tuple[np.ndarray, np.ndarray]:
+    """``HH:MM:`` of every minute of a day, ``SS.mmmZ`` of every ms of a minute (6- and
+    7-byte items, 0.4 MB): a time of day is two lookups and two copies per instant, where
+    a copy per pair of digits (each a strided copy of 2 or 3 bytes a row) cost ~1,000
+    instructions an instant more."""
+    minute = np.arange(1_440)
+    hm = np.empty((len(minute), 6), dtype=np.uint8)
+    hm[:, 0:2], hm[:, 3:5] = _T2[minute // 60], _T2[minute % 60]
+    hm[:, 2] = hm[:, 5] = 58  # ':'
+    milli = np.arange(_MS_PER_MINUTE)
+    sm = np.empty((len(milli), 7), dtype=np.uint8)
+    sm[:, 0:2], sm[:, 3:6] = _T2[milli // 1000], _T3[milli % 1000]
+    sm[:, 2], sm[:, 6] = 46, 90  # '.', 'Z'
+    return hm.view("V6")[:, 0], sm.view("V7")[:, 0]
+
+
+_HH_MM, _SS_MMM_Z = _time_tables()
+# one spelled instant as its three looked-up parts
+_SPELLED = np.dtype({"names": ["date", "hm", "smz"], "formats": ["V11", "V6", "V7"]})
 
 
 def ms_text(ms: np.ndarray) -> np.ndarray | None:
@@ -386,24 +407,18 @@ def ms_text(ms: np.ndarray) -> np.ndarray | None:
         return None
     days, rem = np.divmod(ms, _MS_PER_DAY)
     out = np.empty((n, 24), dtype=np.uint8)
+    parts = out.view(_SPELLED)[:, 0]
     lo = int(days.min()) if n else 0
     span = int(days.max()) - lo + 1 if n else 0
     if span <= _DATE_TABLE_DAYS:  # typical: a few weeks of events -> each date spelled once
-        table = np.empty((span, 24), dtype=np.uint8)
+        table = np.empty((span, 11), dtype=np.uint8)
         _civil(table, np.arange(lo, lo + span))
-        out[:, :11] = table[days - lo, :11]
+        parts["date"] = table.view("V11")[:, 0][days - lo]
     else:
         _civil(out, days)
-    secs, milli = np.divmod(rem, 1000)
-    mins, sec = np.divmod(secs, 60)
-    hour, minute = np.divmod(mins, 60)
-    out[:, 11:13] = _T2[hour]
-    out[:, 14:16] = _T2[minute]
-    out[:, 17:19] = _T2[sec]
-    out[:, 20:23] = _T3[milli]
-    out[:, 13] = out[:, 16] = 58  # ':'
-    out[:, 19] = 46  # '.'
-    out[:, 23] = 90  # 'Z'
+    minute, milli = np.divmod(rem, _MS_PER_MINUTE)
+    parts["hm"] = _HH_MM[minute]
+    parts["smz"] = _SS_MMM_Z[milli]
     return out
 
 
