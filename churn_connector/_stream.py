@@ -140,15 +140,15 @@ class SliceStream:
         self.fingerprinter.add(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        broken: dict[int, str] = df.attrs.get(ROW_PROBLEMS, {})
+        broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
         if broken:
             # a line the reader could not split into the header's cells: its own failure,
             # not the empty-cell failures of the placeholder row that keeps its place
             at = {start + p for p in broken}
             records = [r for r in result.records if r["position"] not in at]
             self.failures.add(records, start, n)
-            for p, text in sorted(broken.items()):
-                self.failures.fail(start + p, None, "line_cells", None, text)
+            for p, (check, text) in sorted(broken.items()):
+                self.failures.fail(start + p, None, check, None, text)
             result.invalid[list(broken)] = True
         else:
             self.failures.add(result.records, start, n)
@@ -195,7 +195,7 @@ def batches(stream: Stream, slices: Iterable[pd.DataFrame] | None = None) -> Ite
 def _split(df: pd.DataFrame, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The first ``n`` rows and the rest, each with the reader's notes on its own rows."""
     head, rest = df.iloc[:n], df.iloc[n:]
-    broken: dict[int, str] = df.attrs.get(ROW_PROBLEMS, {})
+    broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
     head.attrs = {**df.attrs, ROW_PROBLEMS: {p: t for p, t in broken.items() if p < n}}
     rest.attrs = {**df.attrs, ROW_PROBLEMS: {p - n: t for p, t in broken.items() if p >= n}}
     return head, rest
