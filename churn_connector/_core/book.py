@@ -135,15 +135,112 @@ class BookClosed(BaseException):
 
 
 _COUNT_BLOCK = 1 << 20
+_PAGE_BITS = 16  # chunk numbers are kept in pages of 65,536 rows
+_PAGE = 1 << _PAGE_BITS
+_DENSE_PAGES = 4  # pages kept as arrays while they are written (requests in flight)
+
+
+class ChunkNumbers:
+    """Each row's chunk number (-1: none), as runs of equal numbers in pages of rows.
+
+    A request's rows are neighbours and requests are numbered in input order, so a page
+    of 65,536 rows holds a few hundred runs (a few bytes where an array takes 256 KB). The
+    pages being written (requests in flight end in any order; a rejected request's halves
+    get later numbers) are arrays; the least recently written is turned into runs when more
+    than ``_DENSE_PAGES`` are, and back into an array if it is written again. A page whose
+    runs would not be smaller (one chunk a row: identify) stays an array.
+    """
+
+    def __init__(self) -> None:
+        self._dense: dict[int, np.ndarray] = {}  # page -> int32 numbers, in write order
+        self._runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # page -> starts, numbers
+        self._fixed: set[int] = set()  # dense pages that runs would not make smaller
+
+    def set(self, positions: np.ndarray, chunk: int) -> None:
+        if len(positions) == 0:
+            return
+        first, last = int(positions.min()) >> _PAGE_BITS, int(positions.max()) >> _PAGE_BITS
+        if first == last:
+            self._page(first)[positions & (_PAGE - 1)] = chunk
+        else:
+            pages = positions >> _PAGE_BITS
+            for page in np.unique(pages).tolist():
+                self._page(page)[positions[pages == page] & (_PAGE - 1)] = chunk
+        self._settle()
+
+    def _page(self, page: int) -> np.ndarray:
+        """The page as an array, the most recently written."""
+        dense = self._dense.pop(page, None)
+        if dense is None:
+            dense = np.full(_PAGE, -1, dtype=np.int32)
+            runs = self._runs.pop(page, None)
+            if runs is not None:
+                starts, numbers = runs
+                dense[:] = np.repeat(numbers, np.diff(starts, append=_PAGE))
+        self._dense[page] = dense
+        return dense
+
+    def _settle(self) -> None:
+        """Turn the least recently written pages into runs, beyond ``_DENSE_PAGES``."""
+        while len(self._dense) - len(self._fixed) > _DENSE_PAGES:
+            page = next(p for p in self._dense if p not in self._fixed)
+            dense = self._dense[page]
+            edges = np.flatnonzero(dense[1:] != dense[:-1]) + 1
+            if len(edges) * 2 >= _PAGE:  # runs take 8 bytes: no smaller than the array
+                self._fixed.add(page)
+                continue
+            del self._dense[page]
+            if len(edges) or dense[0] != -1:  # a page with no chunk at all keeps nothing
+                starts = np.concatenate([[0], edges]).astype(np.int32)
+                self._runs[page] = (starts, dense[starts])
+
+    def get(self, positions: np.ndarray) -> np.ndarray:
+        """The chunk numbers of ``positions`` (int64, any order), as int32."""
+        out = np.full(len(positions), -1, dtype=np.int32)
+        if len(positions) == 0:
+            return out
+        pages = positions >> _PAGE_BITS
+        first, last = int(pages.min()), int(pages.max())
+        for page in range(first, last + 1) if last - first < 2 else np.unique(pages).tolist():
+            where = slice(None) if first == last else np.flatnonzero(pages == page)
+            offsets = positions[where] & (_PAGE - 1)
+            dense = self._dense.get(page)
+            if dense is not None:
+                out[where] = dense[offsets]
+            elif (runs := self._runs.get(page)) is not None:
+                starts, numbers = runs
+                out[where] = numbers[np.searchsorted(starts, offsets, side="right") - 1]
+        return out
+
+    def block(self, lo: int, hi: int) -> np.ndarray:
+        """The chunk numbers of positions ``lo`` .. ``hi``, as int32."""
+        out = np.full(max(hi - lo, 0), -1, dtype=np.int32)
+        for page in range(lo >> _PAGE_BITS, ((hi - 1) >> _PAGE_BITS) + 1 if hi > lo else 0):
+            base = page << _PAGE_BITS
+            a, b = max(lo, base), min(hi, base + _PAGE)
+            dense = self._dense.get(page)
+            if dense is not None:
+                out[a - lo : b - lo] = dense[a - base : b - base]
+            elif (runs := self._runs.get(page)) is not None:
+                starts, numbers = runs
+                full = np.repeat(numbers, np.diff(starts, append=_PAGE))
+                out[a - lo : b - lo] = full[a - base : b - base]
+        return out
+
+    def nbytes(self) -> int:
+        """The bytes the numbers take."""
+        dense = sum(a.nbytes for a in self._dense.values())
+        return dense + sum(s.nbytes + n.nbytes for s, n in self._runs.values())
 
 
 class RowBook:
     """Per-row state, stored column-wise so that millions of rows stay small.
 
-    A row costs 1 byte of state, 4 of chunk number and what its slice's ``IdColumn`` keeps
-    (16 bytes for a hashed id); labels are the input's own index slices, errors are kept
-    for failing rows only. The reader thread appends rows while sender threads set
-    states, so every access takes the lock (growing an array replaces it).
+    A row costs 1 byte of state and what its slice's ``IdColumn`` keeps (16 bytes on disk
+    for a hashed id); chunk numbers are runs (``ChunkNumbers``), labels the input's own
+    index slices, errors are kept for failing rows only. The reader thread appends rows
+    while sender threads set states, so every access takes the lock (growing an array
+    replaces it).
     """
 
     def __init__(self) -> None:
@@ -155,7 +252,7 @@ class RowBook:
         self.not_read: str | None = None
         self._ids: list[tuple[int, IdColumn]] = []
         self._status = np.zeros(1024, dtype=np.int8)  # RowState values
-        self._chunk = np.full(1024, -1, dtype=np.int32)
+        self._chunks = ChunkNumbers()
         self._lock = threading.RLock()
         self._keeper: threading.Thread | None = None  # after close(): the one who may write
 
@@ -178,7 +275,9 @@ class RowBook:
 
     @property
     def chunk(self) -> np.ndarray:
-        return self._chunk[: len(self.labels)]
+        """Every row's chunk number (-1: none), as one array made on each call."""
+        with self._lock:
+            return self._chunks.block(0, len(self.labels))
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front:
@@ -204,10 +303,8 @@ class RowBook:
         size = need if exact else max(need, len(self._status) * 3 // 2)
         start = len(self.labels)
         status = np.zeros(size, dtype=np.int8)
-        chunk = np.full(size, -1, dtype=np.int32)
         status[:start] = self._status[:start]
-        chunk[:start] = self._chunk[:start]
-        self._status, self._chunk = status, chunk
+        self._status = status
 
     def set_message_ids(self, start: int, ids: IdColumn) -> None:
         """The message ids of the slice's rows from ``start`` on."""
@@ -245,7 +342,7 @@ class RowBook:
                 return
             self._status[pos] = state
             if chunk >= 0:
-                self._chunk[pos] = chunk
+                self._chunks.set(pos, chunk)
             if error is not None:
                 for p in pos.tolist():
                     self.errors[p] = error
@@ -254,7 +351,7 @@ class RowBook:
         with self._lock:
             if self._closed_to_me():
                 return
-            self._chunk[np.asarray(positions, dtype=np.int64)] = chunk
+            self._chunks.set(np.asarray(positions, dtype=np.int64), chunk)
 
     def add_error(self, position: int, error: str) -> None:
         self.add_errors([position], error)
@@ -315,7 +412,8 @@ class RowBook:
         ids: list[str | None],
         errors: list[str | None],
     ) -> pd.DataFrame:
-        chunk = self.chunk[positions]
+        with self._lock:
+            chunk = self._chunks.get(positions)
         chunks = pd.arrays.IntegerArray(chunk.astype(np.int64), chunk < 0)
         return pd.DataFrame(
             {
@@ -350,10 +448,12 @@ class RowBook:
 
     def unrecorded_answers(self) -> bool:
         """Whether a row was answered (sent or rejected) without a request recorded."""
-        status, chunk = self.status, self.chunk
+        status = self.status
         for lo in range(0, len(status), _COUNT_BLOCK):
             block = status[lo : lo + _COUNT_BLOCK]
-            answered = (block == RowState.SENT) | (block == RowState.REJECTED)
-            if (chunk[lo : lo + _COUNT_BLOCK][answered] < 0).any():
+            answered = np.flatnonzero((block == RowState.SENT) | (block == RowState.REJECTED))
+            with self._lock:
+                chunk = self._chunks.get(answered + lo)
+            if (chunk < 0).any():
                 return True
         return False

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import churn_connector as cc
@@ -257,3 +259,52 @@ def test_the_program_leaves_what_it_made_to_the_process_end(export: Path) -> Non
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.stdout.split() == ["0", "True"], done.stderr
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "0"), ("1", "1")])
+def test_the_program_keeps_arrows_allocator_off_huge_pages_unless_told(
+    export: Path, given: str | None, expected: str
+) -> None:
+    code = (
+        "import os, sys, churn_connector_cli\n"
+        f"sys.argv = ['churn-connector', 'send', 'events', {str(export)!r}, '--dry-run', '-q']\n"
+        "code = churn_connector_cli.run()\n"
+        "print(code, os.environ.get('MIMALLOC_ALLOW_THP'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MIMALLOC_ALLOW_THP"}
+    env["MIMALLOC_VERBOSE"] = "1"  # mimalloc says its options as it starts (on stderr)
+    if given is not None:
+        env["MIMALLOC_ALLOW_THP"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.stdout.split() == ["0", expected], done.stderr
+    if pa.default_memory_pool().backend_name == "mimalloc":  # Arrow's own, where built in
+        assert f"option 'allow_thp': {expected}" in done.stderr
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="a glibc setting")
+@pytest.mark.parametrize(("given", "most"), [(None, 2), ("8", 9)])
+def test_the_program_keeps_its_threads_to_two_malloc_arenas_unless_told(
+    given: str | None, most: int
+) -> None:
+    # request bodies are built and freed on 16 sender threads: an arena each fragmented
+    code = (
+        "import ctypes, threading, churn_connector._cli as cli\n"
+        "cli._few_malloc_arenas()\n"
+        "libc = ctypes.CDLL(None)\n"
+        "meet = threading.Barrier(8)\n"  # all alive at once: none takes a freed arena
+        "threads = [threading.Thread(target=lambda: (bytearray(1000), meet.wait())) "
+        "for _ in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "libc.malloc_stats()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if given is not None:
+        env["MALLOC_ARENA_MAX"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    arenas = done.stderr.count("Arena ")
+    assert 1 <= arenas <= most, done.stderr

@@ -11,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
+import churn_connector._core.book as book_module
+import churn_connector._events.seen as seen_module
 import churn_connector._events.wire as wire_module
-from churn_connector._core.book import RowBook, Spill
-from churn_connector._events.stream import SeenIds, fingerprints
+from churn_connector._core.book import ChunkNumbers, RowBook, Spill
+from churn_connector._events.seen import SeenIds, fingerprints
 from churn_connector._results.result import write_frame, write_frames
 from tests.conftest import MakeEvents
 
@@ -49,6 +51,32 @@ def test_a_64_bit_key_collision_never_makes_two_events_one(
     assert result.counts["sent"] == 400
     assert result.counts["skipped"] == 2
     assert list(result.rows.index[result.rows["status"] == "skipped"]) == [400, 401]
+
+
+def test_ids_in_the_frozen_tier_sharing_its_bits_never_make_two_events_one(
+    monkeypatch: pytest.MonkeyPatch, make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    # a frozen tier after 200 ids, and keys crowded on 4 values of its 16 bits: its
+    # answers are mostly candidates of other events, which the digests turn down
+    events = make_events(now, n=2_000, users=13)
+    events = pd.concat([events, events.iloc[[3, 5, 700, 1_999, 3]]], ignore_index=True)
+    plain = cc.send_events(events, dry_run=True, now=now, slice_rows=97).rows
+    key64 = wire_module.key64
+    inverse_mix = pow(int(seen_module._MIX), -1, 1 << 64)
+
+    def crowded(digests: np.ndarray) -> np.ndarray:
+        mixed = key64(digests).view(np.uint64) * seen_module._MIX
+        mixed = (mixed & ~np.uint64(0xFFFF << 28)) | (
+            (mixed >> np.uint64(60)) % np.uint64(4) + np.uint64(1)
+        ) << np.uint64(28)
+        return (mixed * np.uint64(inverse_mix)).view(np.int64)
+
+    monkeypatch.setattr(wire_module, "key64", crowded)
+    monkeypatch.setattr(seen_module, "_HOT_IDS", 200)
+    monkeypatch.setattr(seen_module, "_FROZEN_FROM", 400)
+    frozen = cc.send_events(events, dry_run=True, now=now, slice_rows=97).rows
+    pd.testing.assert_frame_equal(frozen.drop(columns="chunk"), plain.drop(columns="chunk"))
+    assert list(frozen.index[frozen["status"] == "skipped"]) == [2_000, 2_001, 2_002, 2_003, 2_004]
 
 
 def test_the_spill_reads_back_what_was_written() -> None:
@@ -152,6 +180,48 @@ def test_a_book_reserved_too_small_still_takes_every_row() -> None:
     assert book.chunk[2_999] == 7 and book.chunk[:2_990].max() == -1
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(min_value=0, max_value=199), max_size=30), st.booleans()),
+        max_size=40,
+    )
+)
+def test_chunk_numbers_read_back_what_was_written_in_any_order(
+    writes: list[tuple[list[int], bool]],
+) -> None:
+    # pages of 16 rows, two kept as arrays: every write order turns pages into runs and back
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(book_module, "_PAGE_BITS", 4)
+        patch.setattr(book_module, "_PAGE", 16)
+        patch.setattr(book_module, "_DENSE_PAGES", 2)
+        numbers, reference = ChunkNumbers(), np.full(200, -1, dtype=np.int32)
+        for chunk, (positions, as_range) in enumerate(writes, start=1):
+            # a request's rows in a row (the common case), or scattered ones
+            where = (
+                np.arange(positions[0], min(positions[0] + 20, 200), dtype=np.int64)
+                if as_range and positions
+                else np.array(positions, dtype=np.int64)
+            )
+            numbers.set(where, chunk)
+            reference[where] = chunk
+        np.testing.assert_array_equal(numbers.block(0, 200), reference)
+        np.testing.assert_array_equal(numbers.block(7, 45), reference[7:45])
+        picked = np.array([199, 3, 17, 16, 150, 3], dtype=np.int64)
+        np.testing.assert_array_equal(numbers.get(picked), reference[picked])
+
+
+def test_chunk_numbers_of_requests_in_input_order_take_runs_not_a_number_a_row() -> None:
+    numbers, held = ChunkNumbers(), {}
+    for chunk, lo in enumerate(range(0, 3_000_000, 500), start=1):
+        positions = np.arange(lo, lo + 500, dtype=np.int64)
+        numbers.set(positions[positions % 97 != 0], chunk)  # 1% invalid rows: no chunk
+        held[lo + 500] = numbers.nbytes()
+    # the pages being written are arrays; what grows with the rows is under a byte a row
+    assert held[3_000_000] - held[1_000_000] < 2_000_000  # 4 bytes a row as an array
+    assert numbers.get(np.array([0, 1, 499, 500, 2_999_999])).tolist() == [-1, 1, 1, 2, 6_000]
+
+
 def test_seen_ids_find_every_first_row_while_their_tables_grow() -> None:
     rng = np.random.default_rng(7)
     # keys whose 36 compared bits differ (a shared fingerprint is the caller's to confirm)
@@ -188,6 +258,97 @@ def test_seen_ids_reserved_for_the_input_find_every_first_row(reserved: int) -> 
     np.testing.assert_array_equal(got, first[inverse])
     rehashed = [table.home for table in seen._tables] != homes
     assert rehashed == (reserved < len(rows))
+
+
+def test_seen_ids_of_a_large_input_keep_older_ids_on_disk_and_find_every_first_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the tables hold 4,000 ids, then move them to the frozen tier (16 bits in memory)
+    monkeypatch.setattr(seen_module, "_HOT_IDS", 4_000)
+    monkeypatch.setattr(seen_module, "_FROZEN_FROM", 8_000)
+    rng = np.random.default_rng(5)
+    drawn = rng.integers(-(2**63), 2**63 - 1, size=60_000, dtype=np.int64)
+    prints = fingerprints(drawn)
+    low = prints & np.uint64(0xFFFF)
+    # keys that differ in the bits the frozen tier compares: every answer is exact
+    distinct = drawn[
+        np.unique((prints >> np.uint64(32) << np.uint64(16)) | low, return_index=True)[1]
+    ]
+    rows = distinct[rng.integers(0, len(distinct), size=150_000)]
+    seen = SeenIds()
+    seen.reserve(len(rows))
+    got = np.concatenate(
+        [
+            seen.firsts(rows[lo : lo + 7_919], np.arange(lo, min(lo + 7_919, len(rows))))
+            for lo in range(0, len(rows), 7_919)
+        ]
+    )
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(got, first[inverse])
+    frozen = sum(int(table.fill.sum()) for table in seen._frozen)
+    assert frozen > len(distinct) // 2  # most ids answered from the frozen tier
+
+
+def test_seen_ids_frozen_tier_answers_ids_sharing_its_16_bits_with_a_candidate_or_exactly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ids whose 16 frozen bits collide: an answer is the id's first row, or an earlier row
+    # with the same 20 bits (a candidate the caller's digest check turns down), never a
+    # later one; and an id's repeats all get the first answer its first row got
+    monkeypatch.setattr(seen_module, "_HOT_IDS", 3_000)
+    monkeypatch.setattr(seen_module, "_FROZEN_FROM", 6_000)
+    rng = np.random.default_rng(9)
+    # keys made from the fingerprints wanted (the mixing is a bijection): 16 tables, the
+    # first 1/1024 of each table's buckets, 8 values of the 16 low bits
+    table = rng.integers(0, 16, size=6_000, dtype=np.uint64)
+    high = rng.integers(0, 1 << 6, size=6_000, dtype=np.uint64)
+    low = rng.integers(1, 9, size=6_000, dtype=np.uint64)
+    mixed = (table << np.uint64(60)) | (high << np.uint64(44)) | (low << np.uint64(28))
+    inverse_mix = pow(int(seen_module._MIX), -1, 1 << 64)
+    keys = np.array([(m * inverse_mix) % (1 << 64) for m in mixed.tolist()], dtype=np.uint64)
+    crowded = keys.view(np.int64)[
+        np.unique(fingerprints(keys.view(np.int64)), return_index=True)[1]
+    ]
+    rows = crowded[rng.integers(0, len(crowded), size=40_000)]
+    seen = SeenIds()
+    seen.reserve(len(rows))
+    got = np.concatenate(
+        [
+            seen.firsts(rows[lo : lo + 997], np.arange(lo, min(lo + 997, len(rows))))
+            for lo in range(0, len(rows), 997)
+        ]
+    )
+    positions = np.arange(len(rows))
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    first = first[inverse]
+    assert (got <= positions).all()
+    other = got != first
+    rows_bits = ((fingerprints(rows) >> np.uint64(32)) << np.uint64(16)) | (
+        fingerprints(rows) & np.uint64(0xFFFF)
+    )
+    assert (rows_bits[got[other]] == rows_bits[other]).all()
+    # a repeat gets what its first row got: the caller's digest check settles it once
+    np.testing.assert_array_equal(got[positions != first], got[first[positions != first]])
+    assert other.any()  # the test made candidates
+
+
+def test_seen_ids_freeze_tables_that_hold_no_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(seen_module, "_HOT_IDS", 1_000)
+    monkeypatch.setattr(seen_module, "_FROZEN_FROM", 2_000)
+    # keys made from fingerprints of table 0 only: the other 15 tables stay empty
+    inverse_mix = pow(int(seen_module._MIX), -1, 1 << 64)
+    prints = np.arange(1, 3_001, dtype=np.uint64) * np.uint64(1_000_003)
+    mixed = [(int(p) % (1 << 32)) << 28 for p in prints]
+    keys = np.array([(m * inverse_mix) % (1 << 64) for m in mixed], dtype=np.uint64)
+    keys = keys.view(np.int64)
+    assert set((fingerprints(keys) >> np.uint64(32)).tolist()) == {0}
+    seen = SeenIds()
+    seen.reserve(6_000)
+    rows = np.concatenate([keys, keys])
+    got = np.concatenate(
+        [seen.firsts(rows[lo : lo + 500], np.arange(lo, lo + 500)) for lo in range(0, 6_000, 500)]
+    )
+    np.testing.assert_array_equal(got, np.concatenate([np.arange(3_000), np.arange(3_000)]))
 
 
 def test_seen_ids_reserved_after_ids_are_stored_keep_them() -> None:

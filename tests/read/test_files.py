@@ -301,3 +301,20 @@ def test_csv_line_labels_survive_crlf_blank_lines_and_a_missing_last_newline(
 ) -> None:
     frames = iter_frames(write(tmp_path / "l.csv", text), ReadSpec(rows=1))
     assert [label for frame in frames for label in frame.index] == labels
+
+
+def test_a_parquet_file_read_in_slices_holds_only_its_current_row_group(tmp_path: Path) -> None:
+    # pre-buffering would keep every row group's bytes read so far until the file closes:
+    # Arrow's memory would grow with the input (about 10 bytes a row of a real export)
+    groups, rows = 20, 5_000
+    blobs = [i.to_bytes(4, "big") * 25 for i in range(groups * rows)]
+    table = pa.table({"blob": pa.array(blobs, pa.binary())})
+    pq.write_table(table, tmp_path / "wide.parquet", row_group_size=rows, compression="none")
+    del table
+    group_bytes = (tmp_path / "wide.parquet").stat().st_size // groups
+    held = []
+    for frame in iter_frames(tmp_path / "wide.parquet", ReadSpec(rows=rows)):
+        held.append(pa.total_allocated_bytes())
+        del frame
+    assert len(held) == groups
+    assert max(held) < 4 * group_bytes
