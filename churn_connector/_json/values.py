@@ -187,11 +187,33 @@ class RepeatedKey:
         return f"<a map holding the key {self.key!r} twice>"
 
 
+class RepeatedKeyError(InexactValue):
+    """An object that holds one key twice (check ``repeated_key``): JSON text that repeats a
+    name (RFC 8259: names SHOULD be unique, and readers then disagree on the value), or an
+    Arrow map that repeats a key. Keeping either value would be a guess."""
+
+    def __init__(self, path: str, reason: str, key: str) -> None:
+        super().__init__(path, reason)
+        self.key = key
+
+
 def _repeated(path: str, value: RepeatedKey) -> InexactValue:
-    return InexactValue(
+    return RepeatedKeyError(
         path,
         f"the map holds the key {value.key!r} twice (an Arrow map may, a JSON object may "
         "not); keep one value per key",
+        str(value.key),
+    )
+
+
+def repeated_text_key(path: str, where: str, key: str) -> RepeatedKeyError:
+    """The error of JSON text whose object at ``path + where`` names ``key`` twice."""
+    return RepeatedKeyError(
+        path,
+        f"the JSON text names the key {key!r} twice in one object"
+        f"{f' (at {path}{where})' if where else ''}: which value is meant is a guess (RFC "
+        "8259: readers differ), so the row is refused; keep the key once",
+        key,
     )
 
 
@@ -294,10 +316,6 @@ _LONG_INT_BYTES = re.compile(rb"[0-9]{19,}")
 _FLAT = frozenset({str, int, float, bool, type(None)})
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def loads_exact(text: str | bytes) -> Any:
     """Parse JSON with every integer exact; NaN and Infinity literals refused (ValueError)."""
     long = _LONG_INT.search(text) if isinstance(text, str) else _LONG_INT_BYTES.search(text)
@@ -306,8 +324,84 @@ def loads_exact(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
+# every name in JSON text ends with '"' and, after white space, ':' (a string's own '":'
+# can add to the count, never take from it): the count bounds the names the text holds
+NAME_END = r'"[ \t\n\r]*:'  # (RE2 and Python's re read it alike)
+_NAME_END = re.compile(NAME_END)
+_NAME_END_BYTES = re.compile(rb'"[ \t\n\r]*:')
+
+
+def key_count(value: Any) -> int:
+    """The names of every object in a parsed JSON value (each object's distinct keys)."""
+    kind = type(value)
+    if kind is dict:
+        n = len(value)
+        for v in value.values():
+            if type(v) in _NESTED:
+                n += key_count(v)
+        return n
+    if kind is list:
+        return sum(key_count(v) for v in value if type(v) in _NESTED)
+    return 0
+
+
+def names_written(text: str | bytes) -> int:
+    """An upper bound of the names JSON ``text`` writes (exact unless a string holds '":')."""
+    if isinstance(text, str):
+        return len(_NAME_END.findall(text))
+    return len(_NAME_END_BYTES.findall(text))
+
+
+def may_repeat(text: str | bytes, keys: int) -> bool:
+    """False when JSON ``text`` whose parse holds ``keys`` names cannot repeat a name: it
+    writes no more names than its parse kept (a repeat is kept once). Cheap: counting ':'
+    settles most texts, the names' ends the rest (a value may hold ':', as times do)."""
+    colons = text.count(":") if isinstance(text, str) else text.count(b":")
+    return colons != keys and names_written(text) != keys
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object's members in written order (the careful parse keeps repeats)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def first_repeat(text: str | bytes) -> tuple[str, str] | None:
+    """``(where, key)`` of the first object in JSON ``text`` that names a key twice (after
+    decoding escapes: ``"plan"`` and ``"pl\\u0061n"`` are one key), ``where`` the path below
+    the text's top (``""``, ``.a``, ``.a[0]``); None when no name repeats. ``text`` must parse."""
+    stack: list[tuple[str, Any]] = [("", json.loads(text, object_pairs_hook=_Pairs))]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, _ in value:
+                if key in seen:
+                    return where, key
+                seen.add(key)
+            stack.extend((f"{where}.{k}", v) for k, v in reversed(value))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def refuse_repeats(text: str | bytes, path: str, parsed: Any) -> None:
+    """Raise RepeatedKeyError when JSON ``text`` (parsed as ``parsed``) names a key twice
+    in one of its objects, at any depth."""
+    if may_repeat(text, key_count(parsed)):
+        try:
+            found = first_repeat(text)
+        except RecursionError:  # deeper than Python's parser goes: refused for its depth
+            return
+        if found is not None:
+            raise repeated_text_key(path, *found)
+
+
 def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]:
-    """Parse a JSON-object string strictly (no NaN literals); raise InexactValue otherwise."""
+    """Parse a JSON-object string strictly (no NaN literals, no key named twice in one
+    object); raise InexactValue (RepeatedKeyError for a repeat) otherwise."""
     try:
         exact = _LONG_INT.search(text) is None
         parsed = orjson.loads(text) if exact else loads_exact(text)
@@ -320,11 +414,15 @@ def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]
         raise InexactValue(path, f"must be a JSON object, got {type(parsed).__name__}")
     if exact and all(type(v) in _FLAT for v in parsed.values()):
         # a flat object as orjson read it is exact already
+        if may_repeat(text, len(parsed)):
+            refuse_repeats(text, path, parsed)
         if rules.v2 and float in map(type, parsed.values()):
             return {k: json_number(v) if type(v) is float else v for k, v in parsed.items()}
         return parsed
     # its nulls were written in the text: data, kept
-    return to_json(parsed, path, rules, nulls=True)  # type: ignore[no-any-return]
+    out = to_json(parsed, path, rules, nulls=True)
+    refuse_repeats(text, path, parsed)  # after to_json: a value too deep is refused for that
+    return out  # type: ignore[no-any-return]
 
 
 def object_value(value: Any, path: str, rules: ValueRules) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
 from .._core.types import EpochUnit
 from .._core.words import AsShown, Placeholder, alternatives, option, shown, type_name
 from .._json.timestamps import EXAMPLE, NormalizeCache, TimestampProblem
-from .._json.values import ValueRules, object_value, problem_of
+from .._json.values import RepeatedKeyError, ValueRules, object_value, problem_of
 from .._read.names import NAME_STYLES, near_misses, styler
 from .._read.text import header_hint
 from . import columns as _columns
@@ -29,6 +29,7 @@ Explain = Callable[[str | None, Any], str]
 EXPLAIN_KEY = "churn_connector.explain"
 TIMESTAMPS_KEY = "churn_connector.timestamps"
 OWNERS_KEY = "churn_connector.frame_check_columns"
+REPEATED = "repeated"  # a cell's problem is a key named twice (check repeated_key)
 
 
 def message(text: str) -> Explain:
@@ -169,21 +170,49 @@ class SchemaBuilder:
         ]
 
     def object_column(self, name: str, *, hand_over: bool = False) -> pa.Column:
-        """``hand_over``: leave JSON texts' sorted members for a wire step that takes them."""
+        """``hand_over``: leave JSON texts' sorted members for a wire step that takes them.
+
+        Two checks: ``<name>_json`` (an exact JSON object) and ``repeated_key`` (no object
+        names a key twice). The first computes both verdicts of a text column in one pass
+        and leaves the second's for it, found by the column's values (pandera gives each
+        check a new Series of the same array; an object column's is made afresh, and is
+        then checked again)."""
         tz = self.rules
+        last: list[tuple[Any, np.ndarray]] = []  # (the column's array, its repeats), once
 
         def ok(s: pd.Series) -> pd.Series:
-            texts = _columns.text_objects_ok(s, name, tz, hand_over=hand_over)
+            texts = _columns.text_objects(s, name, tz, hand_over=hand_over)
+            last.clear()
             if texts is not None:
-                return pd.Series(texts, index=s.index)
+                last.append((s.array, texts.repeated))
+                return pd.Series(texts.ok, index=s.index)
             bad = _columns.struct_problems(s, tz)
             if bad is None:
-                return _columns.elementwise(
-                    s, lambda v: problem_of(object_value, v, name, tz) is None
-                )
+                return _columns.elementwise(s, lambda v: _problem(v, name) in (None, REPEATED))
+            last.append((s.array, np.zeros(len(s), dtype=bool)))  # a struct cannot repeat a field
             out = np.ones(len(s), dtype=bool)
             out[bad] = False
             return pd.Series(out, index=s.index)
+
+        def unique_keys(s: pd.Series) -> pd.Series:
+            found = last.pop() if last else None
+            if found is not None and found[0] is s.array:
+                return pd.Series(~found[1], index=s.index)
+            texts = _columns.text_objects(s, name, tz)
+            if texts is not None:
+                return pd.Series(~texts.repeated, index=s.index)
+            if _columns.struct_problems(s, tz) is not None:
+                return pd.Series(True, index=s.index)  # a struct cannot repeat a field
+            return _columns.elementwise(s, lambda v: _problem(v, name) is not REPEATED)
+
+        def _problem(value: Any, path: str) -> str | None:
+            try:
+                object_value(value, path, tz)
+            except RepeatedKeyError:
+                return REPEATED
+            except Exception:
+                return "invalid"
+            return None
 
         return pa.Column(
             nullable=True,
@@ -193,7 +222,12 @@ class SchemaBuilder:
                     f"{name}_json",
                     ok,
                     lambda c, v: str(problem_of(object_value, v, c or name, tz)),
-                )
+                ),
+                self.add(
+                    "repeated_key",
+                    unique_keys,
+                    lambda c, v: str(problem_of(object_value, v, c or name, tz)),
+                ),
             ],
         )
 
