@@ -30,6 +30,7 @@ import pandas as pd
 
 from .._core.types import Decimals, IdFormat
 from .._core.words import named, not_json, option
+from .repeats import may_repeat, repeat_in
 from .timestamps import datetime_to_wire
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
@@ -212,7 +213,7 @@ def repeated_text_key(path: str, where: str, key: str) -> RepeatedKeyError:
         path,
         f"the JSON text names the key {key!r} twice in one object"
         f"{f' (at {path}{where})' if where else ''}: which value is meant is a guess (RFC "
-        "8259: readers differ), so the row is refused; keep the key once",
+        "8259 leaves it to each reader); keep the key once",
         key,
     )
 
@@ -316,6 +317,10 @@ _LONG_INT_BYTES = re.compile(rb"[0-9]{19,}")
 _FLAT = frozenset({str, int, float, bool, type(None)})
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def loads_exact(text: str | bytes) -> Any:
     """Parse JSON with every integer exact; NaN and Infinity literals refused (ValueError)."""
     long = _LONG_INT.search(text) if isinstance(text, str) else _LONG_INT_BYTES.search(text)
@@ -324,79 +329,12 @@ def loads_exact(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
-# every name in JSON text ends with '"' and, after white space, ':' (a string's own '":'
-# can add to the count, never take from it): the count bounds the names the text holds
-NAME_END = r'"[ \t\n\r]*:'  # (RE2 and Python's re read it alike)
-_NAME_END = re.compile(NAME_END)
-_NAME_END_BYTES = re.compile(rb'"[ \t\n\r]*:')
-
-
-def key_count(value: Any) -> int:
-    """The names of every object in a parsed JSON value (each object's distinct keys)."""
-    kind = type(value)
-    if kind is dict:
-        n = len(value)
-        for v in value.values():
-            if type(v) in _NESTED:
-                n += key_count(v)
-        return n
-    if kind is list:
-        return sum(key_count(v) for v in value if type(v) in _NESTED)
-    return 0
-
-
-def names_written(text: str | bytes) -> int:
-    """An upper bound of the names JSON ``text`` writes (exact unless a string holds '":')."""
-    if isinstance(text, str):
-        return len(_NAME_END.findall(text))
-    return len(_NAME_END_BYTES.findall(text))
-
-
-def may_repeat(text: str | bytes, keys: int) -> bool:
-    """False when JSON ``text`` whose parse holds ``keys`` names cannot repeat a name: it
-    writes no more names than its parse kept (a repeat is kept once). Cheap: counting ':'
-    settles most texts, the names' ends the rest (a value may hold ':', as times do)."""
-    colons = text.count(":") if isinstance(text, str) else text.count(b":")
-    return colons != keys and names_written(text) != keys
-
-
-class _Pairs(list[tuple[str, Any]]):
-    """An object's members in written order (the careful parse keeps repeats)."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def first_repeat(text: str | bytes) -> tuple[str, str] | None:
-    """``(where, key)`` of the first object in JSON ``text`` that names a key twice (after
-    decoding escapes: ``"plan"`` and ``"pl\\u0061n"`` are one key), ``where`` the path below
-    the text's top (``""``, ``.a``, ``.a[0]``); None when no name repeats. ``text`` must parse."""
-    stack: list[tuple[str, Any]] = [("", json.loads(text, object_pairs_hook=_Pairs))]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, _Pairs):
-            seen: set[str] = set()
-            for key, _ in value:
-                if key in seen:
-                    return where, key
-                seen.add(key)
-            stack.extend((f"{where}.{k}", v) for k, v in reversed(value))
-        elif isinstance(value, list):
-            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(value))))
-    return None
-
-
 def refuse_repeats(text: str | bytes, path: str, parsed: Any) -> None:
     """Raise RepeatedKeyError when JSON ``text`` (parsed as ``parsed``) names a key twice
     in one of its objects, at any depth."""
-    if may_repeat(text, key_count(parsed)):
-        try:
-            found = first_repeat(text)
-        except RecursionError:  # deeper than Python's parser goes: refused for its depth
-            return
-        if found is not None:
-            raise repeated_text_key(path, *found)
+    found = repeat_in(text, parsed)
+    if found is not None:
+        raise repeated_text_key(path, found.where, found.key)
 
 
 def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]:

@@ -15,15 +15,14 @@ import pyarrow.compute as pc
 from .._json import flat_text as _flat_text
 from .._json import parsed as _parsed
 from .._json import timestamps as _timestamps
+from .._json.repeats import NAME_END, first_repeat
 from .._json.timestamps import TimestampProblem
 from .._json.values import (
     MAX_DEPTH,
-    NAME_END,
     OBJECT_LEVEL,
     InexactValue,
     RepeatedKeyError,
     ValueRules,
-    first_repeat,
     has_surrogate,
     is_missing,
     json_floats,
