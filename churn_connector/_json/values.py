@@ -176,15 +176,19 @@ class BadCell:
 
 
 class RepeatedKey:
-    """Stands in for an Arrow map that holds a key twice: a JSON object cannot, and keeping
-    either value would be a guess; reported like any bad value."""
+    """Stands in for an Arrow map that holds a key twice, or for JSON text that names one
+    twice (``where``: the object's path below the text's top): a JSON object cannot, and
+    keeping either value would be a guess; reported like any bad value."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "where")
 
-    def __init__(self, key: Any) -> None:
+    def __init__(self, key: Any, where: str | None = None) -> None:
         self.key = key
+        self.where = where
 
     def __repr__(self) -> str:
+        if self.where is not None:
+            return f"<JSON text naming the key {self.key!r} twice>"
         return f"<a map holding the key {self.key!r} twice>"
 
 
@@ -199,6 +203,8 @@ class RepeatedKeyError(InexactValue):
 
 
 def _repeated(path: str, value: RepeatedKey) -> InexactValue:
+    if value.where is not None:
+        return repeated_text_key(path, value.where, str(value.key))
     return RepeatedKeyError(
         path,
         f"the map holds the key {value.key!r} twice (an Arrow map may, a JSON object may "

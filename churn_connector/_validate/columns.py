@@ -21,6 +21,7 @@ from .._json.values import (
     MAX_DEPTH,
     OBJECT_LEVEL,
     InexactValue,
+    RepeatedKey,
     RepeatedKeyError,
     ValueRules,
     has_surrogate,
@@ -187,9 +188,38 @@ def scalar_column(s: pd.Series, path: str, rules: ValueRules) -> tuple[list[Any]
             continue
         try:
             values[i] = to_json(v, path, rules, OBJECT_LEVEL + 1)
+        except RepeatedKeyError as exc:
+            problems[i] = RepeatProblem(exc)
         except InexactValue as exc:
             problems[i] = str(exc)
     return values, problems
+
+
+class RepeatProblem(str):
+    """A flat cell's problem that is a key named twice: check ``repeated_key``'s, not the
+    value check's."""
+
+    __slots__ = ()
+
+
+def column_repeats(s: pd.Series) -> np.ndarray:
+    """Positions of the cells of a flat column that name a key twice: JSON text read with
+    ``dtypes={...: "json"}`` (a ``RepeatedKey`` in its place) or an Arrow map, anywhere in
+    a nested Arrow value. Other dtypes cannot hold one."""
+    if not (is_nested_arrow(s) or _is_object(s.dtype)):
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero([_holds_repeat(v) for v in values_of(s)]).astype(np.int64)
+
+
+def _holds_repeat(value: Any) -> bool:
+    kind = type(value)
+    if kind is RepeatedKey:
+        return True
+    if kind is dict:
+        return any(_holds_repeat(v) for v in value.values())
+    if kind is list or kind is tuple:
+        return any(_holds_repeat(v) for v in value)
+    return False
 
 
 def column_problems(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray:
@@ -206,7 +236,9 @@ def column_problems(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray:
     )
     if exact and not isinstance(dtype, pd.CategoricalDtype):
         return np.empty(0, dtype=np.int64)
-    return np.fromiter(scalar_column(s, path, rules)[1], dtype=np.int64)
+    problems = scalar_column(s, path, rules)[1].items()
+    # a key named twice is check repeated_key's (column_repeats)
+    return np.fromiter((i for i, m in problems if type(m) is not RepeatProblem), dtype=np.int64)
 
 
 def is_struct(s: pd.Series) -> bool:

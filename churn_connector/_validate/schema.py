@@ -12,13 +12,22 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
 from .._core.types import EpochUnit
 from .._core.words import AsShown, Placeholder, alternatives, option, shown, type_name
+from .._json.repeats import repeat_in
 from .._json.timestamps import EXAMPLE, NormalizeCache, TimestampProblem
-from .._json.values import RepeatedKeyError, ValueRules, object_value, problem_of
+from .._json.values import (
+    RepeatedKeyError,
+    ValueRules,
+    object_value,
+    problem_of,
+    repeated_text_key,
+    to_json,
+)
 from .._read.names import NAME_STYLES, near_misses, styler
 from .._read.text import header_hint
 from . import columns as _columns
@@ -223,13 +232,24 @@ class SchemaBuilder:
                     ok,
                     lambda c, v: str(problem_of(object_value, v, c or name, tz)),
                 ),
-                self.add(
-                    "repeated_key",
-                    unique_keys,
-                    lambda c, v: str(problem_of(object_value, v, c or name, tz)),
-                ),
+                self.add("repeated_key", unique_keys, self.repeated_key_message),
             ],
         )
+
+    def repeated_key_message(self, column: str | None, value: Any) -> str:
+        """The message of a cell that names a key twice: JSON text (an object, or a list of
+        objects as ``channels`` holds), or an Arrow map."""
+        path = column or "value"
+        if isinstance(value, str):
+            try:
+                found = repeat_in(value, orjson.loads(value))
+            except orjson.JSONDecodeError:
+                found = None
+            if found is not None:
+                return str(repeated_text_key(path, found.where, found.key))
+        if isinstance(value, dict | str):
+            return str(problem_of(object_value, value, path, self.rules))
+        return str(problem_of(_to_json, value, path, self.rules))  # a list, a stand-in
 
     def conflicts(self, *kinds: str) -> list[pa.Check]:
         return [self._conflict(kind) for kind in kinds]
@@ -264,9 +284,24 @@ class SchemaBuilder:
             problems = _columns.scalar_column(probe, str(column), tz)[1]
             return problems.get(0, f"{column}: {shown(value)} cannot be sent exactly")
 
+        def unique_keys(s: pd.Series) -> pd.Series:
+            out = np.ones(len(s), dtype=bool)
+            out[_columns.column_repeats(s)] = False
+            return pd.Series(out, index=s.index)
+
         return pa.Column(
-            nullable=True, required=False, regex=True, checks=[self.add(name, ok, explain)]
+            nullable=True,
+            required=False,
+            regex=True,
+            checks=[
+                self.add(name, ok, explain),
+                self.add("repeated_key", unique_keys, self.repeated_key_message),
+            ],
         )
+
+
+def _to_json(value: Any, path: str, rules: ValueRules) -> Any:
+    return to_json(value, path, rules)
 
 
 def _is_number(value: Any) -> bool:

@@ -235,7 +235,7 @@ _REPEATING = [("x", 1), ("x", 2)]
             "properties.tags",
             [[_REPEATING], [[("y", 1)]]],
             pa.list_(MAP),
-            "property_value_json",
+            "repeated_key",
             "properties.tags[0]",
         ),
     ],

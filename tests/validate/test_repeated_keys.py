@@ -154,3 +154,33 @@ def test_an_ndjson_line_repeating_a_key_inside_properties_is_not_sent(
         "keep the key once"
     )
     assert list(sandbox.events()["external_user_id"]) == ["u2"]
+
+
+def test_a_channels_text_whose_item_repeats_a_key_is_refused_by_that_check_alone() -> None:
+    # read last-one-wins, the item would be an sms channel with an email address: the row
+    # fails repeated_key only, not the item checks of a guessed item
+    df = pd.DataFrame(
+        {
+            "external_user_id": ["u1", "u2"],
+            "channels": [
+                '[{"channel":"email","address":"a@b.co"}]',
+                '[{"channel":"email","channel":"sms","address":"a@b.co"}]',
+            ],
+        }
+    )
+    failure = only_failure(cc.validate_identities(df))
+    assert (failure.row, failure.column, failure.check) == (1, "channels", "repeated_key")
+    assert "names the key 'channel' twice in one object (at channels[0])" in failure.message
+
+
+def test_a_csv_cell_read_as_json_by_dtypes_refuses_a_repeat(
+    now: pd.Timestamp, tmp_path: Path
+) -> None:
+    path = tmp_path / "events.csv"
+    df = events(now, [None, None]).drop(columns="properties")
+    df["properties.cart"] = ['{"sku":1}', '{"sku":1,"sku":2}']
+    df.to_csv(path, index=False)
+    report = cc.validate_events(path, now=now, dtypes={"properties.cart": "json"})
+    failure = only_failure(report)
+    assert (failure.row, failure.column, failure.check) == (3, "properties.cart", "repeated_key")
+    assert failure.message.startswith("properties.cart: the JSON text names the key 'sku' twice")
