@@ -102,15 +102,23 @@ docs-reference: $(STAMP)
 
 # not part of make test: ~35 min here, ~20 of them instruction counts under valgrind
 # (BENCH_ARGS="--quick": smaller sizes; "--skip callgrind"; see benchmarks/README.md)
+# the harness runs in .venv (it starts the tests' PostgreSQL); the programs it measures run
+# in .venv-bench, the package as users install it, without the test tools pandera would
+# import at every start (benchmarks/harness.py, user_python)
+BENCH_VENV := .venv-bench
 bench: $(STAMP) postgresql
 	@test $(VENV)/.bench-installed -nt pyproject.toml || { \
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
-	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+	@test $(BENCH_VENV)/.installed -nt pyproject.toml || { \
+		rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV) && \
+		$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench]" && \
+		touch $(BENCH_VENV)/.installed; }
+	BENCH_PYTHON=$(CURDIR)/$(BENCH_VENV)/bin/python $(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 # notebooks are committed without outputs (tests/notebook/test_notebooks.py checks)
 strip-notebooks: $(STAMP)
 	$(BIN)/python tests/notebook/test_notebooks.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache \
+	rm -rf $(VENV) $(MIN_VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache \
 		docs/tutorials/notebook-output

@@ -1,6 +1,6 @@
 """The benchmark suite of churn_connector: one table on stdout, the same in JSON.
 
-    make bench                                   # installs .[dev,bench], then runs this
+    make bench                                   # installs .[dev,bench] and .venv-bench, runs this
     .venv/bin/python benchmarks/bench.py [--quick] [--only e2e,peers] [--rows N] ...
 
 Sections (``--only`` / ``--skip`` take a comma-separated list):
@@ -81,6 +81,7 @@ from harness import (
     peer,
     receiver,
     run_child,
+    user_python,
 )
 
 SECTIONS = (
@@ -302,7 +303,7 @@ def floor_send(path: Path, url: str) -> Child:
     """floor.py posting ``path`` to ``url`` at our default concurrency."""
     concurrency = cc.Client("http://127.0.0.1:9", KEY).config.max_concurrency
     return run_child(
-        [sys.executable, str(HERE / "floor.py"), str(path), url, "--concurrency", str(concurrency)]
+        [user_python(), str(HERE / "floor.py"), str(path), url, "--concurrency", str(concurrency)]
     )
 
 
@@ -380,21 +381,17 @@ def e2e(args: argparse.Namespace, report: Report) -> None:
 
 
 def identify(args: argparse.Namespace, report: Report) -> None:
-    """Users/s of the Python API at 50 ms, default identify concurrency."""
-    from churn_connector.samples import sample_users  # noqa: PLC0415 - only this section
-
-    users = sample_users(args.users)
+    """Users/s of the Python API at 50 ms, default identify concurrency, in a fresh process."""
     with receiver(0.05) as sink:
-        client = cc.Client(sink.url, KEY)
-        concurrency = client.config.identify_concurrency
-
-        def run() -> tuple[Any, float, float]:
-            started = time.monotonic()  # the receiver's clock: first_in is comparable
-            result = client.identify(users, progress=False)
-            return result, started, time.monotonic() - started
-
-        (result, started, seconds), arrived = measure(sink, run)
-    sent = int(result.counts["sent"])
+        cmd = [user_python(), str(HERE / "identify_run.py"), sink.url, str(args.users)]
+        child, arrived = measure(sink, lambda: run_child(cmd))
+    lines = child.stdout.strip().splitlines()
+    if child.returncode != 0 or not lines:
+        report.problem(f"identify: the run exited {child.returncode}: {child.tail()}")
+        return
+    out = orjson.loads(lines[-1])
+    started, seconds, concurrency = out["started"], out["seconds"], out["concurrency"]
+    sent = int(out["counts"]["sent"])
     if arrived.events != sent:
         report.problem(f"identify: the receiver counted {arrived.events} of {sent} sent users")
     ceiling = concurrency / 0.05
@@ -421,7 +418,7 @@ def identify(args: argparse.Namespace, report: Report) -> None:
                 "first_request_s": first,
                 "span_s": span,
                 "ceiling": ceiling,
-                "counts": dict(result.counts),
+                "counts": out["counts"],
                 "paths": arrived.paths,
             },
         )
@@ -857,6 +854,8 @@ def table(info: dict[str, Any], report: Report, elapsed: float) -> str:
         f"Python {info['python']}, pandas {v['pandas']}, pyarrow {v['pyarrow']}, "
         f"numpy {v['numpy']}, orjson {v['orjson']}, pandera {v['pandera']}; peers: "
         f"segment-analytics-python {v['segment-analytics-python']}, posthog {v['posthog']}",
+        f"measured programs run with {info['measured_with']} (hypothesis "
+        f"{v['hypothesis'] or 'not installed'}, PySpark {v['pyspark'] or 'not installed'})",
         "",
     ]
     header = ("section", "measurement", "result", "notes")

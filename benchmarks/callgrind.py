@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import exports
-from harness import HERE, ROOT, Report, Row, child_env, cli
+from harness import HERE, ROOT, Report, Row, child_env, cli, user_python
 
 # valgrind's virtual CPU has no SHA instructions: both programs hash in software there, the
 # floor with Rust's portable SHA-256 (~13k instructions an event), which on the real CPU
@@ -62,7 +62,7 @@ def valgrind() -> str | None:
 def dry_run(who: str, path: Path, options: tuple[str, ...] = ()) -> list[str]:
     """The command of one dry run: ours (the CLI) or the floor's (floor.py)."""
     if who == "floor":
-        return [sys.executable, str(HERE / "floor.py"), str(path), "--dry-run"]
+        return [user_python(), str(HERE / "floor.py"), str(path), "--dry-run"]
     return [cli(), "send", "events", str(path), "--dry-run", *options]
 
 

@@ -141,7 +141,7 @@ class SliceStream:
         self.fingerprinter.add(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        broken: dict[int, str] = df.attrs.get(ROW_PROBLEMS, {})
+        broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
         repeats: dict[int, tuple[str, str, str]] = df.attrs.get(ROW_REPEATS, {})
         if repeats:
             # an NDJSON line that names a key twice: read last-one-wins, so its values are
@@ -155,8 +155,8 @@ class SliceStream:
             at = {start + p for p in broken}
             records = [r for r in result.records if r["position"] not in at]
             self.failures.add(records, start, n)
-            for p, text in sorted(broken.items()):
-                self.failures.fail(start + p, None, "line_cells", None, text)
+            for p, (check, text) in sorted(broken.items()):
+                self.failures.fail(start + p, None, check, None, text)
             result.invalid[list(broken)] = True
         else:
             self.failures.add(result.records, start, n)

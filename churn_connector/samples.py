@@ -1,7 +1,7 @@
 """Sample exports for the demo, the notebooks and the docs: realistic, with a few bad rows.
 
     from churn_connector import samples
-    events = samples.sample_events(pd.Timestamp.now(tz="UTC"))   # events, ~0.2% bad rows
+    events = samples.sample_events()                             # events, ~0.2% bad rows
     users = samples.sample_users()                               # identities, 3 bad rows
 
 The bad rows are of different kinds (event types, naive or old timestamps, JSON that is not
@@ -24,9 +24,17 @@ PLANS = ["free", "starter", "pro", "enterprise"]
 
 
 def sample_events(
-    now: pd.Timestamp, n_events: int = 3000, n_users: int = 300, seed: int = 7
+    now: pd.Timestamp | dt.datetime | None = None,
+    n_events: int = 3000,
+    n_users: int = 300,
+    seed: int = 7,
 ) -> pd.DataFrame:
-    """A warehouse-like events export with a handful of bad rows (labelled by position)."""
+    """A warehouse-like events export with a handful of bad rows (labelled by position).
+
+    ``now``: the instant the events lead up to (they fall within the 20 days before it);
+    by default the current time. An aware timestamp: a naive one names no instant.
+    """
+    now = _instant(now)
     rng = np.random.default_rng(seed)
     users = rng.integers(1, n_users + 1, n_events)
     ages = pd.to_timedelta(rng.integers(60, 20 * 86_400, n_events), unit="s")
@@ -66,6 +74,25 @@ def sample_events(
             df.loc[row, column] = value
     # the same event exported twice: sent once, reported as skipped
     return pd.concat([df, df.iloc[[5]]], ignore_index=True)
+
+
+def _instant(now: object) -> pd.Timestamp:
+    if now is None:
+        return pd.Timestamp.now(tz="UTC")
+    if isinstance(now, int | float) and not isinstance(now, bool):
+        raise TypeError(
+            f"sample_events' first argument is the instant the events lead up to, not a "
+            f"count: for {now!r} events, sample_events(n_events={now!r})"
+        )
+    if not isinstance(now, pd.Timestamp | dt.datetime):
+        raise TypeError(f"now must be a timestamp such as pd.Timestamp.now(tz='UTC'), not {now!r}")
+    stamp = pd.Timestamp(now)
+    if stamp.tzinfo is None:
+        raise TypeError(
+            f"now={now!r} has no time zone, so it names no instant: pass an aware one, "
+            "such as pd.Timestamp.now(tz='UTC')"
+        )
+    return stamp
 
 
 def sample_users(n_users: int = 300, seed: int = 11) -> pd.DataFrame:

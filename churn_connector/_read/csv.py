@@ -8,7 +8,8 @@ The layout (delimiter, quote, escape, null markers, header or ``columns``) is a
 is null ("NA" or "null" can be somebody's id). A line with more or fewer cells than the
 header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEMS``), never
 padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``) is a
-row.
+row. A quoted cell still open when the file ends (a stray quote, or a file cut short) is an
+invalid row too: pyarrow reads every line after the quote into that cell, without a word.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import csv
 import io
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ from .arrow import arrow_to_pandas
 from .compression import open_stream
 from .text import TextFormat
 
-ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: message}
+ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: (check, message)}
+_UNREAD = object()  # no batch read ahead
 _NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
 
@@ -69,16 +71,20 @@ class _Lines(io.RawIOBase):
         self.newlines = 0
         self.after_newline = False
         self.blank: set[int] = set()
+        self.eof = False  # every byte of the file was handed on (or is held)
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
         want = size if size is None or size < 0 else max(size - len(self.held), 1)
-        data: bytes = self.held + self.raw.read(want)
+        read: bytes = self.raw.read(want)
+        self.eof = self.eof or not read
+        data = self.held + read
         self.held = b""
         if data and not data.endswith(b"\n"):
             more = self.raw.read(1)
+            self.eof = self.eof or not more
             if not more and not data.endswith(b"\r"):
                 # the last line lacks its newline: pyarrow cannot read a lone header so
                 data += b"\n"
@@ -210,23 +216,54 @@ def read_csv(
     except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
         raise _broken(path, name, encoding, state, exc) from None
     schema = pa.schema([(h, pa.string()) for h in header])
+
+    def next_batch() -> pa.RecordBatch | None:
+        try:
+            return reader.read_next_batch()
+        except StopIteration:
+            return None
+        except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
+            raise _broken(path, name, encoding, state, exc) from None
+
+    def unclosed(line: int) -> bool:
+        assert text.quote is not None
+        codec_read = "utf-8-sig" if utf8 else codec
+        return _ends_inside_quote(path, line, codec_read, delimiter, text.quote, text.escape)
+
     produced = False
+    following: object = _UNREAD  # a batch, None (the end), or _UNREAD
     try:
         while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
+            batch = next_batch() if following is _UNREAD else following
+            following = _UNREAD
+            if batch is None:
                 if not ragged:
                     break
                 batch = schema.empty_table().to_batches() or [_empty_batch(schema)]
                 batch = batch[0]
-            except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
-                raise _broken(path, name, encoding, state, exc) from None
+            assert isinstance(batch, pa.RecordBatch)
             if marker is not None:
                 batch = unhold(batch, marker)
+            # a record whose last cell ends in a line break may be the file's last, read
+            # to the end inside a quote: only then is the next batch read before this one
+            # is handed on, to know whether it was the last (it rarely is looked at)
+            final = False
+            if text.quote is not None and _last_cell_breaks(batch):
+                following = next_batch()
+                final = following is None
             # unquoted escaped cells: each escaped \r and \n is a line break of its own
             apart = text.escape is not None and text.quote is None
-            for frame in _frames(batch, ragged, lines.blank, state, rows, text.columns, apart):
+            frames = _frames(
+                batch,
+                ragged,
+                lines.blank,
+                state,
+                rows,
+                text.columns,
+                apart,
+                unclosed if final else None,
+            )
+            for frame in frames:
                 produced = True
                 yield frame
     finally:
@@ -325,8 +362,12 @@ def _frames(
     rows: int,
     columns: Sequence[str] | None,
     apart: bool,  # noqa: FBT001 - see _cell_newlines
+    unclosed: Callable[[int], bool] | None = None,
 ) -> Iterator[pd.DataFrame]:
-    """The batch's records and the ragged lines among them, in file order, labelled."""
+    """The batch's records and the ragged lines among them, in file order, labelled.
+
+    ``unclosed``: given when this is the file's last batch; it says whether the record that
+    starts on a line is still inside a quoted cell when the file ends."""
     nvalid = batch.num_rows
     # the parser may read ahead: take the ragged records that fall inside this batch's range
     pending = sorted(ragged, key=lambda r: r.number)
@@ -352,12 +393,17 @@ def _frames(
     take[~is_bad] = np.arange(nvalid)
     problems = {
         int(p): (
+            "line_cells",
             f"line {int(first_line[p])} has {r.actual_columns} cells but "
             f"{'columns= names' if columns else 'the header has'} {r.expected_columns}: a "
-            "missing or extra delimiter, or an unquoted one"
+            "missing or extra delimiter, or an unquoted one",
         )
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
     }
+    if unclosed is not None and not ragged and total and not is_bad[-1]:
+        line = int(first_line[-1])
+        if unclosed(line):
+            problems[total - 1] = ("quote_closed", _unclosed_message(batch, line, at.line))
     all_null = np.ones(nvalid, dtype=bool)
     for column in batch.columns:
         all_null &= column.is_null().to_numpy(zero_copy_only=False)
@@ -376,6 +422,74 @@ def _frames(
         if where:
             frame.attrs[ROW_PROBLEMS] = where
         yield frame
+
+
+def _last_cell_breaks(batch: pa.RecordBatch) -> bool:
+    """The last record's last cell ends in a line break (a quoted one can; the file's last
+    record, read to its end inside a quote, always does)."""
+    if not batch.num_rows or not batch.num_columns:
+        return False
+    last = batch.column(batch.num_columns - 1)[batch.num_rows - 1].as_py()
+    return isinstance(last, str) and last.endswith(("\n", "\r"))
+
+
+def _unclosed_message(batch: pa.RecordBatch, line: int, end: int) -> str:
+    column = batch.schema.names[-1]
+    after = end - line - 2  # lines after the first, less the line break that ends the file
+    swallowed = f"; the {after} line(s) after it were read into that cell" if after > 0 else ""
+    return (
+        f"line {line}: the quoted cell of column {column!r} is never closed, the file ends "
+        f"inside it (a stray quote, or a file cut short){swallowed}"
+    )
+
+
+def _ends_inside_quote(
+    path: Path, line: int, encoding: str, delimiter: str, quote: str, escape: str | None
+) -> bool:
+    """Whether the record that starts on ``line`` leaves a quoted cell open at the end of
+    the file, read as pyarrow reads it (the file is read again from that line: only the
+    rare last record whose last cell ends in a line break is looked at)."""
+    with open_stream(path) as raw:
+        lines = _decoded_lines(raw, encoding)
+        for _ in range(line - 1):
+            if next(lines, None) is None:
+                return False
+        rest = "".join(lines)
+    return _open_quote(rest, delimiter, quote, escape)
+
+
+def _open_quote(text: str, delimiter: str, quote: str, escape: str | None) -> bool:
+    """pyarrow's reading of CSV text: a quote opens a cell only at the cell's start, a
+    doubled quote inside is one quote, the escape character takes the next one as it is,
+    and a closing quote may be followed by more of the cell. True: the text ends inside
+    a quoted cell."""
+    i, n, start = 0, len(text), True
+    while i < n:
+        c = text[i]
+        if start and c == quote:
+            i += 1
+            while True:  # inside the quotes: jump from quote to quote
+                j = text.find(quote, i)
+                k = text.find(escape, i, j if j >= 0 else n) if escape else -1
+                if k >= 0:
+                    i = k + 2
+                    continue
+                if j < 0:
+                    return True
+                if text.startswith(quote, j + 1):
+                    i = j + 2
+                    continue
+                i = j + 1
+                break
+            start = False
+            continue
+        if escape and c == escape:
+            i += 2
+            start = False
+            continue
+        start = c == delimiter or c in "\r\n"
+        i += 1
+    return False
 
 
 # ------------------------------------------------------------------------------------------

@@ -44,6 +44,13 @@ def _checks() -> list[CheckInfo]:
             "a CSV/TSV line has as many cells as the header",
             "quote cells that hold the delimiter; add the missing cells",
         ),
+        CheckInfo(
+            "quote_closed",
+            both,
+            "a quoted CSV/TSV cell is closed before the file ends",
+            "close the quote (a quote inside a quoted cell is written twice), or export the "
+            "file again if it was cut short",
+        ),
         CheckInfo("column_unique", both, "a column name appears twice", "keep one"),
         CheckInfo("not_nullable", both, "a required cell is empty", "fill it or drop the row"),
         CheckInfo(

@@ -1,0 +1,37 @@
+"""The sample exports: what a first call in a notebook types works, or says what to type."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from churn_connector import samples
+
+
+def test_sample_events_leads_up_to_now_by_default() -> None:
+    before = pd.Timestamp.now(tz="UTC")
+    events = samples.sample_events(n_events=50)
+    newest = pd.to_datetime(
+        events["occurred_at"], utc=True, format="ISO8601", errors="coerce"
+    ).max()
+    assert len(events) >= 50  # and a repeated row, one of its bad rows
+    assert before - pd.Timedelta(days=21) < newest <= pd.Timestamp.now(tz="UTC")
+
+
+def test_a_count_in_place_of_now_says_how_to_ask_for_it() -> None:
+    with pytest.raises(TypeError, match=r"sample_events\(n_events=50\)"):
+        samples.sample_events(50)  # type: ignore[arg-type]
+
+
+def test_a_naive_now_is_refused_it_names_no_instant() -> None:
+    with pytest.raises(TypeError, match="no time zone"):
+        samples.sample_events(dt.datetime(2026, 11, 1, 12, 0))
+
+
+def test_the_same_now_and_seed_give_the_same_export() -> None:
+    now = pd.Timestamp("2026-11-20T12:00:00Z")
+    pd.testing.assert_frame_equal(
+        samples.sample_events(now, n_events=100), samples.sample_events(now, n_events=100)
+    )
