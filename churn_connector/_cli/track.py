@@ -205,7 +205,7 @@ def _event(line: str) -> dict[str, Any]:
         raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(parsed, dict):
         raise ValueError("each line must be one JSON object (an event)")
-    repeat = repeat_of(line.encode(), parsed)
+    repeat = repeat_of(line, parsed)
     if repeat is not None:  # as a file's line: refused by name, never read last-one-wins
         raise ValueError(f"repeated_key: {repeat[2]}")
     unknown = sorted(set(parsed) - set(_FIELDS))
