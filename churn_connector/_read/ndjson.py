@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 
 from .._core.exceptions import InputError
-from .._json.repeats import repeat_in
+from .._json.repeats import Repeat, first_repeat, key_count, names_per_line, repeat_in
 from .._json.values import loads_exact, repeated_text_key
 from .compression import open_stream
 
@@ -56,8 +57,10 @@ def repeat_of(line: str | bytes, record: dict[str, Any]) -> tuple[str, str, str]
     """``(column, key, message)`` when the line names a key twice in one object: at the top
     (the column is the key) or in a member's value (that member's column)."""
     found = repeat_in(line, record)
-    if found is None:
-        return None
+    return None if found is None else _described(found)
+
+
+def _described(found: Repeat) -> tuple[str, str, str]:
     if found.top is None:
         message = (
             f"the line names the key {found.key!r} twice: which value is meant is a guess "
@@ -68,10 +71,23 @@ def repeat_of(line: str | bytes, record: dict[str, Any]) -> tuple[str, str, str]
     return found.top, found.key, str(repeated_text_key(found.top, where, found.key))
 
 
+def _repeats(lines: list[bytes], records: list[dict[str, Any]]) -> dict[int, tuple[str, str, str]]:
+    """The records whose line names a key twice, by position: the names each line writes,
+    counted for the whole slice at once, against the names its parse kept; only a line that
+    wrote more is parsed again keeping repeats."""
+    written = names_per_line(lines)
+    out: dict[int, tuple[str, str, str]] = {}
+    for i in np.flatnonzero(written != [key_count(r) for r in records]).tolist():
+        found = first_repeat(lines[i])
+        if found is not None:
+            out[i] = _described(found)
+    return out
+
+
 def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
     records: list[dict[str, Any]] = []
+    texts: list[bytes] = []
     labels: list[int] = []
-    repeats: dict[int, tuple[str, str, str]] = {}
     produced = False
     number = 0
     with open_stream(path) as raw:
@@ -90,18 +106,15 @@ def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
             number += 1
             if not line.strip():
                 continue
-            record = _parse(line, path, name, number)
-            repeat = repeat_of(line, record)
-            if repeat is not None:
-                repeats[len(records)] = repeat
-            records.append(record)
+            records.append(_parse(line, path, name, number))
+            texts.append(line)
             labels.append(number)
             if len(records) >= rows:
-                yield records_frame(records, labels, repeats)
+                yield records_frame(records, labels, _repeats(texts, records))
                 produced = True
-                records, labels, repeats = [], [], {}
+                records, texts, labels = [], [], []
     if records or not produced:
-        yield records_frame(records, labels, repeats)
+        yield records_frame(records, labels, _repeats(texts, records))
 
 
 def records_frame(

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from churn_connector._events.options import EventOptions
 from churn_connector._json import parsed
 from churn_connector._json.arrow import contiguous
-from churn_connector._json.repeats import repeat_in
+from churn_connector._json.repeats import names_per_line, names_written, repeat_in
 from churn_connector._json.values import (
     RepeatedKeyError,
     ValueRules,
@@ -156,3 +156,18 @@ def test_a_key_repeated_anywhere_is_always_refused(
     assert found is not None
     assert found.repeated.tolist() == [i == at for i in range(len(texts))]
     assert found.ok.all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(OBJECTS, SPACE), min_size=1, max_size=5))
+def test_names_counted_for_many_lines_at_once_are_each_lines_count(
+    objects: list[tuple[dict[str, Any], str]],
+) -> None:
+    # NDJSON counts the names of a whole slice's lines in one pass (numpy)
+    lines = [(spelled(o, space, escaped=False) + "\n").encode() for o, space in objects]
+    assert names_per_line(lines).tolist() == [names_written(line) for line in lines]
+
+
+def test_an_ndjson_line_spacing_its_names_still_shows_its_repeat() -> None:
+    lines = [b'{"a" :1}\n', b'{ "a"  :1 , "a"\t: 2}\n', b'{"t":"10:00"}\n']
+    assert names_per_line(lines).tolist() == [1, 2, 1]
