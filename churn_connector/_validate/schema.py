@@ -8,6 +8,7 @@ bad cell is a row-level failure case.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,6 +24,7 @@ from .._json.timestamps import EXAMPLE, NormalizeCache, TimestampProblem
 from .._json.values import (
     RepeatedKeyError,
     ValueRules,
+    is_missing,
     object_value,
     problem_of,
     repeated_text_key,
@@ -38,7 +40,6 @@ Explain = Callable[[str | None, Any], str]
 EXPLAIN_KEY = "churn_connector.explain"
 TIMESTAMPS_KEY = "churn_connector.timestamps"
 OWNERS_KEY = "churn_connector.frame_check_columns"
-REPEATED = "repeated"  # a cell's problem is a key named twice (check repeated_key)
 
 
 def message(text: str) -> Explain:
@@ -182,46 +183,56 @@ class SchemaBuilder:
         """``hand_over``: leave JSON texts' sorted members for a wire step that takes them.
 
         Two checks: ``<name>_json`` (an exact JSON object) and ``repeated_key`` (no object
-        names a key twice). The first computes both verdicts of a text column in one pass
-        and leaves the second's for it, found by the column's values (pandera gives each
-        check a new Series of the same array; an object column's is made afresh, and is
-        then checked again)."""
+        names a key twice). The first computes both verdicts in one pass and leaves the
+        second's for it: pandera runs a column's checks one after the other in one thread,
+        each on a new Series of the column (a copy without its nulls when it has some), so
+        the verdicts are left per thread and taken by the Series of the same name and rows."""
         tz = self.rules
-        last: list[tuple[Any, np.ndarray]] = []  # (the column's array, its repeats), once
+        left = threading.local()  # .last: (the Series, its repeats), the first check's
 
         def ok(s: pd.Series) -> pd.Series:
+            left.last = None
             texts = _columns.text_objects(s, name, tz, hand_over=hand_over)
-            last.clear()
             if texts is not None:
-                last.append((s.array, texts.repeated))
-                return pd.Series(texts.ok, index=s.index)
-            bad = _columns.struct_problems(s, tz)
-            if bad is None:
-                return _columns.elementwise(s, lambda v: _problem(v, name) in (None, REPEATED))
-            last.append((s.array, np.zeros(len(s), dtype=bool)))  # a struct cannot repeat a field
-            out = np.ones(len(s), dtype=bool)
-            out[bad] = False
-            return pd.Series(out, index=s.index)
+                good, repeated = texts.ok, texts.repeated
+            else:
+                bad = _columns.struct_problems(s, tz)
+                if bad is None:
+                    good, repeated = _verdicts(s)
+                else:
+                    good = np.ones(len(s), dtype=bool)
+                    good[bad] = False
+                    repeated = np.zeros(len(s), dtype=bool)  # a struct cannot repeat a field
+            left.last = (s, repeated)
+            return pd.Series(good, index=s.index)
 
         def unique_keys(s: pd.Series) -> pd.Series:
-            found = last.pop() if last else None
-            if found is not None and found[0] is s.array:
-                return pd.Series(~found[1], index=s.index)
-            texts = _columns.text_objects(s, name, tz)
-            if texts is not None:
-                return pd.Series(~texts.repeated, index=s.index)
-            if _columns.struct_problems(s, tz) is not None:
-                return pd.Series(True, index=s.index)  # a struct cannot repeat a field
-            return _columns.elementwise(s, lambda v: _problem(v, name) is not REPEATED)
+            found: tuple[pd.Series, np.ndarray] | None = getattr(left, "last", None)
+            left.last = None
+            if found is None or not _same_rows(found[0], s):
+                ok(s)  # not this column's verdicts (never so under pandera): made afresh
+                found = left.last
+                left.last = None
+            assert found is not None
+            return pd.Series(~found[1], index=s.index)
 
-        def _problem(value: Any, path: str) -> str | None:
-            try:
-                object_value(value, path, tz)
-            except RepeatedKeyError:
-                return REPEATED
-            except Exception:
-                return "invalid"
-            return None
+        def _verdicts(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+            good = np.ones(len(s), dtype=bool)
+            repeated = np.zeros(len(s), dtype=bool)
+            values = (
+                _columns.values_of(s)
+                if isinstance(s.dtype, pd.ArrowDtype)
+                else s.to_numpy(dtype=object)
+            )
+            for i, v in enumerate(values):
+                if not is_missing(v):
+                    try:
+                        object_value(v, name, tz)
+                    except RepeatedKeyError:
+                        repeated[i] = True
+                    except Exception:  # any failure is this cell's, never the table's
+                        good[i] = False
+            return good, repeated
 
         return pa.Column(
             nullable=True,
@@ -298,6 +309,11 @@ class SchemaBuilder:
                 self.add("repeated_key", unique_keys, self.repeated_key_message),
             ],
         )
+
+
+def _same_rows(a: pd.Series, b: pd.Series) -> bool:
+    """The same column's rows: its name, and the row labels in order."""
+    return a.name == b.name and len(a) == len(b) and a.index.equals(b.index)
 
 
 def _to_json(value: Any, path: str, rules: ValueRules) -> Any:
