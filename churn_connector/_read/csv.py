@@ -38,6 +38,7 @@ ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: (check,
 _UNREAD = object()  # no batch read ahead
 _NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
+_AFTER_LINE_END = re.compile(rb"(?<=\n)|(?<=\r)(?!\n)")
 
 
 def _newlines(data: bytes) -> int:
@@ -129,11 +130,21 @@ def _python_codec(encoding: str) -> str:
 
 
 def _decoded_lines(raw: Any, encoding: str) -> Iterator[str]:
-    # line by line, so a bad byte further down is not blamed on the header
+    """The text's lines, each with its ending: ``\n``, ``\r\n`` or a lone ``\r`` (Excel
+    for Mac's "CSV (Macintosh)"), as pyarrow splits the rows; decoded line by line, so a
+    bad byte further down is not blamed on the header."""
     lines = io.BufferedReader(raw, buffer_size=1 << 16)
     decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
-    while line := lines.readline():
-        yield decoder.decode(line)
+    rest = b""
+    # at most 64 KiB at a time: a file whose lines end in \r alone has no \n to stop at
+    while chunk := lines.readline(1 << 16):
+        if chunk.endswith(b"\r") and lines.peek(1)[:1] == b"\n":
+            chunk += lines.read(1)
+        *ended, rest = _AFTER_LINE_END.split(rest + chunk)
+        for line in ended:
+            yield decoder.decode(line)
+    if rest:
+        yield decoder.decode(rest)
 
 
 def _header(
@@ -230,6 +241,10 @@ def read_csv(
         codec_read = "utf-8-sig" if utf8 else codec
         return _ends_inside_quote(path, line, codec_read, delimiter, text.quote, text.escape)
 
+    def opens(row_text: str) -> bool:
+        assert text.quote is not None
+        return _open_quote(row_text, delimiter, text.quote, text.escape)
+
     produced = False
     following: object = _UNREAD  # a batch, None (the end), or _UNREAD
     try:
@@ -262,6 +277,7 @@ def read_csv(
                 text.columns,
                 apart,
                 unclosed if final else None,
+                opens if text.quote is not None else None,
             )
             for frame in frames:
                 produced = True
@@ -363,11 +379,13 @@ def _frames(
     columns: Sequence[str] | None,
     apart: bool,  # noqa: FBT001 - see _cell_newlines
     unclosed: Callable[[int], bool] | None = None,
+    opens: Callable[[str], bool] | None = None,
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled.
 
     ``unclosed``: given when this is the file's last batch; it says whether the record that
-    starts on a line is still inside a quoted cell when the file ends."""
+    starts on a line is still inside a quoted cell when the file ends. ``opens``: whether a
+    ragged record's text leaves a quote open (then it ran to the end of the file)."""
     nvalid = batch.num_rows
     # the parser may read ahead: take the ragged records that fall inside this batch's range
     pending = sorted(ragged, key=lambda r: r.number)
@@ -392,12 +410,7 @@ def _frames(
     take = np.full(total, -1, dtype=np.int64)
     take[~is_bad] = np.arange(nvalid)
     problems = {
-        int(p): (
-            "line_cells",
-            f"line {int(first_line[p])} has {r.actual_columns} cells but "
-            f"{'columns= names' if columns else 'the header has'} {r.expected_columns}: a "
-            "missing or extra delimiter, or an unquoted one",
-        )
+        int(p): _ragged_problem(r, int(first_line[p]), columns, opens)
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
     }
     if unclosed is not None and not ragged and total and not is_bad[-1]:
@@ -422,6 +435,27 @@ def _frames(
         if where:
             frame.attrs[ROW_PROBLEMS] = where
         yield frame
+
+
+def _ragged_problem(
+    row: Any, line: int, columns: Sequence[str] | None, opens: Callable[[str], bool] | None
+) -> tuple[str, str]:
+    """A record pyarrow could not split into the header's cells: a missing or extra
+    delimiter, or a quoted cell never closed (its text then runs to the end of the file)."""
+    if opens is not None and opens(row.text):
+        after = _newlines(row.text.encode())
+        swallowed = f"; the {after} line(s) after it were read into that cell" if after else ""
+        return (
+            "quote_closed",
+            f"line {line}: a quoted cell is never closed, the file ends inside it (a stray "
+            f"quote, or a file cut short){swallowed}",
+        )
+    return (
+        "line_cells",
+        f"line {line} has {row.actual_columns} cells but "
+        f"{'columns= names' if columns else 'the header has'} {row.expected_columns}: a "
+        "missing or extra delimiter, or an unquoted one",
+    )
 
 
 def _last_cell_breaks(batch: pa.RecordBatch) -> bool:

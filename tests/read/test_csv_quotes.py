@@ -115,3 +115,21 @@ def test_cells_written_by_the_csv_module_are_never_open(cells: list[str]) -> Non
     # cut inside the last quoted cell (before its closing quote): open
     if written.endswith('"\n') and len(cells[-1]) > 0:
         assert _open_quote(written[:-2], ",", '"', None)
+
+
+def test_an_open_quote_in_an_earlier_column_is_named_for_what_it_is(
+    now: pd.Timestamp, when: str, tmp_path: Path
+) -> None:
+    text = HEADER + f'a,"login,{when},pro\nb,login,{when},free\nc,login,{when},team\n'
+    report = cc.validate_events(write(tmp_path / "stray.csv", text), now=now)
+    failure = report.failures.iloc[0]
+    assert (failure["row"], failure["check"]) == (2, "quote_closed")
+    assert "the 2 line(s) after it were read into that cell" in failure["message"]
+
+
+def test_a_line_short_of_a_cell_is_still_line_cells(
+    now: pd.Timestamp, when: str, tmp_path: Path
+) -> None:
+    text = HEADER + f"a,login,{when}\nb,login,{when},free\n"
+    report = cc.validate_events(write(tmp_path / "short.csv", text), now=now)
+    assert list(report.failures["check"]) == ["line_cells"]
