@@ -114,7 +114,7 @@ def spelled(value: Any, space: str, *, escaped: bool) -> str:
     return orjson.dumps(value).decode()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(objects=st.lists(OBJECTS, min_size=1, max_size=5), space=SPACE, escaped=st.booleans())
 def test_texts_with_distinct_keys_read_as_before(
     *, objects: list[dict[str, Any]], space: str, escaped: bool
@@ -135,7 +135,7 @@ def test_texts_with_distinct_keys_read_as_before(
     ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(OBJECTS, min_size=1, max_size=4), st.data(), SPACE)
 def test_a_key_repeated_anywhere_is_always_refused(
     objects: list[dict[str, Any]], data: st.DataObject, space: str
@@ -158,7 +158,7 @@ def test_a_key_repeated_anywhere_is_always_refused(
     assert found.ok.all()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(OBJECTS, SPACE), min_size=1, max_size=5))
 def test_names_counted_for_many_lines_at_once_are_each_lines_count(
     objects: list[tuple[dict[str, Any], str]],
