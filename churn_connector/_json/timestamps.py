@@ -114,26 +114,79 @@ def _text(arr: pa.Array, tz: str | None, unit: str | None) -> tuple[np.ndarray, 
 
 def _wire_spelled(arr: pa.Array) -> np.ndarray | None:
     """The epoch ms of a column whose every text is spelled as the wire spells instants
-    (``YYYY-MM-DDTHH:MM:SS.mmmZ``, what most exports write), read by Arrow's ISO 8601 cast
-    and proved by spelling each result back: equal bytes mean the one instant the grammar
-    reads there. None when any text is spelled otherwise (the general parser then runs)."""
+    (``YYYY-MM-DDTHH:MM:SS.mmmZ``, what most exports write) or as that local time with an
+    offset (``YYYY-MM-DDTHH:MM:SS.mmm+02:00``), in any mix, read by Arrow's ISO 8601 cast
+    and proved by spelling each result back: the result plus the offset written in the
+    text must spell the text's local time byte for byte, and equal bytes mean the one
+    instant the grammar reads there. None when any text is spelled otherwise (the general
+    parser then runs)."""
     n = len(arr)
     large = pa.types.is_large_string(arr.type)
     if n == 0 or arr.null_count or not (large or pa.types.is_string(arr.type)):
         return None
     width = np.int64 if large else np.int32
     offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset : arr.offset + n + 1]
-    if int(offsets[-1] - offsets[0]) != 24 * n or not (np.diff(offsets) == 24).all():
-        return None
+    lengths = np.diff(offsets)
+    utc = lengths == _WIRE_LEN
+    zone_ms = None
+    if utc.all():  # one spelling, one stride: the texts are an (n, 24) view of the bytes
+        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+        texts = data.reshape(n, _WIRE_LEN)
+    else:
+        zoned = _zoned(arr, offsets, utc, lengths == _ZONED_LEN)
+        if zoned is None:
+            return None
+        texts, zone_ms = zoned
     try:
         ms: np.ndarray = pc.cast(arr, pa.timestamp("ms", "UTC")).cast(pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    spelled = ms_text(ms)
-    texts = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-    if spelled is None or not np.array_equal(spelled.reshape(-1), texts):
+    spelled = ms_text(ms if zone_ms is None else ms + zone_ms)
+    if spelled is None or not np.array_equal(spelled[:, : texts.shape[1]], texts):
         return None
     return ms
+
+
+_WIRE_LEN, _LOCAL_LEN, _ZONED_LEN = 24, 23, 29  # ...00.123Z, ...00.123, ...00.123+02:00
+_Z, _PLUS, _MINUS, _COLON = 90, 43, 45, 58
+
+
+def _zoned(
+    arr: pa.Array, offsets: np.ndarray, utc: np.ndarray, zoned: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a column of 24-byte texts ending in ``Z`` and 29-byte ones ending in ``±HH:MM``:
+    (the first 23 bytes of each as an (n, 23) array, the offset in ms of each, 0 for
+    ``Z``). None when a length or a zone is anything else, or an offset is one the general
+    parser refuses (hours above 23, minutes above 59; ``-00:00`` is UTC to it, and here)."""
+    if not (utc | zoned).all():
+        return None
+    binary = pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary()
+    local = pc.binary_slice(arr.view(binary), 0, _LOCAL_LEN)  # one copy, 23 bytes a text
+    local_offsets = np.frombuffer(local.buffers()[1], dtype=offsets.dtype)
+    local_offsets = local_offsets[local.offset : local.offset + len(arr) + 1]
+    if int(local_offsets[-1] - local_offsets[0]) != _LOCAL_LEN * len(arr):
+        return None  # slices are at most 23 bytes: this total means all are; always so here
+    local_bytes = np.frombuffer(local.buffers()[2], dtype=np.uint8)
+    texts = local_bytes[local_offsets[0] : local_offsets[-1]].reshape(-1, _LOCAL_LEN)
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)
+    starts = offsets[:-1].astype(np.int64) + _LOCAL_LEN
+    if not (data[starts[utc]] == _Z).all():
+        return None
+    zone = data[starts[zoned, None] + np.arange(_ZONED_LEN - _LOCAL_LEN)]  # (k, 6): ±HH:MM
+    digits = zone[:, [1, 2, 4, 5]].astype(np.int64) - 48
+    sign = zone[:, 0]
+    if not (
+        ((sign == _PLUS) | (sign == _MINUS)).all()
+        and (zone[:, 3] == _COLON).all()
+        and ((digits >= 0) & (digits <= 9)).all()
+    ):
+        return None
+    hours, minutes = digits[:, 0] * 10 + digits[:, 1], digits[:, 2] * 10 + digits[:, 3]
+    if (hours > 23).any() or (minutes > 59).any():
+        return None
+    zone_ms = np.zeros(len(arr), dtype=np.int64)
+    zone_ms[zoned] = np.where(sign == _MINUS, -60_000, 60_000) * (hours * 60 + minutes)
+    return texts, zone_ms
 
 
 def _string_array(values: list[str]) -> tuple[pa.Array, np.ndarray]:
@@ -321,8 +374,29 @@ def _same_values(a: pd.Series, b: pd.Series) -> bool:
 
 _T2 = np.array([[48 + i // 10, 48 + i % 10] for i in range(100)], dtype=np.uint8)
 _T3 = np.array([[48 + i // 100, 48 + i // 10 % 10, 48 + i % 10] for i in range(1000)], np.uint8)
-_MS_PER_DAY = 86_400_000
+_MS_PER_DAY, _MS_PER_MINUTE = 86_400_000, 60_000
 _DATE_TABLE_DAYS = 4096  # a span of dates this short is spelled once per date
+
+
+def _time_tables() -> tuple[np.ndarray, np.ndarray]:
+    """``HH:MM:`` of every minute of a day, ``SS.mmmZ`` of every ms of a minute (6- and
+    7-byte items, 0.4 MB): a time of day is two lookups and two copies per instant, where
+    a copy per pair of digits (each a strided copy of 2 or 3 bytes a row) cost ~1,000
+    instructions an instant more."""
+    minute = np.arange(1_440)
+    hm = np.empty((len(minute), 6), dtype=np.uint8)
+    hm[:, 0:2], hm[:, 3:5] = _T2[minute // 60], _T2[minute % 60]
+    hm[:, 2] = hm[:, 5] = 58  # ':'
+    milli = np.arange(_MS_PER_MINUTE)
+    sm = np.empty((len(milli), 7), dtype=np.uint8)
+    sm[:, 0:2], sm[:, 3:6] = _T2[milli // 1000], _T3[milli % 1000]
+    sm[:, 2], sm[:, 6] = 46, 90  # '.', 'Z'
+    return hm.view("V6")[:, 0], sm.view("V7")[:, 0]
+
+
+_HH_MM, _SS_MMM_Z = _time_tables()
+# one spelled instant as its three looked-up parts
+_SPELLED = np.dtype({"names": ["date", "hm", "smz"], "formats": ["V11", "V6", "V7"]})
 
 
 def ms_text(ms: np.ndarray) -> np.ndarray | None:
@@ -333,24 +407,18 @@ def ms_text(ms: np.ndarray) -> np.ndarray | None:
         return None
     days, rem = np.divmod(ms, _MS_PER_DAY)
     out = np.empty((n, 24), dtype=np.uint8)
+    parts = out.view(_SPELLED)[:, 0]
     lo = int(days.min()) if n else 0
     span = int(days.max()) - lo + 1 if n else 0
     if span <= _DATE_TABLE_DAYS:  # typical: a few weeks of events -> each date spelled once
-        table = np.empty((span, 24), dtype=np.uint8)
+        table = np.empty((span, 11), dtype=np.uint8)
         _civil(table, np.arange(lo, lo + span))
-        out[:, :11] = table[days - lo, :11]
+        parts["date"] = table.view("V11")[:, 0][days - lo]
     else:
         _civil(out, days)
-    secs, milli = np.divmod(rem, 1000)
-    mins, sec = np.divmod(secs, 60)
-    hour, minute = np.divmod(mins, 60)
-    out[:, 11:13] = _T2[hour]
-    out[:, 14:16] = _T2[minute]
-    out[:, 17:19] = _T2[sec]
-    out[:, 20:23] = _T3[milli]
-    out[:, 13] = out[:, 16] = 58  # ':'
-    out[:, 19] = 46  # '.'
-    out[:, 23] = 90  # 'Z'
+    minute, milli = np.divmod(rem, _MS_PER_MINUTE)
+    parts["hm"] = _HH_MM[minute]
+    parts["smz"] = _SS_MMM_Z[milli]
     return out
 
 

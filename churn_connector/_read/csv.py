@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import io
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -32,119 +31,26 @@ import pyarrow.csv as pacsv
 from .._core.exceptions import InputError
 from .arrow import arrow_to_pandas
 from .compression import open_stream
+from .csv_bytes import (
+    HELD,
+    EscapedNulls,
+    Lines,
+    decoded_lines,
+    ends_inside_quote,
+    escaped_marker,
+    newlines,
+    open_quote,
+    unhold,
+)
 from .text import TextFormat
 
 ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: (check, message)}
 _UNREAD = object()  # no batch read ahead
-_NEWLINE_THEN_NEWLINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?=[\r\n])")
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
-_AFTER_LINE_END = re.compile(rb"(?<=\n)|(?<=\r)(?!\n)")
-
-
-def _newlines(data: bytes) -> int:
-    if b"\r" not in data:  # most files: a memchr, then one counting pass
-        return data.count(b"\n")
-    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
-
-
-def _may_hold_blank_line(data: bytes) -> bool:
-    """A newline followed by another (what _NEWLINE_THEN_NEWLINE finds) is one of these
-    three pairs somewhere (CRLF then CR or LF holds LF-CR or LF-LF): a substring search,
-    so the regular expression only walks the rare chunk with a blank line in it."""
-    if b"\r" not in data:  # a memchr: then one pair is possible, one search finds it
-        return b"\n\n" in data
-    return b"\n\n" in data or b"\n\r" in data or b"\r\r" in data
-
-
-class _Lines(io.RawIOBase):
-    """The byte stream handed to pyarrow, watched on the way.
-
-    It never ends a chunk in ``\\r`` (the byte waits for the next chunk), so no CRLF
-    straddles two of pyarrow's blocks: pyarrow 26 drops the ``\\n`` of a quoted CRLF that
-    does (apache/arrow#51368). It also notes which physical lines are empty, so an empty
-    line can be told from a line of empty cells, which parse alike.
-    """
-
-    def __init__(self, raw: Any, escape: str | None = None) -> None:
-        self.raw = raw
-        self.escape = escape.encode() if escape is not None else None
-        self.held = b""
-        self.newlines = 0
-        self.after_newline = False
-        self.blank: set[int] = set()
-        self.eof = False  # every byte of the file was handed on (or is held)
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        want = size if size is None or size < 0 else max(size - len(self.held), 1)
-        read: bytes = self.raw.read(want)
-        self.eof = self.eof or not read
-        data = self.held + read
-        self.held = b""
-        if data and not data.endswith(b"\n"):
-            more = self.raw.read(1)
-            self.eof = self.eof or not more
-            if not more and not data.endswith(b"\r"):
-                # the last line lacks its newline: pyarrow cannot read a lone header so
-                data += b"\n"
-            elif more and data.endswith(b"\r"):
-                data, self.held = data[:-1], b"\r" + more
-            else:
-                self.held = more
-        self._watch(data)
-        return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def _watch(self, data: bytes) -> None:
-        if not data:
-            return
-        if self.after_newline and data[:1] in (b"\n", b"\r"):
-            self.blank.add(self.newlines + 1)
-        seen, done = self.newlines, 0
-        matches = _NEWLINE_THEN_NEWLINE.finditer(data) if _may_hold_blank_line(data) else ()
-        for match in matches:
-            seen += _newlines(data[done : match.end()])
-            done = match.end()
-            if not self._escaped(data, match.start()):
-                self.blank.add(seen + 1)  # the line after this newline is empty
-        self.newlines += _newlines(data)
-        ends = data.endswith((b"\n", b"\r"))
-        self.after_newline = ends and not self._escaped(data, len(data) - 1)
-
-    def _escaped(self, data: bytes, at: int) -> bool:
-        """The byte at ``at`` follows an escape (so an escaped newline ends no line)."""
-        if self.escape is None:
-            return False
-        run = len(data[:at]) - len(data[:at].rstrip(self.escape))
-        return run % 2 == 1
 
 
 def _python_codec(encoding: str) -> str:
     return codecs.lookup(encoding).name
-
-
-def _decoded_lines(raw: Any, encoding: str) -> Iterator[str]:
-    """The text's lines, each with its ending: ``\n``, ``\r\n`` or a lone ``\r`` (Excel
-    for Mac's "CSV (Macintosh)"), as pyarrow splits the rows; decoded line by line, so a
-    bad byte further down is not blamed on the header."""
-    lines = io.BufferedReader(raw, buffer_size=1 << 16)
-    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
-    rest = b""
-    # at most 64 KiB at a time: a file whose lines end in \r alone has no \n to stop at
-    while chunk := lines.readline(1 << 16):
-        if chunk.endswith(b"\r") and lines.peek(1)[:1] == b"\n":
-            chunk += lines.read(1)
-        *ended, rest = _AFTER_LINE_END.split(rest + chunk)
-        for line in ended:
-            yield decoder.decode(line)
-    if rest:
-        yield decoder.decode(rest)
 
 
 def _header(
@@ -159,7 +65,7 @@ def _header(
     else:
         dialect["quotechar"] = text.quote
     with open_stream(path) as raw:
-        reader = csv.reader(_decoded_lines(raw, encoding), strict=False, **dialect)
+        reader = csv.reader(decoded_lines(raw, encoding), strict=False, **dialect)
         try:
             header = next(reader)
         except StopIteration:
@@ -220,7 +126,7 @@ def read_csv(
     if marker is not None:
         assert text.escape is not None
         source = EscapedNulls(source, text.escape, marker)
-    lines = _Lines(source, text.escape)
+    lines = Lines(source, text.escape)
     state = _Position(record=1 if text.columns else 2, line=header_lines + 1)
     try:
         reader = _open(lines, header, text, delimiter, rows, on_invalid)
@@ -239,11 +145,11 @@ def read_csv(
     def unclosed(line: int) -> bool:
         assert text.quote is not None
         codec_read = "utf-8-sig" if utf8 else codec
-        return _ends_inside_quote(path, line, codec_read, delimiter, text.quote, text.escape)
+        return ends_inside_quote(path, line, codec_read, delimiter, text.quote, text.escape)
 
     def opens(row_text: str) -> bool:
         assert text.quote is not None
-        return _open_quote(row_text, delimiter, text.quote, text.escape)
+        return open_quote(row_text, delimiter, text.quote, text.escape)
 
     produced = False
     following: object = _UNREAD  # a batch, None (the end), or _UNREAD
@@ -289,7 +195,7 @@ def read_csv(
 
 
 def _open(
-    lines: _Lines, header: list[str], text: TextFormat, delimiter: str, rows: int, on_invalid: Any
+    lines: Lines, header: list[str], text: TextFormat, delimiter: str, rows: int, on_invalid: Any
 ) -> Any:
     marker = escaped_marker(text)
     nulls = [HELD if m == marker else m for m in text.null] if text.null is not None else [""]
@@ -397,12 +303,12 @@ def _frames(
     numbers = np.arange(at.record, at.record + total)
     is_bad = np.isin(numbers, np.array([r.number for r in inside], dtype=np.int64))
     spans = np.ones(total, dtype=np.int64)
-    newlines = np.zeros(nvalid, dtype=np.int64)
+    breaks = np.zeros(nvalid, dtype=np.int64)
     for column in batch.columns:
         if _may_break(column):
-            newlines += _cell_newlines(column, apart)
-    spans[~is_bad] += newlines
-    spans[is_bad] += np.array([_newlines(r.text.encode()) for r in inside], dtype=np.int64)
+            breaks += _cell_newlines(column, apart)
+    spans[~is_bad] += breaks
+    spans[is_bad] += np.array([newlines(r.text.encode()) for r in inside], dtype=np.int64)
     first_line = at.line + np.concatenate(([0], np.cumsum(spans)[:-1])).astype(np.int64)
     at.record += total
     at.line += int(spans.sum())
@@ -443,7 +349,7 @@ def _ragged_problem(
     """A record pyarrow could not split into the header's cells: a missing or extra
     delimiter, or a quoted cell never closed (its text then runs to the end of the file)."""
     if opens is not None and opens(row.text):
-        after = _newlines(row.text.encode())
+        after = newlines(row.text.encode())
         swallowed = f"; the {after} line(s) after it were read into that cell" if after else ""
         return (
             "quote_closed",
@@ -475,107 +381,3 @@ def _unclosed_message(batch: pa.RecordBatch, line: int, end: int) -> str:
         f"line {line}: the quoted cell of column {column!r} is never closed, the file ends "
         f"inside it (a stray quote, or a file cut short){swallowed}"
     )
-
-
-def _ends_inside_quote(
-    path: Path, line: int, encoding: str, delimiter: str, quote: str, escape: str | None
-) -> bool:
-    """Whether the record that starts on ``line`` leaves a quoted cell open at the end of
-    the file, read as pyarrow reads it (the file is read again from that line: only the
-    rare last record whose last cell ends in a line break is looked at)."""
-    with open_stream(path) as raw:
-        lines = _decoded_lines(raw, encoding)
-        for _ in range(line - 1):
-            if next(lines, None) is None:
-                return False
-        rest = "".join(lines)
-    return _open_quote(rest, delimiter, quote, escape)
-
-
-def _open_quote(text: str, delimiter: str, quote: str, escape: str | None) -> bool:
-    """pyarrow's reading of CSV text: a quote opens a cell only at the cell's start, a
-    doubled quote inside is one quote, the escape character takes the next one as it is,
-    and a closing quote may be followed by more of the cell. True: the text ends inside
-    a quoted cell."""
-    i, n, start = 0, len(text), True
-    while i < n:
-        c = text[i]
-        if start and c == quote:
-            i += 1
-            while True:  # inside the quotes: jump from quote to quote
-                j = text.find(quote, i)
-                k = text.find(escape, i, j if j >= 0 else n) if escape else -1
-                if k >= 0:
-                    i = k + 2
-                    continue
-                if j < 0:
-                    return True
-                if text.startswith(quote, j + 1):
-                    i = j + 2
-                    continue
-                i = j + 1
-                break
-            start = False
-            continue
-        if escape and c == escape:
-            i += 2
-            start = False
-            continue
-        start = c == delimiter or c in "\r\n"
-        i += 1
-    return False
-
-
-# ------------------------------------------------------------------------------------------
-# Escaped null markers: ``\N`` read as written, before pyarrow unescapes it.
-
-# stands for an escaped null marker (``\\N``) until pyarrow has parsed the cells: pyarrow
-# unescapes before it compares cells with null markers, which would read ``\\N`` as "N"
-HELD = "\uffff"
-HELD_BYTES = HELD.encode()
-
-
-class EscapedNulls(io.RawIOBase):
-    """The bytes with each escaped null marker (``\\N``, the escape not itself escaped)
-    replaced by ``HELD``, never split across two reads."""
-
-    def __init__(self, raw: Any, escape: str, marker: str) -> None:
-        self.raw = raw
-        self.escape = escape.encode()
-        self.letter = marker[1:].encode()
-        self.pattern = re.compile(re.escape(self.escape) + b"(.)", re.DOTALL)
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        data: bytes = self.raw.read(size)
-        while data and (len(data) - len(data.rstrip(self.escape))) % 2:
-            more = self.raw.read(1)
-            if not more:
-                break
-            data += more
-        if HELD_BYTES in data:
-            raise ValueError("the file holds U+FFFF, which is not text: it cannot be read")
-        return self.pattern.sub(self._swap, data)
-
-    def _swap(self, match: re.Match[bytes]) -> bytes:
-        return HELD_BYTES if match.group(1) == self.letter else match.group(0)
-
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
-
-
-def escaped_marker(text: TextFormat) -> str | None:
-    """The null marker that starts with the escape character (``\\N``), if any."""
-    if text.escape is None or text.null is None:
-        return None
-    return next((m for m in text.null if m.startswith(text.escape)), None)
-
-
-def unhold(batch: pa.RecordBatch, marker: str) -> pa.RecordBatch:
-    """Inside a longer cell, an escaped marker letter is that letter (as pyarrow reads any
-    escaped character)."""
-    columns = [pc.replace_substring(c, HELD, marker[1:]) for c in batch.columns]
-    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)

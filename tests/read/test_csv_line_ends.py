@@ -10,7 +10,8 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._read.compression import open_stream
-from churn_connector._read.csv import _decoded_lines, _header
+from churn_connector._read.csv import _header
+from churn_connector._read.csv_bytes import decoded_lines
 from churn_connector._read.text import TextFormat
 
 
@@ -48,4 +49,4 @@ def test_a_crlf_split_by_a_read_ends_one_line(tmp_path: Path) -> None:
     path = tmp_path / "edge.csv"
     path.write_bytes(f"{first}\r\n1,2\r\n".encode())
     with open_stream(path) as raw:
-        assert list(_decoded_lines(raw, "utf-8")) == [f"{first}\r\n", "1,2\r\n"]
+        assert list(decoded_lines(raw, "utf-8")) == [f"{first}\r\n", "1,2\r\n"]

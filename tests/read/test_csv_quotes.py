@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._cli import main
-from churn_connector._read.csv import _open_quote
+from churn_connector._read.csv_bytes import open_quote
 
 HEADER = "external_user_id,event_type,occurred_at,properties.plan\n"
 
@@ -101,8 +101,8 @@ def test_the_cli_exits_1_and_names_the_line(
 
 
 def test_an_escaped_quote_does_not_close_the_cell() -> None:
-    assert _open_quote('a,"x\\"\n', ",", '"', "\\")
-    assert not _open_quote('a,"x\\""\n', ",", '"', "\\")
+    assert open_quote('a,"x\\"\n', ",", '"', "\\")
+    assert not open_quote('a,"x\\""\n', ",", '"', "\\")
 
 
 @settings(max_examples=200, deadline=None)
@@ -111,10 +111,10 @@ def test_cells_written_by_the_csv_module_are_never_open(cells: list[str]) -> Non
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerow(cells)
     written = out.getvalue()
-    assert not _open_quote(written, ",", '"', None)
+    assert not open_quote(written, ",", '"', None)
     # cut inside the last quoted cell (before its closing quote): open
     if written.endswith('"\n') and len(cells[-1]) > 0:
-        assert _open_quote(written[:-2], ",", '"', None)
+        assert open_quote(written[:-2], ",", '"', None)
 
 
 def test_an_open_quote_in_an_earlier_column_is_named_for_what_it_is(

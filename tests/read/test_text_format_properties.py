@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 
 from churn_connector._read import ReadSpec, TextFormat, iter_frames
-from churn_connector._read.csv import EscapedNulls
+from churn_connector._read.csv_bytes import EscapedNulls
 
 VALUES = st.one_of(st.none(), st.text(alphabet="ab|\\\nN\r,\"'", max_size=6))
 ROWS = st.lists(st.tuples(VALUES, VALUES), min_size=1, max_size=12)
