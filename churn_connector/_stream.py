@@ -25,6 +25,7 @@ from ._core.types import Kind, Note, RowState
 from ._json import parsed as _parsed
 from ._read.csv import ROW_PROBLEMS
 from ._read.fingerprint import Fingerprinter
+from ._read.ndjson import ROW_REPEATS
 from ._read.text import DEFAULT_TEXT
 from ._validate.pandera import pa
 from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
@@ -141,6 +142,13 @@ class SliceStream:
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
         broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
+        repeats: dict[int, tuple[str, str, str]] = df.attrs.get(ROW_REPEATS, {})
+        if repeats:
+            # an NDJSON line that names a key twice: read last-one-wins, so its values are
+            # a guess; refused by name, whatever its other checks found
+            for p, (column, key, text) in sorted(repeats.items()):
+                self.failures.fail(start + p, column, "repeated_key", key, text, state=None)
+            result.invalid[list(repeats)] = True
         if broken:
             # a line the reader could not split into the header's cells: its own failure,
             # not the empty-cell failures of the placeholder row that keeps its place
@@ -195,9 +203,11 @@ def batches(stream: Stream, slices: Iterable[pd.DataFrame] | None = None) -> Ite
 def _split(df: pd.DataFrame, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The first ``n`` rows and the rest, each with the reader's notes on its own rows."""
     head, rest = df.iloc[:n], df.iloc[n:]
-    broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
-    head.attrs = {**df.attrs, ROW_PROBLEMS: {p: t for p, t in broken.items() if p < n}}
-    rest.attrs = {**df.attrs, ROW_PROBLEMS: {p - n: t for p, t in broken.items() if p >= n}}
+    head.attrs, rest.attrs = dict(df.attrs), dict(df.attrs)
+    for key in (ROW_PROBLEMS, ROW_REPEATS):
+        by_row: dict[int, Any] = df.attrs.get(key, {})
+        head.attrs[key] = {p: t for p, t in by_row.items() if p < n}
+        rest.attrs[key] = {p - n: t for p, t in by_row.items() if p >= n}
     return head, rest
 
 

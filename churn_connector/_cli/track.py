@@ -30,6 +30,9 @@ from .._core.exceptions import (
     TransportError,
 )
 from .._core.types import ExitCode
+from .._json.repeats import repeat_in
+from .._json.values import repeated_text_key
+from .._read.ndjson import repeat_of
 from .._track.handles import TrackHandle
 from .options import add_client_arguments, client_options
 
@@ -79,7 +82,7 @@ def add_track_parser(sub: Any, add_verbosity: Any) -> None:
 def _properties(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if args.properties is not None:
-        parsed = _json(args.properties, "--properties")
+        parsed = _json(args.properties, "--properties", "properties")
         if not isinstance(parsed, dict):
             raise ConfigurationError("--properties must be a JSON object")
         out.update(parsed)
@@ -88,15 +91,27 @@ def _properties(args: argparse.Namespace) -> dict[str, Any]:
         key, _, value = item.partition(":=" if typed else "=")
         if not key or (not typed and "=" not in item):
             raise ConfigurationError(f"--property {item!r}: write KEY=VALUE or KEY:=JSON")
-        out[key] = _json(value, f"--property {key}") if typed else value
+        out[key] = _json(value, f"--property {key}", f"properties.{key}") if typed else value
     return out
 
 
-def _json(text: str, where: str) -> Any:
+def _json(text: str, where: str, path: str) -> Any:
+    """The JSON value of an option; a text that names a key twice in one object makes the
+    event invalid (check ``repeated_key``, as for the same text in a file)."""
     try:
-        return orjson.loads(text)
+        parsed = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise ConfigurationError(f"{where}: not JSON ({exc})") from None
+    found = repeat_in(text, parsed)
+    if found is not None:
+        reason = repeated_text_key(path, found.where, found.key)
+        raise DataValidationError(
+            f"the event is invalid and was not sent: repeated_key: {where}: {reason}",
+            n_invalid=1,
+            n_rows=1,
+            checks=("repeated_key",),
+        )
+    return parsed
 
 
 def run_track(args: argparse.Namespace) -> int:
@@ -110,8 +125,8 @@ def run_track(args: argparse.Namespace) -> int:
     options = {"naive_timezone": args.naive_timezone, "namespace": args.namespace}
     if args.ndjson is not None:
         return _ndjson(client, args, options)
-    context = None if args.context is None else _json(args.context, "--context")
     try:
+        context = None if args.context is None else _json(args.context, "--context", "context")
         result = client.track(
             args.user,
             args.event_type,
@@ -190,6 +205,9 @@ def _event(line: str) -> dict[str, Any]:
         raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(parsed, dict):
         raise ValueError("each line must be one JSON object (an event)")
+    repeat = repeat_of(line, parsed)
+    if repeat is not None:  # as a file's line: refused by name, never read last-one-wins
+        raise ValueError(f"repeated_key: {repeat[2]}")
     unknown = sorted(set(parsed) - set(_FIELDS))
     if unknown:
         raise ValueError(f"unknown key(s) {unknown}: an event has {', '.join(_FIELDS)}")

@@ -44,7 +44,7 @@ def from_text(name: str, value: Any, hint: Any, where: str) -> Any:
         if float in kinds:
             return float(text)
         if Mapping in kinds:
-            parsed = json.loads(text)
+            parsed = json.loads(text, object_pairs_hook=_unique)
             if not isinstance(parsed, dict):
                 raise ValueError(text)
             return parsed
@@ -55,9 +55,31 @@ def from_text(name: str, value: Any, hint: Any, where: str) -> Any:
                     raise ValueError(text)
                 return items
             return [item.strip() for item in text.split(",") if item.strip()]
+    except _RepeatedKey as exc:
+        raise ConfigurationError(
+            f"{where} {name!r}: repeated_key: {value!r} names the key {exc.key!r} twice in one "
+            "object: which value is meant is a guess; keep the key once"
+        ) from None
     except ValueError:
         raise ConfigurationError(f"{where} {name!r}: cannot read {value!r} as {hint}") from None
     return text
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of option text, refused when it names a key twice (RFC 8259 leaves the
+    value to each reader: ``{"a": "int64", "a": "str"}`` is a guess either way)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
 
 
 def keyword_from_text(name: str, value: Any, hint: Any, where: str) -> Any:

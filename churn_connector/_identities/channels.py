@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._core.types import CHANNELS, BlankConsent
+from .._json.repeats import repeat_in
 from .._json.values import is_missing
 from .consent import Consent, Marks, consent_marks, decide
 from .options import (
@@ -221,14 +222,26 @@ class _NotJson:
         self.reason = reason
 
 
+class _Repeated:
+    """JSON text that names a key twice in one item: its items would be a guess, so it has
+    none; check ``repeated_key`` refuses it (the others pass it)."""
+
+
 def channels_cell(value: Any) -> Any:
     """A ``channels`` cell as items: JSON text (CSV exports) is read like ``traits``."""
     if not isinstance(value, str):
         return value
     try:
-        return orjson.loads(value)
+        parsed = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         return _NotJson(str(exc))
+    return _Repeated() if repeat_in(value, parsed) is not None else parsed
+
+
+def channels_repeat(value: Any) -> bool:
+    """A ``channels`` cell of JSON text that names a key twice in one item (check
+    ``repeated_key``): ``{"channel": "email", "channel": "sms"}`` is a guess either way."""
+    return isinstance(channels_cell(value), _Repeated)
 
 
 def channels_problems(value: Any) -> list[str]:
@@ -247,6 +260,8 @@ def channels_shape(value: Any) -> str | None:
     value = channels_cell(value)
     if isinstance(value, _NotJson):
         return f"channels is text but not valid JSON ({value.reason})"
+    if isinstance(value, _Repeated):
+        return None  # repeated_key's
     if not is_list(value):
         return f"channels must be a list of channel items, got {type(value).__name__}"
     for i, item in enumerate(value):

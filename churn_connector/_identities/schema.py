@@ -17,6 +17,7 @@ from .channels import (
     FLAG_SPELLINGS,
     blank_cells,
     channels_problems,
+    channels_repeat,
     channels_shape,
     email_addresses,
     flag_values,
@@ -198,6 +199,11 @@ def _channels_column(checks: SchemaBuilder, *, require_consent: bool) -> pa.Colu
                 "channels_item",
                 lambda s: _columns.elementwise(s, lambda v: not channels_problems(v)),
                 lambda c, v: "; ".join(channels_problems(v)),
+            ),
+            checks.add(
+                "repeated_key",
+                lambda s: _columns.elementwise(s, lambda v: not channels_repeat(v)),
+                checks.repeated_key_message,
             ),
         ],
     )

@@ -3,7 +3,9 @@
 A text is *plain* when it is one object whose members are strings without escapes, integers
 of at most 18 digits (so within 64 bits) or booleans: ``{"plan": "pro", "seats": 3}``.
 Spaces and tabs may surround any token; a repeated key is allowed by the form and refused by
-Arrow's reader (the slice then takes the per-text loop, which keeps the last, as orjson).
+Arrow's reader ("Column(/plan) was specified twice in row 0", for the whole read): the slice
+then takes the per-text loop, which finds the texts that repeat a key and refuses them
+(check ``repeated_key``). So reading the texts with Arrow is also the proof that none repeats.
 
 For such a text, orjson's parse can only succeed and give a dict, so matching the form is the
 whole validity check; and its sorted members (what the wire carries) are the same as those
@@ -22,7 +24,7 @@ import pyarrow.json as pjson
 
 from .arrow import BIN, data_bytes, struct_members
 
-__all__ = ["PLAIN", "plain", "plain_members"]
+__all__ = ["PLAIN", "plain", "plain_members", "plain_table"]
 
 _WS = r"[ \t]*"
 _STRING = r'"[^"\\\x00-\x1f]*"'
@@ -46,6 +48,24 @@ def plain_members(texts: pa.Array) -> pa.BinaryArray | None:
     ``dumps(loads(text), option=OPT_SORT_KEYS)[1:-1]``; None when Arrow's reader refuses
     the column (a repeated key, a key holding a number in one text and a string in another)
     or reads a type outside the form."""
+    table = plain_table(texts)
+    if table is None:
+        return None
+    n = len(texts)
+    if table.num_columns == 0:  # only empty objects
+        return pa.array(np.full(n, b"", dtype=object), BIN)
+    struct = pa.StructArray.from_arrays(
+        [column.combine_chunks() for column in table.columns], names=table.column_names
+    )
+    members = struct_members(struct, None, v2=True)  # no nulls, no floats: v1 writes the same
+    assert members is not None
+    return members.cast(BIN)
+
+
+def plain_table(texts: pa.Array) -> pa.Table | None:
+    """Plain texts read by Arrow's JSON reader, a row each; None when the reader refuses
+    them (a key named twice in a text, a key's type differing between texts) or reads a
+    type outside the form. A table is the proof that no text names a key twice."""
     n = len(texts)
     lines = pc.binary_join_element_wise(texts.cast(BIN), b"\n", b"")
     ndjson = data_bytes(lines)
@@ -65,11 +85,4 @@ def plain_members(texts: pa.Array) -> pa.BinaryArray | None:
         return None
     if table.num_rows != n or not all(any(t(f.type) for t in _TYPES) for f in table.schema):
         return None
-    if table.num_columns == 0:  # only empty objects
-        return pa.array(np.full(n, b"", dtype=object), BIN)
-    struct = pa.StructArray.from_arrays(
-        [column.combine_chunks() for column in table.columns], names=table.column_names
-    )
-    members = struct_members(struct, None, v2=True)  # no nulls, no floats: v1 writes the same
-    assert members is not None
-    return members.cast(BIN)
+    return table

@@ -30,6 +30,7 @@ import pandas as pd
 
 from .._core.types import Decimals, IdFormat
 from .._core.words import named, not_json, option
+from .repeats import may_repeat, repeat_in
 from .timestamps import datetime_to_wire
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
@@ -175,23 +176,51 @@ class BadCell:
 
 
 class RepeatedKey:
-    """Stands in for an Arrow map that holds a key twice: a JSON object cannot, and keeping
-    either value would be a guess; reported like any bad value."""
+    """Stands in for an Arrow map that holds a key twice, or for JSON text that names one
+    twice (``where``: the object's path below the text's top): a JSON object cannot, and
+    keeping either value would be a guess; reported like any bad value."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "where")
 
-    def __init__(self, key: Any) -> None:
+    def __init__(self, key: Any, where: str | None = None) -> None:
         self.key = key
+        self.where = where
 
     def __repr__(self) -> str:
+        if self.where is not None:
+            return f"<JSON text naming the key {self.key!r} twice>"
         return f"<a map holding the key {self.key!r} twice>"
 
 
+class RepeatedKeyError(InexactValue):
+    """An object that holds one key twice (check ``repeated_key``): JSON text that repeats a
+    name (RFC 8259: names SHOULD be unique, and readers then disagree on the value), or an
+    Arrow map that repeats a key. Keeping either value would be a guess."""
+
+    def __init__(self, path: str, reason: str, key: str) -> None:
+        super().__init__(path, reason)
+        self.key = key
+
+
 def _repeated(path: str, value: RepeatedKey) -> InexactValue:
-    return InexactValue(
+    if value.where is not None:
+        return repeated_text_key(path, value.where, str(value.key))
+    return RepeatedKeyError(
         path,
         f"the map holds the key {value.key!r} twice (an Arrow map may, a JSON object may "
         "not); keep one value per key",
+        str(value.key),
+    )
+
+
+def repeated_text_key(path: str, where: str, key: str) -> RepeatedKeyError:
+    """The error of JSON text whose object at ``path + where`` names ``key`` twice."""
+    return RepeatedKeyError(
+        path,
+        f"the JSON text names the key {key!r} twice in one object"
+        f"{f' (at {path}{where})' if where else ''}: which value is meant is a guess (RFC "
+        "8259 leaves it to each reader); keep the key once",
+        key,
     )
 
 
@@ -306,8 +335,17 @@ def loads_exact(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
+def refuse_repeats(text: str | bytes, path: str, parsed: Any) -> None:
+    """Raise RepeatedKeyError when JSON ``text`` (parsed as ``parsed``) names a key twice
+    in one of its objects, at any depth."""
+    found = repeat_in(text, parsed)
+    if found is not None:
+        raise repeated_text_key(path, found.where, found.key)
+
+
 def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]:
-    """Parse a JSON-object string strictly (no NaN literals); raise InexactValue otherwise."""
+    """Parse a JSON-object string strictly (no NaN literals, no key named twice in one
+    object); raise InexactValue (RepeatedKeyError for a repeat) otherwise."""
     try:
         exact = _LONG_INT.search(text) is None
         parsed = orjson.loads(text) if exact else loads_exact(text)
@@ -320,11 +358,15 @@ def check_json_string(text: str, path: str, rules: ValueRules) -> dict[str, Any]
         raise InexactValue(path, f"must be a JSON object, got {type(parsed).__name__}")
     if exact and all(type(v) in _FLAT for v in parsed.values()):
         # a flat object as orjson read it is exact already
+        if may_repeat(text, len(parsed)):
+            refuse_repeats(text, path, parsed)
         if rules.v2 and float in map(type, parsed.values()):
             return {k: json_number(v) if type(v) is float else v for k, v in parsed.items()}
         return parsed
     # its nulls were written in the text: data, kept
-    return to_json(parsed, path, rules, nulls=True)  # type: ignore[no-any-return]
+    out = to_json(parsed, path, rules, nulls=True)
+    refuse_repeats(text, path, parsed)  # after to_json: a value too deep is refused for that
+    return out  # type: ignore[no-any-return]
 
 
 def object_value(value: Any, path: str, rules: ValueRules) -> dict[str, Any]:

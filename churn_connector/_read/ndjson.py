@@ -4,6 +4,11 @@ Values keep their JSON types (integers beyond 64 bits included, so that validati
 them); object columns avoid int -> float promotion on nulls. Blank lines are skipped (their
 numbers still count). A line that is not a JSON object stops the read with an InputError
 naming the file and line: nothing after it can be trusted to be what the export meant.
+
+A line that names a key twice in one object (``{"event_type": "a", "event_type": "b"}``, or
+inside ``properties``) is valid JSON whose meaning is a guess (RFC 8259: readers differ): its
+row is refused, check ``repeated_key``, with the column and the key (``ROW_REPEATS``), and
+the rest of the file is read on.
 """
 
 from __future__ import annotations
@@ -13,12 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 
 from .._core.exceptions import InputError
-from .._json.values import loads_exact
+from .._json.repeats import Repeat, first_repeat, key_count, names_per_line, repeat_in
+from .._json.values import loads_exact, repeated_text_key
 from .compression import open_stream
+
+# frame.attrs: {position: (column, key, message)} of the rows whose line names a key twice
+ROW_REPEATS = "churn_connector.row_repeats"
 
 
 def _parse(line: bytes, path: Path, name: str, number: int) -> dict[str, Any]:
@@ -43,8 +53,40 @@ def _parse(line: bytes, path: Path, name: str, number: int) -> dict[str, Any]:
     return record
 
 
+def repeat_of(line: str | bytes, record: dict[str, Any]) -> tuple[str, str, str] | None:
+    """``(column, key, message)`` when the line names a key twice in one object: at the top
+    (the column is the key) or in a member's value (that member's column)."""
+    found = repeat_in(line, record)
+    return None if found is None else _described(found)
+
+
+def _described(found: Repeat) -> tuple[str, str, str]:
+    if found.top is None:
+        message = (
+            f"the line names the key {found.key!r} twice: which value is meant is a guess "
+            "(RFC 8259 leaves it to each reader); keep the key once"
+        )
+        return found.key, found.key, message
+    where = found.where[len(found.top) + 1 :]
+    return found.top, found.key, str(repeated_text_key(found.top, where, found.key))
+
+
+def _repeats(lines: list[bytes], records: list[dict[str, Any]]) -> dict[int, tuple[str, str, str]]:
+    """The records whose line names a key twice, by position: the names each line writes,
+    counted for the whole slice at once, against the names its parse kept; only a line that
+    wrote more is parsed again keeping repeats."""
+    written = names_per_line(lines)
+    out: dict[int, tuple[str, str, str]] = {}
+    for i in np.flatnonzero(written != [key_count(r) for r in records]).tolist():
+        found = first_repeat(lines[i])
+        if found is not None:
+            out[i] = _described(found)
+    return out
+
+
 def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
     records: list[dict[str, Any]] = []
+    texts: list[bytes] = []
     labels: list[int] = []
     produced = False
     number = 0
@@ -65,20 +107,28 @@ def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
             if not line.strip():
                 continue
             records.append(_parse(line, path, name, number))
+            texts.append(line)
             labels.append(number)
             if len(records) >= rows:
-                yield records_frame(records, labels)
+                yield records_frame(records, labels, _repeats(texts, records))
                 produced = True
-                records, labels = [], []
+                records, texts, labels = [], [], []
     if records or not produced:
-        yield records_frame(records, labels)
+        yield records_frame(records, labels, _repeats(texts, records))
 
 
-def records_frame(records: list[dict[str, Any]], labels: list[int]) -> pd.DataFrame:
+def records_frame(
+    records: list[dict[str, Any]],
+    labels: list[int],
+    repeats: dict[int, tuple[str, str, str]] | None = None,
+) -> pd.DataFrame:
     columns: dict[str, None] = {}
     for record in records:
         columns.update(dict.fromkeys(record))
     index = pd.Index(labels, dtype="int64")
     # object columns keep each JSON value's own type (no int -> float promotion on nulls)
     data = {c: pd.Series([r.get(c) for r in records], index=index, dtype=object) for c in columns}
-    return pd.DataFrame(data, index=index)
+    frame = pd.DataFrame(data, index=index)
+    if repeats:
+        frame.attrs[ROW_REPEATS] = repeats
+    return frame

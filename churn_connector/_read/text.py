@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 from .._core.declare import FLAGS, declare, registered
 from .._core.exceptions import ConfigurationError, InputError
 from .._core.words import on_command_line, option
-from .._json.values import BadCell, is_missing
+from .._json.repeats import repeat_in
+from .._json.values import BadCell, RepeatedKey, is_missing
 
 Format = Literal["csv", "tsv", "parquet", "ndjson", "avro"]
 TEXT_FORMATS = ("csv", "tsv")
@@ -285,9 +286,12 @@ def _bool(text: str) -> Any:
 
 def _json(text: str) -> Any:
     try:
-        return orjson.loads(text)
+        parsed = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
+    found = repeat_in(text, parsed)
+    # a key named twice: either value would be a guess, so the row is refused by name
+    return parsed if found is None else RepeatedKey(found.key, found.where)
 
 
 _PARSERS: dict[str, Callable[[str], Any]] = {

@@ -33,7 +33,7 @@ from .._events.options import EventOptions
 from .._events.schema import EVENT_TYPE_PATTERN, build_schema
 from .._json import timestamps as _timestamps
 from .._json.timestamps import TimestampProblem
-from .._json.values import canonical, is_missing, object_value
+from .._json.values import RepeatedKeyError, canonical, is_missing, object_value
 from .._options import utc_now
 from .._validate import columns as _columns
 from .._validate.schema import explanations
@@ -221,6 +221,9 @@ def _occurred_ms(value: Any, naive_timezone: str | None, found: list[str]) -> in
 def _object(value: Any, kind: str, options: EventOptions, found: list[str]) -> dict[str, Any]:
     try:
         return object_value(value, kind, options.rules)
+    except RepeatedKeyError:
+        found.append("repeated_key")  # the schema's own check for a key named twice
+        return {}
     except Exception:
         # as the schema's check: any failure is this cell's problem, never the call's
         found.append(f"{kind}_json")
@@ -361,10 +364,14 @@ def _invalid(
     """The error of an invalid event: each failed check with the batch path's message."""
     explain = _explanations(options, window)
     nulls = [c for c, v in values.items() if is_missing(v) and c != "message_id"]
+    # found in order: properties' repeat before context's
+    repeats = [c for c in ("properties", "context") if _repeats(values[c], c, options)]
     reasons = []
     for check in found:
         if check == "not_nullable":
             column = nulls.pop(0) if nulls else "message_id"
+        elif check == "repeated_key":
+            column = repeats.pop(0) if repeats else "properties"
         elif check == "context_reserved_key":
             column = "context"
         else:
@@ -380,6 +387,16 @@ def _invalid(
         n_rows=1,
         checks=tuple(found),
     )
+
+
+def _repeats(value: Any, kind: str, options: EventOptions) -> bool:
+    try:
+        object_value(value, kind, options.rules)
+    except RepeatedKeyError:
+        return True
+    except Exception:
+        return False
+    return False
 
 
 def _explanations(options: EventOptions, window: Window) -> dict[str, Any]:

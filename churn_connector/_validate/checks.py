@@ -110,6 +110,13 @@ def _checks() -> list[CheckInfo]:
             "the message names the path of the bad value",
         ),
         CheckInfo(
+            "repeated_key",
+            both,
+            "no JSON object names a key twice (in properties, context or traits text, an NDJSON "
+            "line, an Arrow map), at any depth, whatever the values (RFC 8259: readers differ)",
+            "keep the key once; the message names the key and where it is",
+        ),
+        CheckInfo(
             "property_value_json",
             events,
             "a properties.<key> cell has an exact JSON form",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,11 +15,14 @@ import pyarrow.compute as pc
 from .._json import flat_text as _flat_text
 from .._json import parsed as _parsed
 from .._json import timestamps as _timestamps
+from .._json.repeats import NAME_END, first_repeat
 from .._json.timestamps import TimestampProblem
 from .._json.values import (
     MAX_DEPTH,
     OBJECT_LEVEL,
     InexactValue,
+    RepeatedKey,
+    RepeatedKeyError,
     ValueRules,
     has_surrogate,
     is_missing,
@@ -184,9 +188,38 @@ def scalar_column(s: pd.Series, path: str, rules: ValueRules) -> tuple[list[Any]
             continue
         try:
             values[i] = to_json(v, path, rules, OBJECT_LEVEL + 1)
+        except RepeatedKeyError as exc:
+            problems[i] = RepeatProblem(exc)
         except InexactValue as exc:
             problems[i] = str(exc)
     return values, problems
+
+
+class RepeatProblem(str):
+    """A flat cell's problem that is a key named twice: check ``repeated_key``'s, not the
+    value check's."""
+
+    __slots__ = ()
+
+
+def column_repeats(s: pd.Series) -> np.ndarray:
+    """Positions of the cells of a flat column that name a key twice: JSON text read with
+    ``dtypes={...: "json"}`` (a ``RepeatedKey`` in its place) or an Arrow map, anywhere in
+    a nested Arrow value. Other dtypes cannot hold one."""
+    if not (is_nested_arrow(s) or _is_object(s.dtype)):
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero([_holds_repeat(v) for v in values_of(s)]).astype(np.int64)
+
+
+def _holds_repeat(value: Any) -> bool:
+    kind = type(value)
+    if kind is RepeatedKey:
+        return True
+    if kind is dict:
+        return any(_holds_repeat(v) for v in value.values())
+    if kind is list or kind is tuple:
+        return any(_holds_repeat(v) for v in value)
+    return False
 
 
 def column_problems(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray:
@@ -203,7 +236,9 @@ def column_problems(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray:
     )
     if exact and not isinstance(dtype, pd.CategoricalDtype):
         return np.empty(0, dtype=np.int64)
-    return np.fromiter(scalar_column(s, path, rules)[1], dtype=np.int64)
+    problems = scalar_column(s, path, rules)[1].items()
+    # a key named twice is check repeated_key's (column_repeats)
+    return np.fromiter((i for i, m in problems if type(m) is not RepeatProblem), dtype=np.int64)
 
 
 def is_struct(s: pd.Series) -> bool:
@@ -236,13 +271,35 @@ def text_objects_ok(
     s: pd.Series, path: str, rules: ValueRules, *, hand_over: bool = False
 ) -> np.ndarray | None:
     """Which cells of a text column of JSON objects can be sent exactly (nulls pass);
-    None when ``s`` is not a text column. ``hand_over``: keep each valid object's sorted
-    members for the wire step (``_json.parsed``), from this one parse.
+    None when ``s`` is not a text column (``text_objects`` says why a cell cannot)."""
+    found = text_objects(s, path, rules, hand_over=hand_over)
+    return None if found is None else found.ok & ~found.repeated
 
-    A plain text (``_json.flat_text``) is valid by its form, and Arrow writes its members.
+
+@dataclass(frozen=True)
+class TextObjects:
+    """A text column's verdicts: ``ok`` False where a text is not an exact JSON object
+    (check ``<kind>_json``); ``repeated`` True where an otherwise good text names a key
+    twice in one object (check ``repeated_key``)."""
+
+    ok: np.ndarray
+    repeated: np.ndarray
+
+
+def text_objects(
+    s: pd.Series, path: str, rules: ValueRules, *, hand_over: bool = False
+) -> TextObjects | None:
+    """The verdicts on a text column of JSON objects (nulls pass); None when ``s`` is not
+    a text column. ``hand_over``: keep each valid object's sorted members for the wire step
+    (``_json.parsed``), from this one parse.
+
+    A plain text (``_json.flat_text``) is valid by its form, and Arrow writes its members;
+    Arrow's reader refuses a repeated key, so a table read is the proof that none repeats.
     Of the others, a text with no ``[`` and one ``{`` holds no nested container and, without
     a run of 19+ digits, no integer beyond 64 bits, so parsing it is the whole check (orjson
-    refuses NaN literals, infinities and lone surrogates); other texts take the full walk.
+    refuses NaN literals, infinities and lone surrogates) with the count of names it writes
+    (``names_written``): a parse that kept fewer may have dropped a repeat, and only such a
+    text is parsed again keeping repeats. Other texts take the full walk.
     """
     if not is_text_dtype(s):
         return None
@@ -252,6 +309,7 @@ def text_objects_ok(
         return None  # Python strings Arrow cannot hold (a lone surrogate): the full walk
     arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
     ok = np.ones(len(arr), dtype=bool)
+    repeated = np.zeros(len(arr), dtype=bool)
     # the wire step needs each object's members sorted: written here from the one parse
     # and handed over (``_json.parsed``), so no text is parsed twice
     hand_over = hand_over and _parsed.arrow_backed(s)
@@ -260,9 +318,13 @@ def text_objects_ok(
     plain = _flat_text.plain(arr)
     fast = np.flatnonzero(plain)
     fast_members = None
-    if hand_over and len(fast):
-        fast_members = _flat_text.plain_members(arr if len(fast) == len(arr) else arr.take(fast))
-        if fast_members is None:
+    if len(fast):
+        texts = arr if len(fast) == len(arr) else arr.take(fast)
+        if hand_over:
+            fast_members = _flat_text.plain_members(texts)
+            if fast_members is None:
+                fast = fast[:0]
+        elif _flat_text.plain_table(texts) is None:  # read to prove no key repeats
             fast = fast[:0]
     rest = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
     if len(fast):
@@ -274,12 +336,15 @@ def text_objects_ok(
     )
     slow = pc.or_(nested, pc.match_substring_regex(others, "[0-9]{19}"))
     walk = slow.fill_null(False).to_numpy(zero_copy_only=False)
+    names = pc.count_substring_regex(others, NAME_END).fill_null(0).to_numpy()
     members: list[bytes | None] = [None] * len(rest)
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
     for k, (i, text) in enumerate(zip(rest.tolist(), others.to_pylist(), strict=True)):
         if walk[k]:
             try:
                 object_value(text, path, rules)
+            except RepeatedKeyError:
+                repeated[i] = True
             except Exception:
                 ok[i] = False
             else:  # an exact value: every integer fits 64 bits, so orjson reads it exactly
@@ -293,6 +358,8 @@ def text_objects_ok(
             continue
         if type(parsed) is not dict:
             ok[i] = False
+        elif len(parsed) != names[k] and first_repeat(text) is not None:
+            repeated[i] = True
         elif hand_over:
             members[k] = dumps(parsed, option=sort)[1:-1]
     if hand_over and fast_members is not None and len(fast) == len(arr):
@@ -306,7 +373,7 @@ def text_objects_ok(
             where[fast] = len(rest) + np.arange(len(fast))
             slow_members = pa.concat_arrays([slow_members, fast_members])
         _parsed.keep(arr, slow_members.take(pa.array(where, mask=where < 0)))
-    return ok
+    return TextObjects(ok, repeated)
 
 
 def _struct_ok(arr: pa.StructArray, rules: ValueRules, bad: np.ndarray, *, depth: int) -> bool:

@@ -8,17 +8,28 @@ bad cell is a row-level failure case.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
 from .._core.types import EpochUnit
 from .._core.words import AsShown, Placeholder, alternatives, option, shown, type_name
+from .._json.repeats import repeat_in
 from .._json.timestamps import EXAMPLE, NormalizeCache, TimestampProblem
-from .._json.values import ValueRules, object_value, problem_of
+from .._json.values import (
+    RepeatedKeyError,
+    ValueRules,
+    is_missing,
+    object_value,
+    problem_of,
+    repeated_text_key,
+    to_json,
+)
 from .._read.names import NAME_STYLES, near_misses, styler
 from .._read.text import header_hint
 from . import columns as _columns
@@ -169,21 +180,59 @@ class SchemaBuilder:
         ]
 
     def object_column(self, name: str, *, hand_over: bool = False) -> pa.Column:
-        """``hand_over``: leave JSON texts' sorted members for a wire step that takes them."""
+        """``hand_over``: leave JSON texts' sorted members for a wire step that takes them.
+
+        Two checks: ``<name>_json`` (an exact JSON object) and ``repeated_key`` (no object
+        names a key twice). The first computes both verdicts in one pass and leaves the
+        second's for it: pandera runs a column's checks one after the other in one thread,
+        each on a new Series of the column (a copy without its nulls when it has some), so
+        the verdicts are left per thread and taken by the Series of the same name and rows."""
         tz = self.rules
+        left = threading.local()  # .last: (the Series, its repeats), the first check's
 
         def ok(s: pd.Series) -> pd.Series:
-            texts = _columns.text_objects_ok(s, name, tz, hand_over=hand_over)
+            left.last = None
+            texts = _columns.text_objects(s, name, tz, hand_over=hand_over)
             if texts is not None:
-                return pd.Series(texts, index=s.index)
-            bad = _columns.struct_problems(s, tz)
-            if bad is None:
-                return _columns.elementwise(
-                    s, lambda v: problem_of(object_value, v, name, tz) is None
-                )
-            out = np.ones(len(s), dtype=bool)
-            out[bad] = False
-            return pd.Series(out, index=s.index)
+                good, repeated = texts.ok, texts.repeated
+            else:
+                bad = _columns.struct_problems(s, tz)
+                if bad is None:
+                    good, repeated = _verdicts(s)
+                else:
+                    good = np.ones(len(s), dtype=bool)
+                    good[bad] = False
+                    repeated = np.zeros(len(s), dtype=bool)  # a struct cannot repeat a field
+            left.last = (s, repeated)
+            return pd.Series(good, index=s.index)
+
+        def unique_keys(s: pd.Series) -> pd.Series:
+            found: tuple[pd.Series, np.ndarray] | None = getattr(left, "last", None)
+            left.last = None
+            if found is None or not _same_rows(found[0], s):
+                ok(s)  # not this column's verdicts (never so under pandera): made afresh
+                found = left.last
+                left.last = None
+            assert found is not None
+            return pd.Series(~found[1], index=s.index)
+
+        def _verdicts(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+            good = np.ones(len(s), dtype=bool)
+            repeated = np.zeros(len(s), dtype=bool)
+            values = (
+                _columns.values_of(s)
+                if isinstance(s.dtype, pd.ArrowDtype)
+                else s.to_numpy(dtype=object)
+            )
+            for i, v in enumerate(values):
+                if not is_missing(v):
+                    try:
+                        object_value(v, name, tz)
+                    except RepeatedKeyError:
+                        repeated[i] = True
+                    except Exception:  # any failure is this cell's, never the table's
+                        good[i] = False
+            return good, repeated
 
         return pa.Column(
             nullable=True,
@@ -193,9 +242,25 @@ class SchemaBuilder:
                     f"{name}_json",
                     ok,
                     lambda c, v: str(problem_of(object_value, v, c or name, tz)),
-                )
+                ),
+                self.add("repeated_key", unique_keys, self.repeated_key_message),
             ],
         )
+
+    def repeated_key_message(self, column: str | None, value: Any) -> str:
+        """The message of a cell that names a key twice: JSON text (an object, or a list of
+        objects as ``channels`` holds), or an Arrow map."""
+        path = column or "value"
+        if isinstance(value, str):
+            try:
+                found = repeat_in(value, orjson.loads(value))
+            except orjson.JSONDecodeError:
+                found = None
+            if found is not None:
+                return str(repeated_text_key(path, found.where, found.key))
+        if isinstance(value, dict | str):
+            return str(problem_of(object_value, value, path, self.rules))
+        return str(problem_of(_to_json, value, path, self.rules))  # a list, a stand-in
 
     def conflicts(self, *kinds: str) -> list[pa.Check]:
         return [self._conflict(kind) for kind in kinds]
@@ -230,9 +295,29 @@ class SchemaBuilder:
             problems = _columns.scalar_column(probe, str(column), tz)[1]
             return problems.get(0, f"{column}: {shown(value)} cannot be sent exactly")
 
+        def unique_keys(s: pd.Series) -> pd.Series:
+            out = np.ones(len(s), dtype=bool)
+            out[_columns.column_repeats(s)] = False
+            return pd.Series(out, index=s.index)
+
         return pa.Column(
-            nullable=True, required=False, regex=True, checks=[self.add(name, ok, explain)]
+            nullable=True,
+            required=False,
+            regex=True,
+            checks=[
+                self.add(name, ok, explain),
+                self.add("repeated_key", unique_keys, self.repeated_key_message),
+            ],
         )
+
+
+def _same_rows(a: pd.Series, b: pd.Series) -> bool:
+    """The same column's rows: its name, and the row labels in order."""
+    return a.name == b.name and len(a) == len(b) and a.index.equals(b.index)
+
+
+def _to_json(value: Any, path: str, rules: ValueRules) -> Any:
+    return to_json(value, path, rules)
 
 
 def _is_number(value: Any) -> bool:

@@ -222,20 +222,20 @@ _REPEATING = [("x", 1), ("x", 2)]
 @pytest.mark.parametrize(
     ("column", "values", "kind", "check", "path"),
     [
-        ("properties", [_REPEATING, [("y", 1)]], MAP, "properties_json", "properties"),
-        ("context", [_REPEATING, [("y", 1)]], MAP, "context_json", "context"),
+        ("properties", [_REPEATING, [("y", 1)]], MAP, "repeated_key", "properties"),
+        ("context", [_REPEATING, [("y", 1)]], MAP, "repeated_key", "context"),
         (
             "properties",
             [{"m": _REPEATING}, {"m": [("y", 1)]}],
             pa.struct([("m", MAP)]),
-            "properties_json",
+            "repeated_key",
             "properties.m",
         ),
         (
             "properties.tags",
             [[_REPEATING], [[("y", 1)]]],
             pa.list_(MAP),
-            "property_value_json",
+            "repeated_key",
             "properties.tags[0]",
         ),
     ],
