@@ -38,8 +38,8 @@ class ChunkRecord:
 
 class ChunkLog(Sequence[ChunkRecord]):
     """Every request's record in typed arrays and shared texts, made into a ``ChunkRecord``
-    when read: ~110 bytes a request where a record object with its own numbers, labels and
-    answer text took ~400 (a 30M-row send makes 60,000 requests; an identify of a million
+    when read: ~120 bytes a request where a record object with its own numbers, labels and
+    answer text took ~350 (a 30M-row send makes 60,000 requests; an identify of a million
     users a million). Rows are kept as positions in the book; ``labels`` names them."""
 
     def __init__(self, labels: Labels) -> None:
