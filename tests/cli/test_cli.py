@@ -280,7 +280,10 @@ def test_the_program_keeps_arrows_allocator_off_huge_pages_unless_told(
     )
     assert done.stdout.split() == ["0", expected], done.stderr
     if pa.default_memory_pool().backend_name == "mimalloc":  # Arrow's own, where built in
-        assert f"option 'allow_thp': {expected}" in done.stderr
+        assert "option 'show_errors'" in done.stderr  # it said the options it read
+        # the mimalloc of older pyarrow (18) has no such option; the variable is then inert
+        if "option 'allow_thp'" in done.stderr:
+            assert f"option 'allow_thp': {expected}" in done.stderr
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="a glibc setting")
