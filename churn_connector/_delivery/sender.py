@@ -26,6 +26,7 @@ from .._core.contract import PAST_WINDOW
 from .._core.exceptions import TransportError
 from .._core.types import ChunkStatus, RowState
 from .chunking import Request, SizeLimit
+from .chunklog import ChunkLog
 from .prefetch import DeadlinePassed, Handoff, Prefetch, get_feeding
 from .progress import Progress
 from .transport import Outcome, Poster
@@ -41,26 +42,6 @@ _DRAIN_SECONDS = 1.0  # after a stop: how long to wait for requests in flight to
 # requests built ahead, in rounds of ``concurrency``: at 16 in flight, 128 requests (64k
 # events) cover the time it takes to build the next slice
 _AHEAD_ROUNDS = 8
-
-
-@dataclass(slots=True)  # one per request: an identify of a million users keeps a million
-class ChunkRecord:
-    """One request (or one bisected part of a rejected request) and how it ended."""
-
-    chunk: int
-    parent_chunk: int | None
-    endpoint: str
-    events: int
-    first_row: Any
-    last_row: Any
-    status: ChunkStatus
-    http_status: int | None
-    attempts: int
-    elapsed_s: float
-    finished_s: float  # when it ended, in seconds from the start of the send
-    bytes: int
-    error: str | None
-    response: str | None
 
 
 @dataclass
@@ -104,7 +85,7 @@ class Sender:
         self.size_limit = size_limit or SizeLimit(None)
         self.on_sent = on_sent
         self.progress = progress
-        self.chunks: list[ChunkRecord] = []
+        self.chunks = ChunkLog(book.labels)  # one record per request, column-wise
         self._started = time.monotonic()  # chunks record when they ended, from here
         self._lock = threading.Lock()
         self._next_chunk = 0
@@ -124,24 +105,21 @@ class Sender:
     def _record(
         self, req: Request, number: int, size: int, outcome: Outcome, status: ChunkStatus
     ) -> None:
-        labels = self.book.labels
         self.chunks.append(
-            ChunkRecord(
-                chunk=number,
-                parent_chunk=req.parent,
-                endpoint=req.path,
-                events=len(req.positions),
-                first_row=labels[req.positions[0]],
-                last_row=labels[req.positions[-1]],
-                status=status,
-                http_status=outcome.http_status,
-                attempts=outcome.attempts,
-                elapsed_s=round(outcome.elapsed_s, 4),
-                finished_s=round(time.monotonic() - self._started, 4),
-                bytes=size,
-                error=outcome.error,
-                response=outcome.response,
-            )
+            chunk=number,
+            parent_chunk=req.parent,
+            endpoint=req.path,
+            events=len(req.positions),
+            first=req.positions[0],
+            last=req.positions[-1],
+            status=status,
+            http_status=outcome.http_status,
+            attempts=outcome.attempts,
+            elapsed_s=round(outcome.elapsed_s, 4),
+            finished_s=round(time.monotonic() - self._started, 4),
+            bytes=size,
+            error=outcome.error,
+            response=outcome.response,
         )
 
     def _finish(self, req: Request, number: int, size: int, outcome: Outcome) -> None:

@@ -22,7 +22,7 @@ from .._core.book import RowBook
 from .._core.exceptions import ConfigurationError, DeliveryError
 from .._core.storage import storage_error
 from .._core.types import STATE_NAMES, ExitCode, Note, RowState
-from .._delivery.sender import ChunkRecord
+from .._delivery.chunklog import ChunkRecord
 from .._notebook.display import Groups, result_html, undelivered_groups
 from .._notebook.plots import states_chart, timeline_chart
 from .runs import (
@@ -76,7 +76,7 @@ class SendResult:
         self,
         kind: str,
         book: RowBook,
-        chunks: list[ChunkRecord],
+        chunks: Sequence[ChunkRecord],
         elapsed_s: float,
         *,
         dry_run: bool = False,
