@@ -162,21 +162,14 @@ class _Table:
         self.count = 0
 
     def bucket(self, prints: np.ndarray) -> np.ndarray:
-        home: np.ndarray = (prints.astype(np.uint64) * np.uint64(self.home)) >> np.uint64(32)
-        return home.astype(np.int64)
+        return _home(prints, self.home)
 
     def find(self, prints: np.ndarray) -> np.ndarray:
         """The stored position of each fingerprint, -1 where it is absent."""
+        slots = _probe(self.prints, self.fill, self.bucket(prints), prints)
         found = np.full(len(prints), -1, dtype=np.int64)
-        todo = np.arange(len(prints))
-        buckets = self.bucket(prints)
-        while len(todo):
-            match = self.prints[buckets] == prints[:, None]
-            hit = match.any(axis=1)
-            if hit.any():
-                found[todo[hit]] = self.positions[buckets[hit], match[hit].argmax(axis=1)]
-            more = ~hit & (self.fill[buckets] == _WIDTH)  # a full bucket: maybe further on
-            todo, prints, buckets = todo[more], prints[more], buckets[more] + 1
+        hit = slots >= 0
+        found[hit] = self.positions.reshape(-1)[slots[hit]]
         return found
 
     def insert(self, prints: np.ndarray, positions: np.ndarray) -> None:
@@ -254,22 +247,11 @@ class _Frozen:
         return [cls(buckets, file, t * slots) for t in range(tables)]
 
     def bucket(self, prints: np.ndarray) -> np.ndarray:
-        home: np.ndarray = (prints.astype(np.uint64) * np.uint64(self.home)) >> np.uint64(32)
-        return home.astype(np.int64)
+        return _home(prints, self.home)
 
     def find(self, prints: np.ndarray) -> np.ndarray:
         """The slot of each fingerprint's first match on its 16 bits, -1 where none."""
-        found = np.full(len(prints), -1, dtype=np.int64)
-        todo = np.arange(len(prints))
-        buckets, low = self.bucket(prints), _low(prints)
-        while len(todo):
-            match = self.prints[buckets] == low[:, None]
-            hit = match.any(axis=1)
-            if hit.any():
-                found[todo[hit]] = buckets[hit] * _WIDTH + match[hit].argmax(axis=1)
-            more = ~hit & (self.fill[buckets] == _WIDTH)
-            todo, low, buckets = todo[more], low[more], buckets[more] + 1
-        return found
+        return _probe(self.prints, self.fill, self.bucket(prints), _low(prints))
 
     def positions(self, slots: np.ndarray) -> np.ndarray:
         return self.file.read(self.base + slots)
@@ -307,6 +289,30 @@ class _Frozen:
         # share its 16 bits and answer for it
         stored[stored] = self.find(prints[stored]) == slots[stored]
         return stored
+
+
+def _home(prints: np.ndarray, buckets: int) -> np.ndarray:
+    """Each 32-bit fingerprint's home bucket of ``buckets`` (its high bits, scaled)."""
+    home: np.ndarray = (prints.astype(np.uint64) * np.uint64(buckets)) >> np.uint64(32)
+    return home.astype(np.int64)
+
+
+def _probe(
+    stored: np.ndarray, fill: np.ndarray, buckets: np.ndarray, keys: np.ndarray
+) -> np.ndarray:
+    """The slot (``bucket * _WIDTH + column``) of each key's first match in ``stored``,
+    from its home bucket on, -1 where none: a full bucket sends the search on to the next
+    one, a bucket with room ends it."""
+    found = np.full(len(keys), -1, dtype=np.int64)
+    todo = np.arange(len(keys))
+    while len(todo):
+        match = stored[buckets] == keys[:, None]
+        hit = match.any(axis=1)
+        if hit.any():
+            found[todo[hit]] = buckets[hit] * _WIDTH + match[hit].argmax(axis=1)
+        more = ~hit & (fill[buckets] == _WIDTH)
+        todo, keys, buckets = todo[more], keys[more], buckets[more] + 1
+    return found
 
 
 def _low(prints: np.ndarray) -> np.ndarray:

@@ -56,20 +56,16 @@ class Lines(io.RawIOBase):
         self.newlines = 0
         self.after_newline = False
         self.blank: set[int] = set()
-        self.eof = False  # every byte of the file was handed on (or is held)
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
         want = size if size is None or size < 0 else max(size - len(self.held), 1)
-        read: bytes = self.raw.read(want)
-        self.eof = self.eof or not read
-        data = self.held + read
+        data: bytes = self.held + self.raw.read(want)
         self.held = b""
         if data and not data.endswith(b"\n"):
             more = self.raw.read(1)
-            self.eof = self.eof or not more
             if not more and not data.endswith(b"\r"):
                 # the last line lacks its newline: pyarrow cannot read a lone header so
                 data += b"\n"
