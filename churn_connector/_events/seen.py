@@ -2,11 +2,12 @@
 million ids of an input of known length, mostly on disk.
 
 Hash tables of 32-bit fingerprints of the ids' 64-bit keys, each with the position of the
-first row that had it, answer for the last ``_HOT_IDS`` ids (8 bytes a slot). An input
-reserved for more keeps the older ids in a frozen tier: 16 bits of each fingerprint in
-memory (2 bytes a slot) and the positions in a temporary file read with ``pread`` (4 bytes
-a slot on disk; a mapped file would count in the resident memory). A match is a candidate
-either way: the caller confirms it against the full 16-byte digests.
+first row that had it (8 bytes a slot), answer for an input of up to ``_FROZEN_FROM`` ids.
+An input reserved for more stores its ids in a frozen tier sized for all of them: 16 bits
+of each fingerprint in memory (2 bytes a slot) and the positions in a temporary file read
+with ``pread`` (4 bytes a slot on disk; a mapped file would count in the resident memory),
+written an eighth of the input at a time (at least ``_PENDING_IDS``). A match is a
+candidate either way: the caller confirms it against the full 16-byte digests.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ __all__ = ["SeenIds", "fingerprints"]
 
 class SeenIds:
     """Message ids seen so far: hash tables of 32-bit fingerprints of their 64-bit keys,
-    with each id's first position (8 bytes a slot, 9-16 bytes an id), and for an input
-    reserved for more than ``_FROZEN_FROM`` ids a frozen tier of the older ones (2.5 bytes
-    an id in memory, 5 on disk).
+    with each id's first position (8 bytes a slot, 9-16 bytes an id), or for an input
+    reserved for more than ``_FROZEN_FROM`` ids a frozen tier (2.5 bytes an id in memory,
+    5 on disk, and 8 for each position waiting to be written: at most 1 byte a row).
 
     The keys are mixed (an odd multiplier: distinct keys stay distinct), the top 4 bits pick
     one of 16 tables, so a table that grows rehashes only its own share, and the next 32
@@ -42,26 +43,27 @@ class SeenIds:
     def __init__(self) -> None:
         self._tables = [_Table(_MIN_BUCKETS) for _ in range(1 << _PART_BITS)]
         self._frozen: list[_Frozen] = []  # empty: every id is in the tables above
-        # ids whose 16 frozen bits an older id in the same run of buckets has: kept exactly
+        # ids of the frozen tier whose 16 bits an earlier slot of their run of buckets has
+        # (asked only when the frozen tier matches), and ids it had no room for: kept exactly
         self._kept: list[_Table] = []
-        self._hot_buckets = _MIN_BUCKETS
+        self._roomless = [False] * len(self._tables)  # a table's kept ids found no room
+        self._pending: _Pending | None = None
 
     def reserve(self, ids: int) -> None:
-        """Size the tables for ``ids`` ids at most, before any is stored: a known input
+        """Size the index for ``ids`` ids at most, before any is stored: a known input
         never rehashes, and its tables end near 80% full (10 bytes an id) instead of
         anywhere from 50% to 85% (9-16) with a rehash's copies on top. Past
-        ``_FROZEN_FROM`` ids, the tables hold the last ``_HOT_IDS`` and a frozen tier
-        sized for all of them holds the older ones."""
+        ``_FROZEN_FROM`` ids, a frozen tier sized for all of them holds them instead."""
         if any(table.count for table in self._tables) or self._frozen:
             return
-        hot = ids
         if ids > _FROZEN_FROM:
-            self._frozen = _Frozen.tier(_buckets_for(ids), 1 << _PART_BITS)
+            self._frozen = _Frozen.tier(_buckets_for(ids), len(self._tables))
             self._kept = [_Table(_MIN_BUCKETS) for _ in self._tables]
-            hot = _HOT_IDS
-        buckets = _buckets_for(hot)
+            # a few writes of the position file in all, however large the input
+            self._pending = _Pending(self._frozen[0].file, max(_PENDING_IDS, ids // 8))
+            return
+        buckets = _buckets_for(ids)
         if buckets > _MIN_BUCKETS:
-            self._hot_buckets = buckets
             self._tables = [_Table(buckets) for _ in self._tables]
 
     def firsts(self, keys: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -80,49 +82,60 @@ class SeenIds:
         ):
             if lo == hi:
                 continue
-            table = self._tables[t]
             share = uniq[lo:hi].astype(np.uint32)  # the fingerprints, in order
-            got = self._older(t, share) if self._frozen else table.find(share)
+            own = positions[first_idx[lo:hi]]
+            if self._frozen:
+                found[lo:hi] = self._frozen_firsts(t, share, own)
+                continue
+            table = self._tables[t]
+            got = table.find(share)
             new = got < 0
-            got[new] = positions[first_idx[lo:hi][new]]
+            got[new] = own[new]
             found[lo:hi] = got
             if new.any():
                 table.insert(share[new], got[new].astype(np.uint32))
-        if self._frozen and sum(table.count for table in self._tables) >= _HOT_IDS:
-            self._freeze()
+        if self._pending is not None:
+            self._pending.seal()
         out: np.ndarray = found[inverse.ravel()]
         return out
 
-    def _older(self, t: int, share: np.ndarray) -> np.ndarray:
-        """The first positions of table ``t``'s fingerprints in any tier (-1: none): the
-        exactly kept ones, then the frozen tier (older than the tables), then the tables."""
-        kept = self._kept[t]
-        got = kept.find(share) if kept.count else np.full(len(share), -1, dtype=np.int64)
+    def _frozen_firsts(self, t: int, share: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """``firsts`` for table ``t``'s sorted, distinct fingerprints with the frozen tier,
+        ``own`` their first rows in the slice; the new ones are stored."""
+        kept, frozen, pending = self._kept[t], self._frozen[t], self._pending
+        assert pending is not None
+        got = np.full(len(share), -1, dtype=np.int64)
+        if self._roomless[t]:  # kept ids the frozen tier does not have: ask every id
+            got = kept.find(share)
         todo = np.flatnonzero(got < 0)
-        if len(todo):
-            frozen = self._frozen[t]
-            slots = frozen.find(share[todo])
-            hit = slots >= 0
-            got[todo[hit]] = frozen.positions(slots[hit])
-            todo = todo[~hit]
-        if len(todo):
-            got[todo] = self._tables[t].find(share[todo])
+        slots = frozen.find(share[todo])
+        hit = slots >= 0
+        if hit.any():
+            matched, slots_hit = todo[hit], slots[hit]
+            exact = kept.find(share[matched]) if kept.count else np.full(len(matched), -1)
+            got[matched] = exact
+            older = exact < 0
+            got[matched[older]] = pending.lookup(frozen.base + slots_hit[older])
+        new = todo[~hit]
+        if not len(new):
+            return got
+        got[new] = own[new]
+        prints = share[new]
+        home = frozen.bucket(prints)
+        placed = frozen.place(prints, home)
+        room = placed >= 0
+        pending.add(frozen.base + placed[room], own[new][room])
+        # an id placed past its home bucket, or after another of the slice in it, may find
+        # an earlier slot with its 16 bits first (the rest were probed in that bucket)
+        doubt = room & (placed // _WIDTH != home)
+        doubt[1:] |= home[1:] == home[:-1]
+        if doubt.any():
+            doubt[doubt] = frozen.find(prints[doubt]) != placed[doubt]
+        doubt |= ~room
+        if doubt.any():
+            kept.insert(prints[doubt], own[new][doubt].astype(np.uint32))
+            self._roomless[t] |= not room.all()
         return got
-
-    def _freeze(self) -> None:
-        """Move the tables' ids to the frozen tier, and start the tables afresh."""
-        for t, table in enumerate(self._tables):
-            used = np.arange(_WIDTH) < table.fill[:, None]
-            prints, positions = table.prints[used], table.positions[used]
-            order = np.argsort(prints, kind="stable")  # nearly sorted already (bucket order)
-            prints, positions = prints[order], positions[order]
-            placed = self._frozen[t].place(prints, positions)
-            # an id the frozen tier would not answer exactly (an older one shares its 16
-            # bits within its run of buckets), or that found no room there: kept exactly
-            left = ~placed
-            if left.any():
-                self._kept[t].insert(prints[left], positions[left])
-            self._tables[t] = _Table(self._hot_buckets)
 
 
 def _buckets_for(ids: int) -> int:
@@ -177,36 +190,12 @@ class _Table:
         if self.count + len(prints) > _MAX_LOAD * self.home * _WIDTH:
             self._grow(prints, positions)
             return
-        left = self._place(prints, positions, self.bucket(prints))
-        self.count += len(prints) - left
-        if left:
-            self._grow(prints[-left:], positions[-left:])
-
-    def _place(self, prints: np.ndarray, positions: np.ndarray, buckets: np.ndarray) -> int:
-        """Place fingerprints whose buckets are in order; the number left over (the last
-        ones) when the spare buckets run out."""
-        last = len(self.fill) - 1  # never filled, so that every search ends
-        while len(prints):
-            if buckets[-1] >= last:
-                return int(np.count_nonzero(buckets >= last))
-            # one bucket's fingerprints are neighbours: each takes the next free slot
-            edge = np.empty(len(prints), dtype=bool)
-            edge[0] = True
-            np.not_equal(buckets[1:], buckets[:-1], out=edge[1:])
-            start = np.flatnonzero(edge)
-            sizes = np.diff(start, append=len(prints))
-            slot = self.fill[buckets] + (np.arange(len(prints)) - np.repeat(start, sizes))
-            fits = slot < _WIDTH
-            self.prints[buckets[fits], slot[fits]] = prints[fits]
-            self.positions[buckets[fits], slot[fits]] = positions[fits]
-            firsts = buckets[start]
-            self.fill[firsts] = np.minimum(self.fill[firsts] + sizes, _WIDTH)
-            rest = ~fits
-            prints, positions, buckets = prints[rest], positions[rest], buckets[rest]
-            # the rest jump to the next bucket with a free slot (within _AHEAD buckets)
-            free = self.fill[np.minimum(buckets[:, None] + _AHEAD, last)] < _WIDTH
-            buckets = buckets + np.where(free.any(axis=1), free.argmax(axis=1) + 1, len(_AHEAD))
-        return 0
+        slots = _place(self.prints, self.fill, self.bucket(prints), prints)
+        placed = slots >= 0
+        self.positions.reshape(-1)[slots[placed]] = positions[placed]
+        self.count += int(np.count_nonzero(placed))
+        if not placed.all():
+            self._grow(prints[~placed], positions[~placed])
 
     def _grow(self, prints: np.ndarray, positions: np.ndarray) -> None:
         """Rehash, with ``prints`` added, into a table at half load."""
@@ -216,21 +205,19 @@ class _Table:
         order = np.argsort(prints, kind="stable")  # nearly sorted already (bucket order)
         prints, positions = prints[order], positions[order]
         grown = _Table(max(_MIN_BUCKETS, int(len(prints) / (_GROWN_LOAD * _WIDTH)) + 1))
-        left = grown._place(prints, positions, grown.bucket(prints))
-        assert left == 0, "a table at half load ran out of spare buckets"
-        grown.count = len(prints)
+        grown.insert(prints, positions)  # at half load: never short of spare buckets
         self.__dict__.update(grown.__dict__)
 
 
 class _Frozen:
-    """The older ids of one table: the low 16 bits of each fingerprint in memory, laid out
-    as ``_Table`` lays out its fingerprints (the bucket is still the whole fingerprint's),
-    and each slot's position at ``4 * slot`` in its share of a temporary file.
+    """The ids of one table: the low 16 bits of each fingerprint in memory, laid out as
+    ``_Table`` lays out its fingerprints (the bucket is still the whole fingerprint's), and
+    each slot's position at ``4 * slot`` in its share of a temporary file.
 
     Sized once, never rehashed: an id that finds no room stays with the caller. A later id
     never lands before an earlier one in a run of buckets (buckets only fill, in order), so
-    the first match of an id's 16 bits is its own slot unless an older id shares them:
-    ``place`` says which ids those are, and the caller keeps them exactly.
+    the first match of an id's 16 bits is its own slot unless an earlier slot shares them;
+    the caller keeps those ids exactly.
     """
 
     def __init__(self, buckets: int, file: _PositionFile, base: int) -> None:
@@ -253,42 +240,88 @@ class _Frozen:
         """The slot of each fingerprint's first match on its 16 bits, -1 where none."""
         return _probe(self.prints, self.fill, self.bucket(prints), _low(prints))
 
-    def positions(self, slots: np.ndarray) -> np.ndarray:
-        return self.file.read(self.base + slots)
+    def place(self, prints: np.ndarray, home: np.ndarray) -> np.ndarray:
+        """Store sorted, distinct fingerprints (``home``: their buckets); the slot of
+        each, -1 where no room."""
+        return _place(self.prints, self.fill, home, _low(prints))
 
-    def place(self, prints: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Store sorted, distinct fingerprints with their positions; whether each one is
-        placed so that ``find`` answers its own slot (else the caller keeps it)."""
-        buckets, low = self.bucket(prints), _low(prints)
-        slots = np.full(len(prints), -1, dtype=np.int64)
-        todo = np.arange(len(prints))
-        last = len(self.fill) - 1  # never filled, so that every search ends
-        while len(todo):
-            room = buckets < last
-            todo, low, buckets = todo[room], low[room], buckets[room]
-            if not len(todo):
-                break
-            edge = np.empty(len(todo), dtype=bool)
-            edge[0] = True
-            np.not_equal(buckets[1:], buckets[:-1], out=edge[1:])
-            start = np.flatnonzero(edge)
-            sizes = np.diff(start, append=len(todo))
-            slot = self.fill[buckets] + (np.arange(len(todo)) - np.repeat(start, sizes))
-            fits = slot < _WIDTH
-            self.prints[buckets[fits], slot[fits]] = low[fits]
-            slots[todo[fits]] = buckets[fits] * _WIDTH + slot[fits]
-            firsts = buckets[start]
-            self.fill[firsts] = np.minimum(self.fill[firsts] + sizes, _WIDTH)
-            rest = ~fits
-            todo, low, buckets = todo[rest], low[rest], buckets[rest]
-            free = self.fill[np.minimum(buckets[:, None] + _AHEAD, last)] < _WIDTH
-            buckets = buckets + np.where(free.any(axis=1), free.argmax(axis=1) + 1, len(_AHEAD))
-        stored = slots >= 0
-        self.file.write(self.base + slots[stored], positions[stored])
-        # an older id, or one of this batch placed earlier in the run of buckets, may
-        # share its 16 bits and answer for it
-        stored[stored] = self.find(prints[stored]) == slots[stored]
-        return stored
+
+class _Pending:
+    """Positions of frozen slots not yet in the position file: written together once there
+    are ``limit`` (the file is changed a window at a time, so a write costs about the
+    whole file's reading and writing, whatever the number of slots)."""
+
+    def __init__(self, file: _PositionFile, limit: int) -> None:
+        self.file, self.limit = file, limit
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (file slots, positions), sorted
+        self.staged: list[tuple[np.ndarray, np.ndarray]] = []  # the slice's so far
+        self.count = 0
+
+    def add(self, slots: np.ndarray, positions: np.ndarray) -> None:
+        """Stage new slots; ``lookup`` sees them once the slice is sealed."""
+        if len(slots):
+            self.staged.append((slots.astype(np.uint32), positions.astype(np.uint32)))
+
+    def seal(self) -> None:
+        """End a slice: its staged slots become one sorted run; a full buffer is written."""
+        if not self.staged:
+            return
+        slots = np.concatenate([slots for slots, _ in self.staged])
+        positions = np.concatenate([positions for _, positions in self.staged])
+        self.staged = []
+        order = np.argsort(slots, kind="stable")  # nearly sorted: tables in file order
+        self.runs.append((slots[order], positions[order]))
+        self.count += len(slots)
+        if self.count >= self.limit:
+            self.file.write(self.runs)
+            self.runs, self.count = [], 0
+
+    def lookup(self, slots: np.ndarray) -> np.ndarray:
+        """The positions at file ``slots`` (of sealed slices), as int64."""
+        out = np.full(len(slots), -1, dtype=np.int64)
+        slots = slots.astype(np.uint32)  # as the runs keep them (else each is cast)
+        for run_slots, run_positions in self.runs:
+            at = np.minimum(np.searchsorted(run_slots, slots), len(run_slots) - 1)
+            here = run_slots[at] == slots
+            out[here] = run_positions[at[here]]
+        rest = out < 0
+        if rest.any():
+            out[rest] = self.file.read(slots[rest].astype(np.int64))
+        return out
+
+
+def _place(
+    stored: np.ndarray, fill: np.ndarray, buckets: np.ndarray, keys: np.ndarray
+) -> np.ndarray:
+    """Store ``keys`` whose home ``buckets`` are in order in the first free slots from their
+    homes on; the slot of each (``bucket * _WIDTH + column``), -1 where the spare buckets
+    ran out."""
+    slots = np.full(len(keys), -1, dtype=np.int64)
+    todo = np.arange(len(keys))
+    last = len(fill) - 1  # never filled, so that every search ends
+    while len(todo):
+        room = buckets < last
+        todo, keys, buckets = todo[room], keys[room], buckets[room]
+        if not len(todo):
+            break
+        # one bucket's keys are neighbours: each takes the next free slot
+        edge = np.empty(len(todo), dtype=bool)
+        edge[0] = True
+        np.not_equal(buckets[1:], buckets[:-1], out=edge[1:])
+        start = np.flatnonzero(edge)
+        sizes = np.diff(start, append=len(todo))
+        slot = fill[buckets] + (np.arange(len(todo)) - np.repeat(start, sizes))
+        fits = slot < _WIDTH
+        stored[buckets[fits], slot[fits]] = keys[fits]
+        slots[todo[fits]] = buckets[fits] * _WIDTH + slot[fits]
+        firsts = buckets[start]
+        fill[firsts] = np.minimum(fill[firsts] + sizes, _WIDTH)
+        rest = ~fits
+        todo, keys, buckets = todo[rest], keys[rest], buckets[rest]
+        # the rest jump to the next bucket with a free slot (within _AHEAD buckets)
+        free = fill[np.minimum(buckets[:, None] + _AHEAD, last)] < _WIDTH
+        buckets = buckets + np.where(free.any(axis=1), free.argmax(axis=1) + 1, len(_AHEAD))
+    return slots
 
 
 def _home(prints: np.ndarray, buckets: int) -> np.ndarray:
@@ -327,6 +360,8 @@ class _PositionFile:
     ``pread``/``pwrite`` (a mapped file's pages would count in the resident memory)."""
 
     def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._written = np.zeros((slots >> _WINDOW_BITS) + 1, dtype=bool)  # windows
         try:
             self._file: IO[bytes] = tempfile.TemporaryFile(prefix="churn-connector-")  # noqa: SIM115
             os.ftruncate(self._file.fileno(), 4 * slots)  # sparse: blocks come as written
@@ -334,28 +369,35 @@ class _PositionFile:
             raise _error(exc) from None
         weakref.finalize(self, self._file.close)
 
-    def write(self, slots: np.ndarray, positions: np.ndarray) -> None:
-        """Set the positions of ``slots``: read, change and write back a window at a time
-        (a slice's ids land all over the file)."""
-        if len(slots) == 0:
-            return
-        order = np.argsort(slots, kind="stable")
-        slots, positions = slots[order], positions[order].astype(np.uint32)
-        fd = self._file.fileno()
-        windows = slots >> _WINDOW_BITS
-        bounds = np.flatnonzero(np.diff(windows)) + 1
+    def write(self, runs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Set the positions of sorted runs of (slots, positions): read, change and write
+        back a window at a time (the slots are all over the file), each run's share of a
+        window found by bisection (no sorting, no copy of the runs)."""
+        edges = np.arange(0, self.slots + (1 << _WINDOW_BITS), 1 << _WINDOW_BITS)
+        bounds = [np.searchsorted(slots, edges).tolist() for slots, _ in runs]
         raw = bytearray(4 << _WINDOW_BITS)  # a window is read into it, changed, written
         window = np.frombuffer(raw, dtype=np.uint32)
+        fd = self._file.fileno()
         try:
-            for part, values in zip(
-                np.split(slots, bounds), np.split(positions, bounds), strict=True
-            ):
-                lo, hi = int(part[0]), int(part[-1]) + 1
+            for w in range(len(edges) - 1):
+                pieces = [
+                    (slots[at[w] : at[w + 1]], positions[at[w] : at[w + 1]])
+                    for (slots, positions), at in zip(runs, bounds, strict=True)
+                    if at[w] < at[w + 1]
+                ]
+                if not pieces:
+                    continue
+                lo = min(int(slots[0]) for slots, _ in pieces)
+                hi = max(int(slots[-1]) for slots, _ in pieces) + 1
                 data = memoryview(raw)[: 4 * (hi - lo)]
-                if os.preadv(fd, [data], 4 * lo) != len(data):
+                if not self._written[w]:  # a hole reads as zeros
+                    window[: hi - lo] = 0
+                elif os.preadv(fd, [data], 4 * lo) != len(data):
                     raise OSError(errno.EIO, "the temporary file is shorter than written")
-                window[part - lo] = values
+                for slots, positions in pieces:
+                    window[slots - lo] = positions
                 os.pwrite(fd, data, 4 * lo)
+                self._written[w] = True
         except OSError as exc:
             raise _error(exc) from None
 
@@ -387,6 +429,6 @@ _AHEAD = np.arange(1, 17)
 _MAX_LOAD = 0.85
 _GROWN_LOAD = 0.5
 _RESERVED_LOAD = 0.8
-_HOT_IDS = 1 << 21  # ids the tables hold before they move to the frozen tier
-_FROZEN_FROM = 2 * _HOT_IDS  # an input reserved for more ids has a frozen tier
+_PENDING_IDS = 1 << 21  # frozen positions kept in memory, at least, before a file write
+_FROZEN_FROM = 1 << 22  # an input reserved for more ids has a frozen tier
 _WINDOW_BITS = 20  # the position file is changed 1M slots (4 MB) at a time

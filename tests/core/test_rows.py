@@ -72,7 +72,7 @@ def test_ids_in_the_frozen_tier_sharing_its_bits_never_make_two_events_one(
         return (mixed * np.uint64(inverse_mix)).view(np.int64)
 
     monkeypatch.setattr(wire_module, "key64", crowded)
-    monkeypatch.setattr(seen_module, "_HOT_IDS", 200)
+    monkeypatch.setattr(seen_module, "_PENDING_IDS", 200)
     monkeypatch.setattr(seen_module, "_FROZEN_FROM", 400)
     frozen = cc.send_events(events, dry_run=True, now=now, slice_rows=97).rows
     pd.testing.assert_frame_equal(frozen.drop(columns="chunk"), plain.drop(columns="chunk"))
@@ -263,8 +263,8 @@ def test_seen_ids_reserved_for_the_input_find_every_first_row(reserved: int) -> 
 def test_seen_ids_of_a_large_input_keep_older_ids_on_disk_and_find_every_first_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the tables hold 4,000 ids, then move them to the frozen tier (16 bits in memory)
-    monkeypatch.setattr(seen_module, "_HOT_IDS", 4_000)
+    # a frozen tier (16 bits in memory) whose positions are written 4,000 at least at a time
+    monkeypatch.setattr(seen_module, "_PENDING_IDS", 4_000)
     monkeypatch.setattr(seen_module, "_FROZEN_FROM", 8_000)
     rng = np.random.default_rng(5)
     drawn = rng.integers(-(2**63), 2**63 - 1, size=60_000, dtype=np.int64)
@@ -295,7 +295,7 @@ def test_seen_ids_frozen_tier_answers_ids_sharing_its_16_bits_with_a_candidate_o
     # ids whose 16 frozen bits collide: an answer is the id's first row, or an earlier row
     # with the same 20 bits (a candidate the caller's digest check turns down), never a
     # later one; and an id's repeats all get the first answer its first row got
-    monkeypatch.setattr(seen_module, "_HOT_IDS", 3_000)
+    monkeypatch.setattr(seen_module, "_PENDING_IDS", 3_000)
     monkeypatch.setattr(seen_module, "_FROZEN_FROM", 6_000)
     rng = np.random.default_rng(9)
     # keys made from the fingerprints wanted (the mixing is a bijection): 16 tables, the
@@ -332,10 +332,13 @@ def test_seen_ids_frozen_tier_answers_ids_sharing_its_16_bits_with_a_candidate_o
     assert other.any()  # the test made candidates
 
 
-def test_seen_ids_freeze_tables_that_hold_no_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(seen_module, "_HOT_IDS", 1_000)
+def test_seen_ids_frozen_tier_keeps_ids_exactly_when_a_table_runs_out_of_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(seen_module, "_PENDING_IDS", 1_000)
     monkeypatch.setattr(seen_module, "_FROZEN_FROM", 2_000)
-    # keys made from fingerprints of table 0 only: the other 15 tables stay empty
+    # keys made from fingerprints of table 0 only: its sixteenth of the tier is too small,
+    # and the other 15 tables stay empty
     inverse_mix = pow(int(seen_module._MIX), -1, 1 << 64)
     prints = np.arange(1, 3_001, dtype=np.uint64) * np.uint64(1_000_003)
     mixed = [(int(p) % (1 << 32)) << 28 for p in prints]
@@ -349,6 +352,33 @@ def test_seen_ids_freeze_tables_that_hold_no_id(monkeypatch: pytest.MonkeyPatch)
         [seen.firsts(rows[lo : lo + 500], np.arange(lo, lo + 500)) for lo in range(0, 6_000, 500)]
     )
     np.testing.assert_array_equal(got, np.concatenate([np.arange(3_000), np.arange(3_000)]))
+
+
+def test_seen_ids_frozen_tier_keeps_exactly_an_id_pushed_onto_an_older_ids_16_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # K's home bucket is full, the next has room when K is probed and none once its own
+    # slice is placed: K lands in the bucket after, behind an older id with its 16 bits
+    monkeypatch.setattr(seen_module, "_FROZEN_FROM", 100)
+    seen = SeenIds()
+    seen.reserve(2_000)
+    buckets = seen._frozen[0].home
+    inverse_mix = pow(int(seen_module._MIX), -1, 1 << 64)
+
+    def key(bucket: int, low: int, j: int = 0) -> int:
+        base = -(-bucket * (1 << 32) // buckets)  # the first fingerprint of the bucket
+        fingerprint = base + j * 65_536 + (low - base) % 65_536
+        return ((fingerprint << 28) * inverse_mix) % (1 << 64)  # table 0
+
+    def firsts(keys: list[int], start: int) -> list[int]:
+        positions = np.arange(start, start + len(keys))
+        got = seen.firsts(np.array(keys, dtype=np.uint64).view(np.int64), positions)
+        return [int(first) for first in got]
+
+    older, k = key(4, 7), key(2, 7, j=20)
+    assert firsts([key(2, 100 + i) for i in range(16)] + [older], 0) == list(range(17))
+    assert firsts([k] + [key(3, 200 + i) for i in range(16)], 17) == list(range(17, 34))
+    assert firsts([k, older], 34) == [17, 16]
 
 
 def test_seen_ids_reserved_after_ids_are_stored_keep_them() -> None:
