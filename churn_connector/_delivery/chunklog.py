@@ -13,6 +13,7 @@ from .._core.types import ChunkStatus
 _NONE = -1  # parent_chunk, http_status: none
 _INTS = 8  # chunk, parent, events, first position, last position, http status, attempts, bytes
 _TEXTS = 4  # endpoint, status, error, response
+_BLOCK = 1024  # records a block (64 KiB of numbers)
 _KNOWN_TEXTS = 4096  # distinct texts shared between records (the same answer, the same error)
 
 
@@ -44,10 +45,14 @@ class ChunkLog(Sequence[ChunkRecord]):
 
     def __init__(self, labels: Labels) -> None:
         self._labels = labels
-        self._ints = array("q")
-        self._times = array("d")  # elapsed_s, finished_s
-        self._texts: list[str | None] = []
+        # blocks of _BLOCK records, each allocated once at its full size: one growing
+        # array is copied to a larger block again and again, and each block it leaves is
+        # a hole in the heap that nothing of its size comes to fill
+        self._ints: list[array[int]] = []
+        self._times: list[array[float]] = []  # elapsed_s, finished_s
+        self._texts: list[list[str | None]] = []
         self._known: dict[str, str] = {}
+        self._count = 0
 
     def append(
         self,
@@ -68,7 +73,13 @@ class ChunkLog(Sequence[ChunkRecord]):
         response: str | None,
     ) -> None:
         """Add one request's record (the caller holds the sender's lock)."""
-        self._ints.extend(
+        block, k = divmod(self._count, _BLOCK)
+        if k == 0:
+            self._ints.append(array("q", b"\0" * (8 * _INTS * _BLOCK)))
+            self._times.append(array("d", b"\0" * (8 * 2 * _BLOCK)))
+            self._texts.append([None] * (_TEXTS * _BLOCK))
+        self._ints[block][k * _INTS : (k + 1) * _INTS] = array(
+            "q",
             (
                 chunk,
                 _NONE if parent_chunk is None else parent_chunk,
@@ -78,11 +89,17 @@ class ChunkLog(Sequence[ChunkRecord]):
                 _NONE if http_status is None else http_status,
                 attempts,
                 bytes,
-            )
+            ),
         )
-        self._times.extend((elapsed_s, finished_s))
+        self._times[block][2 * k : 2 * k + 2] = array("d", (elapsed_s, finished_s))
         shared = self._shared
-        self._texts.extend((shared(endpoint), shared(status), shared(error), shared(response)))
+        self._texts[block][k * _TEXTS : (k + 1) * _TEXTS] = (
+            shared(endpoint),
+            shared(status),
+            shared(error),
+            shared(response),
+        )
+        self._count += 1
 
     def _shared(self, text: str | None) -> str | None:
         """One object for a text many requests share (every 200 answer alike, one error)."""
@@ -96,7 +113,7 @@ class ChunkLog(Sequence[ChunkRecord]):
         return text
 
     def __len__(self) -> int:
-        return len(self._times) // 2
+        return self._count
 
     @overload
     def __getitem__(self, index: int) -> ChunkRecord: ...
@@ -117,11 +134,13 @@ class ChunkLog(Sequence[ChunkRecord]):
         for k in range(len(self)):
             yield self._record(k)
 
-    def _record(self, k: int) -> ChunkRecord:
-        chunk, parent, events, first, last, http, attempts, size = self._ints[
+    def _record(self, index: int) -> ChunkRecord:
+        block, k = divmod(index, _BLOCK)
+        chunk, parent, events, first, last, http, attempts, size = self._ints[block][
             k * _INTS : (k + 1) * _INTS
         ]
-        endpoint, status, error, response = self._texts[k * _TEXTS : (k + 1) * _TEXTS]
+        times = self._times[block]
+        endpoint, status, error, response = self._texts[block][k * _TEXTS : (k + 1) * _TEXTS]
         assert endpoint is not None
         assert status is not None
         return ChunkRecord(
@@ -134,8 +153,8 @@ class ChunkLog(Sequence[ChunkRecord]):
             status=status,  # type: ignore[arg-type]  # stored from a ChunkStatus
             http_status=None if http == _NONE else http,
             attempts=attempts,
-            elapsed_s=self._times[2 * k],
-            finished_s=self._times[2 * k + 1],
+            elapsed_s=times[2 * k],
+            finished_s=times[2 * k + 1],
             bytes=size,
             error=error,
             response=response,

@@ -17,6 +17,7 @@ import churn_connector as cc
 from churn_connector._core.book import RowBook
 from churn_connector._core.contract import EVENTS_PATH, IDENTIFY_PATH
 from churn_connector._delivery.chunking import Request, batch_body
+from churn_connector._delivery.chunklog import ChunkLog
 from churn_connector._delivery.progress import Progress
 from churn_connector._delivery.sender import Sender
 from churn_connector._delivery.transport import Outcome
@@ -238,3 +239,36 @@ def test_a_request_body_is_built_with_one_copy_of_its_events() -> None:
         tracemalloc.stop()
     assert body == b'{"events":[' + b",".join(events) + b"]}"
     assert peak < 1.5 * len(body)
+
+
+def test_request_records_read_back_across_the_logs_blocks() -> None:
+    book = RowBook()
+    book.extend(pd.Index([f"r{k}" for k in range(3_000)]))
+    log = ChunkLog(book.labels)
+    for k in range(2_500):  # more than two blocks of records
+        log.append(
+            chunk=k,
+            parent_chunk=None if k % 2 else k + 10_000,
+            endpoint=EVENTS_PATH,
+            events=k % 7,
+            first=k,
+            last=k + 1,
+            status="sent" if k % 3 else "failed",
+            http_status=None if k % 5 == 0 else 200,
+            attempts=1 + k % 4,
+            elapsed_s=k / 8,
+            finished_s=k / 4,
+            bytes=3 * k,
+            error=None if k % 3 else f"error {k}",
+            response=None,
+        )
+    assert len(log) == 2_500
+    for k in (0, 1_023, 1_024, 2_047, 2_048, 2_499):
+        record = log[k]
+        assert (record.chunk, record.first_row, record.last_row) == (k, f"r{k}", f"r{k + 1}")
+        assert record.parent_chunk == (None if k % 2 else k + 10_000)
+        assert record.http_status == (None if k % 5 == 0 else 200)
+        assert (record.attempts, record.elapsed_s, record.finished_s) == (1 + k % 4, k / 8, k / 4)
+        assert (record.bytes, record.error) == (3 * k, None if k % 3 else f"error {k}")
+    assert [record.chunk for record in log[1_020:1_030]] == list(range(1_020, 1_030))
+    assert log[-1].chunk == 2_499
