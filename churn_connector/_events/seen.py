@@ -76,6 +76,7 @@ class SeenIds:
             fingerprints(keys), return_index=True, return_inverse=True
         )
         found = np.full(len(uniq), -1, dtype=np.int64)
+        asks: list[tuple[np.ndarray, np.ndarray]] = []  # frozen matches: their file slots
         bounds = np.searchsorted(uniq >> np.uint64(32), np.arange(len(self._tables) + 1))
         for t, lo, hi in zip(
             range(len(self._tables)), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True
@@ -85,7 +86,8 @@ class SeenIds:
             share = uniq[lo:hi].astype(np.uint32)  # the fingerprints, in order
             own = positions[first_idx[lo:hi]]
             if self._frozen:
-                found[lo:hi] = self._frozen_firsts(t, share, own)
+                found[lo:hi], older, slots = self._frozen_firsts(t, share, own)
+                asks.append((lo + older, slots))
                 continue
             table = self._tables[t]
             got = table.find(share)
@@ -95,13 +97,20 @@ class SeenIds:
             if new.any():
                 table.insert(share[new], got[new].astype(np.uint32))
         if self._pending is not None:
+            if any(len(slots) for _, slots in asks):  # one look-up a slice, not a table
+                at = np.concatenate([at for at, _ in asks])
+                found[at] = self._pending.lookup(np.concatenate([slots for _, slots in asks]))
             self._pending.seal()
         out: np.ndarray = found[inverse.ravel()]
         return out
 
-    def _frozen_firsts(self, t: int, share: np.ndarray, own: np.ndarray) -> np.ndarray:
+    def _frozen_firsts(
+        self, t: int, share: np.ndarray, own: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``firsts`` for table ``t``'s sorted, distinct fingerprints with the frozen tier,
-        ``own`` their first rows in the slice; the new ones are stored."""
+        ``own`` their first rows in the slice; the new ones are stored. Where the frozen
+        tier answers, the position is the caller's to look up: the indexes and file slots
+        of those are returned beside the answers."""
         kept, frozen, pending = self._kept[t], self._frozen[t], self._pending
         assert pending is not None
         got = np.full(len(share), -1, dtype=np.int64)
@@ -110,15 +119,15 @@ class SeenIds:
         todo = np.flatnonzero(got < 0)
         slots = frozen.find(share[todo])
         hit = slots >= 0
-        if hit.any():
-            matched, slots_hit = todo[hit], slots[hit]
-            exact = kept.find(share[matched]) if kept.count else np.full(len(matched), -1)
-            got[matched] = exact
-            older = exact < 0
-            got[matched[older]] = pending.lookup(frozen.base + slots_hit[older])
+        matched, slots_hit = todo[hit], slots[hit]
+        if len(matched) and kept.count:
+            got[matched] = kept.find(share[matched])
+            older = got[matched] < 0
+            matched, slots_hit = matched[older], slots_hit[older]
+        asked = (matched, frozen.base + slots_hit)
         new = todo[~hit]
         if not len(new):
-            return got
+            return got, *asked
         got[new] = own[new]
         prints = share[new]
         home = frozen.bucket(prints)
@@ -135,7 +144,7 @@ class SeenIds:
         if doubt.any():
             kept.insert(prints[doubt], own[new][doubt].astype(np.uint32))
             self._roomless[t] |= not room.all()
-        return got
+        return got, *asked
 
 
 def _buckets_for(ids: int) -> int:
