@@ -19,6 +19,7 @@ import pandas as pd
 from .exceptions import StorageError
 from .storage import storage_error
 from .types import STATE_NAMES, RowState
+from .words import rows_text
 
 
 def row_index(labels: pd.Index | list[Any]) -> pd.Index:
@@ -251,6 +252,9 @@ class RowBook:
         # where the reading stopped, in words (None: every row of the input is in the book)
         self.not_read: str | None = None
         self._ids: list[tuple[int, IdColumn]] = []
+        self._id_starts: list[int] = []  # bisected for each repeated id: kept, not rebuilt
+        # rows skipped as repeats of an earlier row, and that row: arrays, not a text each
+        self._repeats: list[tuple[np.ndarray, np.ndarray]] = []
         self._status = np.zeros(1024, dtype=np.int8)  # RowState values
         self._chunks = ChunkNumbers()
         self._lock = threading.RLock()
@@ -312,11 +316,11 @@ class RowBook:
             if self._closed_to_me():
                 return
             self._ids.append((start, ids))
+            self._id_starts.append(start)
 
     def id_column_at(self, position: int) -> tuple[IdColumn, int] | None:
         """The id column holding ``position``'s id and the row's index in it, if any."""
-        starts = [start for start, _ in self._ids]
-        k = bisect.bisect_right(starts, position) - 1
+        k = bisect.bisect_right(self._id_starts, position) - 1
         if k < 0:
             return None
         start, column = self._ids[k]
@@ -366,6 +370,32 @@ class RowBook:
                 old = errors.get(position)
                 errors[position] = error if old is None else f"{old}; {error}"
 
+    def skip_repeats(self, positions: np.ndarray, firsts: np.ndarray) -> None:
+        """Rows skipped because an earlier row (``firsts``) has their message id and
+        content; their error text is written when a frame is asked for."""
+        with self._lock:
+            if self._closed_to_me():
+                return
+            self._status[positions] = RowState.SKIPPED
+            self._repeats.append((positions.astype(np.int64), firsts.astype(np.int64)))
+
+    def _errors_at(self, positions: np.ndarray) -> list[str | None]:
+        """The error texts of ``positions`` (sorted), repeats' texts written out."""
+        if len(self.errors) > len(positions):
+            errors = [self.errors.get(p) for p in positions.tolist()]
+        else:
+            errors = [None] * len(positions)
+            rows = np.fromiter(self.errors, dtype=np.int64, count=len(self.errors))
+            texts = list(self.errors.values())
+            for i, k in zip(*_matches(positions, rows), strict=True):
+                errors[i] = texts[k]
+        for rows, firsts in self._repeats:
+            for i, k in zip(*_matches(positions, rows), strict=True):
+                text = f"duplicate of {rows_text([self.labels[int(firsts[k])]])} (same message id)"
+                old = errors[i]
+                errors[i] = text if old is None else f"{text}; {old}"
+        return errors
+
     def counts(self) -> dict[str, int]:
         status, found = self.status, np.zeros(len(STATE_NAMES), dtype=np.int64)
         # in blocks: bincount widens its input to 8 bytes a row, 240 MB at 30M rows
@@ -378,18 +408,12 @@ class RowBook:
         the rows' labels (``row``): ``status``, ``message_id``, ``chunk``, ``error``, with
         pandas' nullable dtypes (``string``, ``Int64``: ``<NA>`` where there is none)."""
         hi = len(self) if hi is None else hi
-        errors: list[str | None] = [None] * (hi - lo)
-        if len(self.errors) <= hi - lo:
-            for p, e in self.errors.items():
-                if lo <= p < hi:
-                    errors[p - lo] = e
-        else:
-            errors = [self.errors.get(p) for p in range(lo, hi)]
+        positions = np.arange(lo, hi, dtype=np.int64)
         return self._frame(
-            np.arange(lo, hi, dtype=np.int64),
+            positions,
             self.labels.index(lo, hi),
             self.message_ids(lo, hi),
-            errors,
+            self._errors_at(positions),
         )
 
     def frame_at(self, positions: np.ndarray) -> pd.DataFrame:
@@ -398,11 +422,11 @@ class RowBook:
         for p in positions.tolist():
             found = self.id_column_at(p)
             ids.append(None if found is None else found[0].texts(found[1], found[1] + 1)[0])
+        distinct, inverse = np.unique(positions, return_inverse=True)
+        texts = self._errors_at(distinct)
+        errors = [texts[k] for k in inverse.ravel().tolist()]
         return self._frame(
-            positions.astype(np.int64),
-            [self.labels[p] for p in positions.tolist()],
-            ids,
-            [self.errors.get(p) for p in positions.tolist()],
+            positions.astype(np.int64), [self.labels[p] for p in positions.tolist()], ids, errors
         )
 
     def _frame(
@@ -457,3 +481,11 @@ class RowBook:
             if (chunk < 0).any():
                 return True
         return False
+
+
+def _matches(positions: np.ndarray, rows: np.ndarray) -> tuple[list[int], list[int]]:
+    """Where ``rows`` occur in the sorted ``positions``: (index in positions, index in rows)."""
+    at = np.searchsorted(positions, rows)
+    inside = at < len(positions)
+    inside[inside] = positions[at[inside]] == rows[inside]
+    return at[inside].tolist(), np.flatnonzero(inside).tolist()

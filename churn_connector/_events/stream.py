@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .._core.book import IdColumn, RowBook
-from .._core.types import DataSource, Kind, Note, RowState
+from .._core.types import DataSource, Kind, Note
 from .._core.words import option, rows_text
 from .._read import iter_frames
 from .._read.names import word_styler
@@ -126,6 +126,7 @@ class EventStream(SliceStream):
         firsts = self._seen.firsts(wire.id_keys, positions)
         repeats = np.flatnonzero(firsts != positions)
         is_first = np.ones(len(positions), dtype=bool)
+        skipped: list[int] = []  # repeats of an earlier row's id and content, as indexes
         for j in repeats.tolist():
             first, pos = int(firsts[j]), int(positions[j])
             digest = wire.digests[j].tobytes()
@@ -136,8 +137,14 @@ class EventStream(SliceStream):
                     continue
                 first = self._collided[digest]
             is_first[j] = False
-            same = hashed or self._content_digest(first) == wire.content[j].tobytes()
-            self._repeat(pos, first, wire.ids()[j], same_content=same)
+            firsts[j] = first
+            if hashed or self._content_digest(first) == wire.content[j].tobytes():
+                skipped.append(j)
+            else:
+                self._conflict(pos, first, wire.ids()[j])
+        if skipped:
+            self.duplicates += len(skipped)
+            self.book.skip_repeats(positions[skipped], firsts[skipped])
         if is_first.all():  # no repeats (the common case): nothing to copy
             return WireBatch(
                 positions.tolist(),
@@ -180,14 +187,9 @@ class EventStream(SliceStream):
             return None
         return self._timestamps(column).ms
 
-    def _repeat(self, pos: int, first: int, mid: str, *, same_content: bool) -> None:
-        """A row whose message id an earlier row already has: a duplicate or a conflict."""
+    def _conflict(self, pos: int, first: int, mid: str) -> None:
+        """A row whose message id an earlier row has with other content."""
         labels = self.book.labels
-        if same_content:
-            self.duplicates += 1
-            self.book.set([pos], RowState.SKIPPED)
-            self.book.add_error(pos, f"duplicate of {rows_text([labels[first]])} (same message id)")
-            return
         message = (
             f"message id {mid!r} is also used by {rows_text([labels[first]])} with different "
             "content; the API would keep only the first: give each event its own id"

@@ -387,3 +387,30 @@ def test_seen_ids_reserved_after_ids_are_stored_keep_them() -> None:
     seen.firsts(keys, np.arange(5_000))
     seen.reserve(1_000_000)
     np.testing.assert_array_equal(seen.firsts(keys, np.arange(5_000, 10_000)), np.arange(5_000))
+
+
+def test_repeated_rows_keep_their_first_row_not_a_text_and_read_back_in_any_order(
+    make_events: MakeEvents, now: pd.Timestamp
+) -> None:
+    events = make_events(now, n=300, users=7)
+    result = cc.send_events(
+        pd.concat([events, events], ignore_index=True), dry_run=True, now=now, slice_rows=97
+    )
+    book: RowBook = result._book
+    assert result.counts["skipped"] == 300
+    assert book.errors == {}  # a repeat is two numbers, its text written when asked for
+    whole = book.frame()
+    assert list(whole["error"].iloc[[300, 301, 599]]) == [
+        f"duplicate of row {k} (same message id)" for k in (0, 1, 299)
+    ]
+    book.add_error(450, "a later note")
+    some = np.array([450, 3, 301, 299, 450])
+    got = book.frame_at(some)
+    assert list(got["error"].fillna("-")) == [
+        "duplicate of row 150 (same message id); a later note",
+        "-",
+        "duplicate of row 1 (same message id)",
+        "-",
+        "duplicate of row 150 (same message id); a later note",
+    ]
+    pd.testing.assert_frame_equal(got, book.frame().iloc[some])
