@@ -18,6 +18,10 @@ the way.
 
 from __future__ import annotations
 
+# getaddrinfo encodes a host name with the idna codec, which Python imports on first use:
+# a fork while a sender thread is inside that import leaves the child's import of it (and
+# so its every connection) waiting forever on the import lock the parent's thread held
+import encodings.idna  # noqa: F401
 import http.client
 import logging
 import os

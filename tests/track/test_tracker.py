@@ -255,6 +255,18 @@ def test_what_exit_cannot_deliver_is_counted_and_a_second_ctrl_c_ends_quietly() 
     assert "1 event(s) not delivered" in err and "lost: there is no spool" in err
 
 
+def test_the_idna_codec_is_imported_with_the_connections_not_by_a_sender_thread() -> None:
+    # getaddrinfo imports it on its first host name: a fork while a sender thread was inside
+    # that import left the child's every connection waiting on the parent thread's lock
+    code = (
+        "import sys, churn_connector._delivery.connections; print('encodings.idna' in sys.modules)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert run.stdout.split() == ["True"]
+
+
 def test_a_forked_child_sends_only_its_own_events() -> None:
     with slow_client(latency=0.5) as (sandbox, _):
         child = run_child(
