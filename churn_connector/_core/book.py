@@ -251,8 +251,9 @@ class RowBook:
         # the run stopped before the input was read to the end, and its length is unknown:
         # where the reading stopped, in words (None: every row of the input is in the book)
         self.not_read: str | None = None
-        self._ids: list[tuple[int, IdColumn]] = []
-        self._id_starts: list[int] = []  # bisected for each repeated id: kept, not rebuilt
+        # each slice's id column and its first position (bisected for each repeated id)
+        self._id_columns: list[IdColumn] = []
+        self._id_starts: list[int] = []
         # rows skipped as repeats of an earlier row, and that row: arrays, not a text each
         self._repeats: list[tuple[np.ndarray, np.ndarray]] = []
         self._status = np.zeros(1024, dtype=np.int8)  # RowState values
@@ -315,7 +316,7 @@ class RowBook:
         with self._lock:
             if self._closed_to_me():
                 return
-            self._ids.append((start, ids))
+            self._id_columns.append(ids)
             self._id_starts.append(start)
 
     def id_column_at(self, position: int) -> tuple[IdColumn, int] | None:
@@ -323,14 +324,14 @@ class RowBook:
         k = bisect.bisect_right(self._id_starts, position) - 1
         if k < 0:
             return None
-        start, column = self._ids[k]
+        start, column = self._id_starts[k], self._id_columns[k]
         return (column, position - start) if position - start < len(column) else None
 
     def message_ids(self, lo: int = 0, hi: int | None = None) -> list[str | None]:
         """The message ids of positions ``lo`` .. ``hi`` (all by default)."""
         hi = len(self) if hi is None else hi
         out: list[str | None] = [None] * (hi - lo)
-        for start, column in self._ids:
+        for start, column in zip(self._id_starts, self._id_columns, strict=True):
             end = start + len(column)
             if end > lo and start < hi:
                 a, b = max(lo, start), min(hi, end)

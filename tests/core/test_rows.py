@@ -287,6 +287,9 @@ def test_seen_ids_of_a_large_input_keep_older_ids_on_disk_and_find_every_first_r
     np.testing.assert_array_equal(got, first[inverse])
     frozen = sum(int(table.fill.sum()) for table in seen._frozen)
     assert frozen > len(distinct) // 2  # most ids answered from the frozen tier
+    assert seen._pending is not None
+    waiting = sum(len(slots) for slots, _ in seen._pending.runs)
+    assert waiting < frozen // 2  # the others' positions are in the file
 
 
 def test_seen_ids_frozen_tier_answers_ids_sharing_its_16_bits_with_a_candidate_or_exactly(
