@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from .._core.book import Labels
+from .._core.columns import Labels
 from .._core.types import ChunkStatus
 
 _NONE = -1  # parent_chunk, http_status: none

@@ -39,7 +39,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.book import Spill
+from .._core.columns import Spill
 from .._core.exceptions import ConfigurationError
 from .._core.types import IdFormat
 from .._json.arrow import data_bytes

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._core.book import IdColumn, RowBook
+from .._core.book import RowBook
+from .._core.columns import IdColumn
 from .._core.types import DataSource, Kind, Note
 from .._core.words import option, rows_text
 from .._read import iter_frames

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
-import churn_connector._core.book as book_module
+import churn_connector._core.columns as columns_module
 import churn_connector._events.seen as seen_module
 import churn_connector._events.wire as wire_module
-from churn_connector._core.book import ChunkNumbers, RowBook, Spill
+from churn_connector._core.book import RowBook
+from churn_connector._core.columns import ChunkNumbers, Spill
 from churn_connector._events.seen import SeenIds, fingerprints
 from churn_connector._results.result import write_frame, write_frames
 from tests.conftest import MakeEvents
@@ -192,9 +193,9 @@ def test_chunk_numbers_read_back_what_was_written_in_any_order(
 ) -> None:
     # pages of 16 rows, two kept as arrays: every write order turns pages into runs and back
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(book_module, "_PAGE_BITS", 4)
-        patch.setattr(book_module, "_PAGE", 16)
-        patch.setattr(book_module, "_DENSE_PAGES", 2)
+        patch.setattr(columns_module, "_PAGE_BITS", 4)
+        patch.setattr(columns_module, "_PAGE", 16)
+        patch.setattr(columns_module, "_DENSE_PAGES", 2)
         numbers, reference = ChunkNumbers(), np.full(200, -1, dtype=np.int32)
         for chunk, (positions, as_range) in enumerate(writes, start=1):
             # a request's rows in a row (the common case), or scattered ones
