@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._core.book import RowBook
 from ._core.config import ClientConfig
 from ._core.exceptions import InputError, Interrupted, RunStopped
 from ._core.types import RowState
@@ -98,7 +97,7 @@ class Run:
             if isinstance(exc, Exception) and not isinstance(exc, RunStopped):
                 raise  # a bug of ours, or a configuration error: shown as it is
             raise self._stopped(exc, sender) from exc
-        pending = np.count_nonzero(stream.book.status == RowState.PENDING)
+        pending = len(stream.book) - stream.book.finished()
         if not self.dry_run and (pending or not sender.read_to_end):  # the deadline passed
             self._unread("deadline exceeded", read_to_end=sender.read_to_end)
         elapsed = time.monotonic() - self.started
@@ -126,7 +125,7 @@ class Run:
             self.stream.kind,
             total=None if enabled is False else self.total,  # a total, and so an ETA
             enabled=enabled,
-            done=lambda: _finished(book),
+            done=book.finished,  # rows with their final state (invalid, skipped too)
             counts=None if self.dry_run else book.counts,  # how the bar ends
         )
         bar = self.bar
@@ -248,12 +247,6 @@ class Run:
 def _sentence(text: str) -> str:
     """``text`` as a sentence of its own: capitalised, with a full stop."""
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
-
-
-def _finished(book: RowBook) -> int:
-    """Rows with their final state: progress counts rows (invalid and skipped ones too)."""
-    status = book.status
-    return len(status) - int(np.count_nonzero(status == RowState.PENDING))
 
 
 # ------------------------------------------------------------------------------------------

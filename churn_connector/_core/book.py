@@ -60,6 +60,8 @@ class RowBook:
         # rows skipped as repeats of an earlier row, and that row: arrays, not a text each
         self._repeats: list[tuple[np.ndarray, np.ndarray]] = []
         self._status = np.zeros(1024, dtype=np.int8)  # RowState values
+        # every row before it has its final state (rows never go back to pending)
+        self._settled = 0
         self._chunks = ChunkNumbers()
         self._lock = threading.RLock()
         self._keeper: threading.Thread | None = None  # after close(): the one who may write
@@ -199,6 +201,28 @@ class RowBook:
                 old = errors[i]
                 errors[i] = text if old is None else f"{text}; {old}"
         return errors
+
+    def finished(self) -> int:
+        """How many rows have their final state (any state but pending).
+
+        The progress bar asks several times a second: the rows before the first one
+        still pending are not read again, and nothing input-sized is allocated (a
+        comparison of the whole input made a 30 MB array each time at 30M rows, whose
+        freeing taught the C heap to keep 60 MB it did not need)."""
+        with self._lock:
+            status, lo = self.status, self._settled
+            while lo < len(status):
+                waiting = np.flatnonzero(status[lo : lo + _COUNT_BLOCK] == RowState.PENDING)
+                if len(waiting):
+                    lo += int(waiting[0])
+                    break
+                lo += _COUNT_BLOCK
+            self._settled = lo = min(lo, len(status))
+            pending = sum(
+                int(np.count_nonzero(status[at : at + _COUNT_BLOCK] == RowState.PENDING))
+                for at in range(lo, len(status), _COUNT_BLOCK)
+            )
+            return len(status) - pending
 
     def counts(self) -> dict[str, int]:
         status, found = self.status, np.zeros(len(STATE_NAMES), dtype=np.int64)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
+import churn_connector._core.book as book_module
 import churn_connector._core.columns as columns_module
 import churn_connector._events.seen as seen_module
 import churn_connector._events.wire as wire_module
@@ -179,6 +180,29 @@ def test_a_book_reserved_too_small_still_takes_every_row() -> None:
     assert (first, second, len(book)) == (0, 8, 3_000)
     assert book.counts()["sent"] == 10
     assert book.chunk[2_999] == 7 and book.chunk[:2_990].max() == -1
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=12),  # rows added
+            st.lists(st.integers(min_value=0, max_value=60), max_size=8),  # rows finished
+            st.sampled_from([cc.RowState.SENT, cc.RowState.INVALID, cc.RowState.FAILED]),
+        ),
+        max_size=25,
+    )
+)
+def test_the_finished_count_follows_rows_finishing_in_any_order(
+    steps: list[tuple[int, list[int], cc.RowState]],
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(book_module, "_COUNT_BLOCK", 4)  # the scans cross block edges
+        book = RowBook()
+        for added, finished, state in steps:
+            book.extend(pd.RangeIndex(len(book), len(book) + added))
+            book.set([p for p in finished if p < len(book)], state)
+            assert book.finished() == np.count_nonzero(book.status != cc.RowState.PENDING)
 
 
 @settings(max_examples=80, deadline=None)
