@@ -205,6 +205,26 @@ def test_the_finished_count_follows_rows_finishing_in_any_order(
             assert book.finished() == np.count_nonzero(book.status != cc.RowState.PENDING)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(list(cc.RowState)), max_size=40),
+    st.lists(st.sampled_from(list(cc.RowState)), max_size=3, unique=True),
+)
+def test_the_positions_of_rows_in_some_states_are_found_across_blocks(
+    states: list[cc.RowState], asked: list[cc.RowState]
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(book_module, "_COUNT_BLOCK", 4)
+        book = RowBook()
+        book.extend(pd.RangeIndex(0, len(states)))
+        for position, state in enumerate(states):
+            if state != cc.RowState.PENDING:
+                book.set([position], state)
+        found = book.positions(tuple(asked))
+        assert found.dtype == np.int64
+        assert found.tolist() == [p for p, state in enumerate(states) if state in asked]
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(
