@@ -6,7 +6,7 @@ first row that had it (8 bytes a slot), answer for an input of up to ``_FROZEN_F
 An input reserved for more stores its ids in a frozen tier sized for all of them: 16 bits
 of each fingerprint in memory (2 bytes a slot) and the positions in a temporary file read
 with ``pread`` (4 bytes a slot on disk; a mapped file would count in the resident memory),
-written an eighth of the input at a time (at least ``_PENDING_IDS``). A match is a
+written a sixteenth of the input at a time (at least ``_PENDING_IDS``). A match is a
 candidate either way: the caller confirms it against the full 16-byte digests.
 """
 
@@ -60,7 +60,7 @@ class SeenIds:
             self._frozen = _Frozen.tier(_buckets_for(ids), len(self._tables))
             self._kept = [_Table(_MIN_BUCKETS) for _ in self._tables]
             # a few writes of the position file in all, however large the input
-            self._pending = _Pending(self._frozen[0].file, max(_PENDING_IDS, ids // 8))
+            self._pending = _Pending(self._frozen[0].file, max(_PENDING_IDS, ids // 16))
             return
         buckets = _buckets_for(ids)
         if buckets > _MIN_BUCKETS:
