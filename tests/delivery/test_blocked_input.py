@@ -21,10 +21,14 @@ pytestmark = pytest.mark.e2e  # real HTTP throughout
 HANG = 60.0  # far past any bound of these tests
 
 
-def _hanging(events: pd.DataFrame, slices: int) -> Iterator[pd.DataFrame]:
-    """``slices`` slices of 100 rows, then a read that hangs."""
+def _hanging(
+    events: pd.DataFrame, slices: int, blocked: threading.Event | None = None
+) -> Iterator[pd.DataFrame]:
+    """``slices`` slices of 100 rows, then a read that hangs (``blocked`` set as it starts)."""
     for k in range(slices):
         yield events.iloc[100 * k : 100 * (k + 1)]
+    if blocked is not None:
+        blocked.set()
     time.sleep(HANG)
     yield events.iloc[100 * slices :]
 
@@ -62,16 +66,26 @@ def test_an_interrupt_ends_a_run_whose_input_blocks_at_once(
     events = make_events(now, n=500, users=20)
     client = cc.Client(sandbox.base_url, sandbox.api_key)
     interrupted_at: list[float] = []
+    blocked = threading.Event()
 
     def ctrl_c_once_stored() -> None:
-        time.sleep(1.0)  # the input is blocked by now
+        # once the read hangs: a signal at a fixed time could land while the run starts,
+        # or in a finaliser, where Python prints a KeyboardInterrupt and drops it
+        assert blocked.wait(30)
+        time.sleep(0.1)
         interrupted_at.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: a real signal wakes the blocked read
 
     killer = threading.Thread(target=ctrl_c_once_stored, daemon=True)
-    killer.start()
-    with pytest.raises(cc.Interrupted) as info:
-        client.send_events(_hanging(events, 3), now=now)
+    # Ctrl-C as in a terminal: a job started in the background by a shell without job
+    # control (as some CI runners start it) inherits SIGINT ignored
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        killer.start()
+        with pytest.raises(cc.Interrupted) as info:
+            client.send_events(_hanging(events, 3, blocked), now=now)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     ended = time.monotonic()
     killer.join(5)
     exc = info.value
