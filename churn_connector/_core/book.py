@@ -212,25 +212,19 @@ class RowBook:
         comparison of the whole input made a 30 MB array each time at 30M rows, whose
         freeing taught the C heap to keep 60 MB it did not need)."""
         with self._lock:
-            status, lo = self.status, self._settled
-            while lo < len(status):
-                waiting = np.flatnonzero(status[lo : lo + _COUNT_BLOCK] == RowState.PENDING)
-                if len(waiting):
-                    lo += int(waiting[0])
-                    break
-                lo += _COUNT_BLOCK
-            self._settled = lo = min(lo, len(status))
-            pending = sum(
-                int(np.count_nonzero(status[at : at + _COUNT_BLOCK] == RowState.PENDING))
-                for at in range(lo, len(status), _COUNT_BLOCK)
-            )
-            return len(status) - pending
+            pending, first = 0, None
+            for lo, block in self._blocks(self._settled):
+                waiting = np.flatnonzero(block == RowState.PENDING)
+                if first is None and len(waiting):
+                    first = lo + int(waiting[0])
+                pending += len(waiting)
+            self._settled = len(self) if first is None else first
+            return len(self) - pending
 
     def counts(self) -> dict[str, int]:
-        status, found = self.status, np.zeros(len(STATE_NAMES), dtype=np.int64)
-        # in blocks: bincount widens its input to 8 bytes a row, 240 MB at 30M rows
-        for lo in range(0, len(status), _COUNT_BLOCK):
-            found += np.bincount(status[lo : lo + _COUNT_BLOCK], minlength=len(STATE_NAMES))
+        found = np.zeros(len(STATE_NAMES), dtype=np.int64)
+        for _, block in self._blocks():  # bincount widens its input to 8 bytes a row
+            found += np.bincount(block, minlength=len(STATE_NAMES))
         return {name: int(found[i]) for i, name in enumerate(STATE_NAMES)}
 
     def frame(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
@@ -291,20 +285,19 @@ class RowBook:
         """The positions of rows in any of ``states`` (int64), found in blocks: asked for
         at the end of a run, when memory is at its highest, a mask of the whole input
         would add a byte a row to the peak."""
-        status, found = self.status, [np.empty(0, dtype=np.int64)]
-        for lo in range(0, len(status), _COUNT_BLOCK):
-            block = status[lo : lo + _COUNT_BLOCK]
-            mask = block == states[0] if states else np.zeros(len(block), dtype=bool)
-            for state in states[1:]:
-                mask |= block == state
-            found.append(np.flatnonzero(mask) + lo)
-        return np.concatenate(found)
+        found = [np.flatnonzero(np.isin(block, states)) + lo for lo, block in self._blocks()]
+        return np.concatenate([np.empty(0, dtype=np.int64), *found])
+
+    def _blocks(self, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
+        """The states from ``start`` on, ``_COUNT_BLOCK`` rows at a time, with each block's
+        first position: every scan of the whole input goes through here."""
+        status = self.status
+        for lo in range(start, len(status), _COUNT_BLOCK):
+            yield lo, status[lo : lo + _COUNT_BLOCK]
 
     def unrecorded_answers(self) -> bool:
         """Whether a row was answered (sent or rejected) without a request recorded."""
-        status = self.status
-        for lo in range(0, len(status), _COUNT_BLOCK):
-            block = status[lo : lo + _COUNT_BLOCK]
+        for lo, block in self._blocks():
             answered = np.flatnonzero((block == RowState.SENT) | (block == RowState.REJECTED))
             with self._lock:
                 chunk = self._chunks.get(answered + lo)

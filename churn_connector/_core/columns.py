@@ -12,8 +12,7 @@ from typing import IO, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from .exceptions import StorageError
-from .storage import storage_error
+from .storage import temp_file_error
 
 
 class Labels:
@@ -75,7 +74,7 @@ class Spill:
                 self._file.write(data)
                 self._file.flush()  # a full disk says so now, not at a later read
             except OSError as exc:
-                raise _spill_error(exc) from None
+                raise temp_file_error(exc, 16) from None
             self._size += len(data)
             return offset
 
@@ -86,22 +85,13 @@ class Spill:
                 self._file.seek(offset)
                 return self._file.read(size)
             except OSError as exc:
-                raise _spill_error(exc) from None
+                raise temp_file_error(exc, 16) from None
 
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
                 self._closer()  # closes the file once, and detaches itself
                 self._file = None
-
-
-def _spill_error(exc: OSError) -> StorageError:
-    return storage_error(
-        "the temporary file of the message ids in",
-        tempfile.gettempdir(),
-        exc,
-        fix="free space there, or point TMPDIR at a folder with room (16 bytes a row)",
-    )
 
 
 class IdColumn(Protocol):

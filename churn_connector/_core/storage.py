@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno as errnos
 import os
+import tempfile
 
 from .exceptions import StorageError
 
@@ -39,3 +40,14 @@ def storage_error(
     if advice:
         text += f"; {advice}"
     return StorageError(text, path=os.fspath(path), errno=code, retryable=code in _PASSING)
+
+
+def temp_file_error(exc: OSError, bytes_a_row: int) -> StorageError:
+    """A temporary file of the message ids (digests, index positions) that failed, naming
+    the temp folder and how much room a row takes there."""
+    return storage_error(
+        "the temporary file of the message ids in",
+        tempfile.gettempdir(),
+        exc,
+        fix=f"free space there, or point TMPDIR at a folder with room ({bytes_a_row} bytes a row)",
+    )

@@ -20,7 +20,7 @@ from typing import IO
 
 import numpy as np
 
-from .._core.storage import storage_error
+from .._core.storage import temp_file_error
 
 __all__ = ["SeenIds", "fingerprints"]
 
@@ -375,7 +375,7 @@ class _PositionFile:
             self._file: IO[bytes] = tempfile.TemporaryFile(prefix="churn-connector-")  # noqa: SIM115
             os.ftruncate(self._file.fileno(), 4 * slots)  # sparse: blocks come as written
         except OSError as exc:
-            raise _error(exc) from None
+            raise temp_file_error(exc, 5) from None
         weakref.finalize(self, self._file.close)
 
     def write(self, runs: list[tuple[np.ndarray, np.ndarray]]) -> None:
@@ -408,7 +408,7 @@ class _PositionFile:
                 os.pwrite(fd, data, 4 * lo)
                 self._written[w] = True
         except OSError as exc:
-            raise _error(exc) from None
+            raise temp_file_error(exc, 5) from None
 
     def read(self, slots: np.ndarray) -> np.ndarray:
         """The positions at ``slots``, as int64."""
@@ -416,17 +416,8 @@ class _PositionFile:
         try:
             data = b"".join(os.pread(fd, 4, 4 * slot) for slot in slots.tolist())
         except OSError as exc:
-            raise _error(exc) from None
+            raise temp_file_error(exc, 5) from None
         return np.frombuffer(data, dtype=np.uint32).astype(np.int64)
-
-
-def _error(exc: OSError) -> Exception:
-    return storage_error(
-        "the temporary file of the message ids in",
-        tempfile.gettempdir(),
-        exc,
-        fix="free space there, or point TMPDIR at a folder with room (5 bytes a row)",
-    )
 
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection on 64 bits
