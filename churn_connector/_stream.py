@@ -24,6 +24,7 @@ from ._core.book import RowBook
 from ._core.types import Kind, Note, RowState
 from ._json import parsed as _parsed
 from ._read.csv import ROW_PROBLEMS
+from ._read.ending import READ_NOTES
 from ._read.fingerprint import Fingerprinter
 from ._read.ndjson import ROW_REPEATS
 from ._read.text import DEFAULT_TEXT
@@ -114,14 +115,16 @@ class SliceStream:
         self.book = RowBook()
         self.failures = FailureLog(self.book)
         self.wire_paths: Counter[str] = Counter()
+        self.read_notes: dict[str, Note] = {}  # the reader's notes, by their text
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
         self.book.reserve(rows)
 
     def notes(self) -> list[Note]:
-        """None by default; a resource with something to say overrides this."""
-        return []
+        """What the reader noted on the input (a text file without its final newline); a
+        resource with more to say adds its own."""
+        return list(self.read_notes.values())
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -141,6 +144,9 @@ class SliceStream:
         self.fingerprinter.add(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
+        for note in df.attrs.get(READ_NOTES, ()):
+            # by its text: a slice split in two carries its reader's notes twice
+            self.read_notes[note["message"]] = note
         broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
         repeats: dict[int, tuple[str, str, str]] = df.attrs.get(ROW_REPEATS, {})
         if repeats:

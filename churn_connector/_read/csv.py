@@ -10,6 +10,8 @@ header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEM
 padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``) is a
 row. A quoted cell still open when the file ends (a stray quote, or a file cut short) is an
 invalid row too: pyarrow reads every line after the quote into that cell, without a word.
+When the file ends without a newline, its last record is judged (``ending``): short of
+cells or inside a quoted cell, it was cut (``truncated``); whole, it is read with a note.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from .._core.exceptions import InputError
+from .._core.types import Note
 from .arrow import arrow_to_pandas
 from .compression import open_stream
 from .csv_bytes import (
@@ -42,6 +45,7 @@ from .csv_bytes import (
     open_quote,
     unhold,
 )
+from .ending import READ_NOTES, cut_cells, cut_quote, unterminated
 from .text import TextFormat
 
 ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: (check, message)}
@@ -157,6 +161,7 @@ def read_csv(
         while True:
             batch = next_batch() if following is _UNREAD else following
             following = _UNREAD
+            at_end = batch is None
             if batch is None:
                 if not ragged:
                     break
@@ -166,12 +171,13 @@ def read_csv(
             if marker is not None:
                 batch = unhold(batch, marker)
             # a record whose last cell ends in a line break may be the file's last, read
-            # to the end inside a quote: only then is the next batch read before this one
-            # is handed on, to know whether it was the last (it rarely is looked at)
-            final = False
-            if text.quote is not None and _last_cell_breaks(batch):
+            # to the end inside a quote; in a file without a final newline, the last record
+            # may be cut: only then is the next batch read before this one is handed on,
+            # to know whether it was the last (it rarely is looked at)
+            breaks = text.quote is not None and _last_cell_breaks(batch)
+            if not at_end and (breaks or lines.unterminated):
                 following = next_batch()
-                final = following is None
+                at_end = following is None
             # unquoted escaped cells: each escaped \r and \n is a line break of its own
             apart = text.escape is not None and text.quote is None
             frames = _frames(
@@ -182,8 +188,9 @@ def read_csv(
                 rows,
                 text.columns,
                 apart,
-                unclosed if final else None,
+                unclosed if breaks and at_end else None,
                 opens if text.quote is not None else None,
+                name if at_end and lines.unterminated else None,
             )
             for frame in frames:
                 produced = True
@@ -191,7 +198,10 @@ def read_csv(
     finally:
         reader.close()
     if not produced:
-        yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+        frame = arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+        if lines.unterminated and header_lines:  # the header alone, without its newline
+            frame.attrs[READ_NOTES] = [unterminated(name, None, header[-1] if header else None)]
+        yield frame
 
 
 def _open(
@@ -286,12 +296,15 @@ def _frames(
     apart: bool,  # noqa: FBT001 - see _cell_newlines
     unclosed: Callable[[int], bool] | None = None,
     opens: Callable[[str], bool] | None = None,
+    unterminated_file: str | None = None,
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled.
 
     ``unclosed``: given when this is the file's last batch; it says whether the record that
     starts on a line is still inside a quoted cell when the file ends. ``opens``: whether a
-    ragged record's text leaves a quote open (then it ran to the end of the file)."""
+    ragged record's text leaves a quote open (then it ran to the end of the file).
+    ``unterminated_file``: the file's name, when this is its last batch and its last line
+    has no newline (then its last record is judged: ``_ending``)."""
     nvalid = batch.num_rows
     # the parser may read ahead: take the ragged records that fall inside this batch's range
     pending = sorted(ragged, key=lambda r: r.number)
@@ -323,6 +336,14 @@ def _frames(
         line = int(first_line[-1])
         if unclosed(line):
             problems[total - 1] = ("quote_closed", _unclosed_message(batch, line, at.line))
+    notes: list[Note] = []
+    if unterminated_file is not None and not ragged and total:
+        last = inside[-1] if is_bad[-1] else None
+        found = _ending(batch, last, problems.get(total - 1), int(first_line[-1]), at.line)
+        if isinstance(found, tuple):
+            problems[total - 1] = found
+        elif found is not None:
+            notes.append(unterminated(unterminated_file, int(first_line[-1]), found))
     all_null = np.ones(nvalid, dtype=bool)
     for column in batch.columns:
         all_null &= column.is_null().to_numpy(zero_copy_only=False)
@@ -340,7 +361,26 @@ def _frames(
         where = {int(i): problems[int(p)] for i, p in enumerate(chosen.tolist()) if p in problems}
         if where:
             frame.attrs[ROW_PROBLEMS] = where
+        if notes and stop == total:
+            frame.attrs[READ_NOTES] = notes
         yield frame
+
+
+def _ending(
+    batch: pa.RecordBatch, row: Any, problem: tuple[str, str] | None, line: int, end: int
+) -> tuple[str, str] | str | None:
+    """The file's last record, when no newline follows it: its ``truncated`` problem when
+    it is short of cells or inside a quoted cell (``row``: pyarrow's, when it was ragged),
+    else the column of its last cell, which a cut could have shortened unseen (None: the
+    record is broken otherwise, a note would add nothing)."""
+    if problem is not None and problem[0] == "quote_closed":
+        if row is not None:
+            return cut_quote(line, None, newlines(row.text.encode()))
+        return cut_quote(line, batch.schema.names[-1], end - line - 2)
+    if row is not None:
+        short = row.actual_columns < row.expected_columns
+        return cut_cells(line, row.actual_columns, row.expected_columns) if short else None
+    return str(batch.schema.names[-1])
 
 
 def _ragged_problem(

@@ -56,6 +56,9 @@ class Lines(io.RawIOBase):
         self.newlines = 0
         self.after_newline = False
         self.blank: set[int] = set()
+        # the file's last line had no newline (one is added here): known once its last
+        # bytes are handed on, so before pyarrow parses its last record
+        self.unterminated = False
 
     def readable(self) -> bool:
         return True
@@ -69,6 +72,7 @@ class Lines(io.RawIOBase):
             if not more and not data.endswith(b"\r"):
                 # the last line lacks its newline: pyarrow cannot read a lone header so
                 data += b"\n"
+                self.unterminated = True
             elif more and data.endswith(b"\r"):
                 data, self.held = data[:-1], b"\r" + more
             else:
