@@ -147,7 +147,7 @@ class SliceStream:
         for note in df.attrs.get(READ_NOTES, ()):
             # by its text: a slice split in two carries its reader's notes twice
             self.read_notes[note["message"]] = note
-        broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
+        broken: dict[int, tuple[str, ...]] = df.attrs.get(ROW_PROBLEMS, {})
         repeats: dict[int, tuple[str, str, str]] = df.attrs.get(ROW_REPEATS, {})
         if repeats:
             # an NDJSON line that names a key twice: read last-one-wins, so its values are
@@ -161,8 +161,9 @@ class SliceStream:
             at = {start + p for p in broken}
             records = [r for r in result.records if r["position"] not in at]
             self.failures.add(records, start, n)
-            for p, (check, text) in sorted(broken.items()):
-                self.failures.fail(start + p, None, check, None, text)
+            for p, (check, text, *cell) in sorted(broken.items()):
+                # a problem of one cell names its column (``\\N`` read as text)
+                self.failures.fail(start + p, cell[0] if cell else None, check, None, text)
             result.invalid[list(broken)] = True
         else:
             self.failures.add(result.records, start, n)

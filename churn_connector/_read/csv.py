@@ -12,15 +12,19 @@ row. A quoted cell still open when the file ends (a stray quote, or a file cut s
 invalid row too: pyarrow reads every line after the quote into that cell, without a word.
 When the file ends without a newline, its last record is judged (``ending``): short of
 cells or inside a quoted cell, it was cut (``truncated``); whole, it is read with a note.
+A row holding a backslash-escaped quote (read without ``escape=``) or a ``\\N`` cell (read
+without ``null=``) is refused with the option that reads it as written (``layout``).
 """
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import csv
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +50,11 @@ from .csv_bytes import (
     unhold,
 )
 from .ending import READ_NOTES, cut_cells, cut_quote, unterminated
+from .layout import escaped_quote_hint, null_cells, null_problem, quote_problem
 from .text import TextFormat
 
-ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: (check, message)}
+# frame.attrs: {position: (check, message)}, or (check, message, column) for one cell's
+ROW_PROBLEMS = "churn_connector.row_problems"
 _UNREAD = object()  # no batch read ahead
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
 
@@ -127,10 +133,18 @@ def read_csv(
     if not utf8:
         source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
     marker = escaped_marker(text)
+    # \N cells read as text (no null= given) are flagged (``layout``): held when the escape
+    # is a backslash (pyarrow would unescape them into "N"), else watched for in the bytes
+    null_cell = None if text.null is not None else HELD if text.escape == "\\" else "\\N"
+    if null_cell == HELD:
+        marker = "\\N"
+    escaped: EscapedNulls | None = None
     if marker is not None:
         assert text.escape is not None
-        source = EscapedNulls(source, text.escape, marker)
-    lines = Lines(source, text.escape)
+        source = escaped = EscapedNulls(source, text.escape, marker)
+    lines = Lines(
+        source, text.escape, quote=text.quote, delimiter=delimiter, null_text=null_cell == "\\N"
+    )
     state = _Position(record=1 if text.columns else 2, line=header_lines + 1)
     try:
         reader = _open(lines, header, text, delimiter, rows, on_invalid)
@@ -168,6 +182,9 @@ def read_csv(
                 batch = schema.empty_table().to_batches() or [_empty_batch(schema)]
                 batch = batch[0]
             assert isinstance(batch, pa.RecordBatch)
+            seen = _Seen(quotes=lines.escaped_quotes)
+            if null_cell is not None and (lines.holds_null or (escaped and escaped.swapped)):
+                seen.nulls = null_cells(batch, null_cell)
             if marker is not None:
                 batch = unhold(batch, marker)
             # a record whose last cell ends in a line break may be the file's last, read
@@ -190,7 +207,7 @@ def read_csv(
                 apart,
                 unclosed if breaks and at_end else None,
                 opens if text.quote is not None else None,
-                name if at_end and lines.unterminated else None,
+                seen.ending_at(name if at_end and lines.unterminated else None),
             )
             for frame in frames:
                 produced = True
@@ -239,6 +256,19 @@ def _block_size(rows: int) -> int:
 
 def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=schema)
+
+
+@dataclass
+class _Seen:
+    """What the bytes said of a batch's records beyond their cells (``layout``, ``ending``)."""
+
+    quotes: list[int]  # ``Lines.escaped_quotes``: consumed as their records are framed
+    nulls: dict[int, list[str]] = field(default_factory=dict)  # record -> its \N columns
+    ending: str | None = None  # the file's name: its last record, without a final newline
+
+    def ending_at(self, name: str | None) -> _Seen:
+        self.ending = name
+        return self
 
 
 class _Position:
@@ -296,15 +326,15 @@ def _frames(
     apart: bool,  # noqa: FBT001 - see _cell_newlines
     unclosed: Callable[[int], bool] | None = None,
     opens: Callable[[str], bool] | None = None,
-    unterminated_file: str | None = None,
+    seen: _Seen | None = None,
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled.
 
     ``unclosed``: given when this is the file's last batch; it says whether the record that
     starts on a line is still inside a quoted cell when the file ends. ``opens``: whether a
     ragged record's text leaves a quote open (then it ran to the end of the file).
-    ``unterminated_file``: the file's name, when this is its last batch and its last line
-    has no newline (then its last record is judged: ``_ending``)."""
+    ``seen``: what the bytes said (``_Seen``): rows holding \\N or a backslash-quote, and
+    whether the file's last record, here, lacks its newline (then it is judged: ``_ending``)."""
     nvalid = batch.num_rows
     # the parser may read ahead: take the ragged records that fall inside this batch's range
     pending = sorted(ragged, key=lambda r: r.number)
@@ -328,7 +358,7 @@ def _frames(
     # valid records keep their order; a ragged record is a row of nulls with a problem
     take = np.full(total, -1, dtype=np.int64)
     take[~is_bad] = np.arange(nvalid)
-    problems = {
+    problems: dict[int, tuple[str, ...]] = {
         int(p): _ragged_problem(r, int(first_line[p]), columns, opens)
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
     }
@@ -337,13 +367,15 @@ def _frames(
         if unclosed(line):
             problems[total - 1] = ("quote_closed", _unclosed_message(batch, line, at.line))
     notes: list[Note] = []
-    if unterminated_file is not None and not ragged and total:
+    if seen is not None and seen.ending is not None and not ragged and total:
         last = inside[-1] if is_bad[-1] else None
         found = _ending(batch, last, problems.get(total - 1), int(first_line[-1]), at.line)
         if isinstance(found, tuple):
             problems[total - 1] = found
         elif found is not None:
-            notes.append(unterminated(unterminated_file, int(first_line[-1]), found))
+            notes.append(unterminated(seen.ending, int(first_line[-1]), found))
+    if seen is not None:
+        _layout_problems(seen, problems, first_line, np.flatnonzero(~is_bad), at.line)
     all_null = np.ones(nvalid, dtype=bool)
     for column in batch.columns:
         all_null &= column.is_null().to_numpy(zero_copy_only=False)
@@ -366,8 +398,34 @@ def _frames(
         yield frame
 
 
+def _layout_problems(
+    seen: _Seen,
+    problems: dict[int, tuple[str, ...]],
+    first_line: np.ndarray,
+    valid: np.ndarray,
+    end: int,
+) -> None:
+    """The rows holding a backslash-quote (lines before ``end``, the next record's), then
+    those holding \\N cells, as problems; a row broken otherwise keeps its problem, and a
+    backslash-quote adds its hint."""
+    upto = bisect.bisect_left(seen.quotes, end)
+    lines, seen.quotes[:upto] = seen.quotes[:upto], []
+    for line in lines:
+        p = int(np.searchsorted(first_line, line, side="right")) - 1
+        if p < 0:
+            continue  # the header's line
+        if p not in problems:
+            problems[p] = quote_problem(int(first_line[p]))
+        elif problems[p][0] != "quote_escaped" and escaped_quote_hint() not in problems[p][1]:
+            check, message, *rest = problems[p]
+            problems[p] = (check, message + escaped_quote_hint(), *rest)
+    for index, columns in seen.nulls.items():
+        p = int(valid[index])
+        problems.setdefault(p, null_problem(int(first_line[p]), columns))
+
+
 def _ending(
-    batch: pa.RecordBatch, row: Any, problem: tuple[str, str] | None, line: int, end: int
+    batch: pa.RecordBatch, row: Any, problem: tuple[str, ...] | None, line: int, end: int
 ) -> tuple[str, str] | str | None:
     """The file's last record, when no newline follows it: its ``truncated`` problem when
     it is short of cells or inside a quoted cell (``row``: pyarrow's, when it was ragged),
