@@ -32,6 +32,7 @@ from ._validate.pandera import pa
 from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
+_NAMED_FILES = 3  # files without a final newline named one by one in the notes
 
 
 @dataclass
@@ -122,9 +123,21 @@ class SliceStream:
         self.book.reserve(rows)
 
     def notes(self) -> list[Note]:
-        """What the reader noted on the input (a text file without its final newline); a
-        resource with more to say adds its own."""
-        return list(self.read_notes.values())
+        """What the reader noted on the input (a text file without its final newline: the
+        first few files by name, then how many more); a resource with more to say adds its
+        own."""
+        notes = list(self.read_notes.values())
+        if len(notes) <= _NAMED_FILES:
+            return notes
+        rest = len(notes) - _NAMED_FILES
+        more = Note(
+            kind="no_final_newline",
+            column="",
+            count=rest,
+            message=f"{rest:,} more files end without a final newline; their last lines were "
+            "read as written: if in doubt, export them again",
+        )
+        return [*notes[:_NAMED_FILES], more]
 
     @property
     def fingerprinter(self) -> Fingerprinter:

@@ -160,3 +160,19 @@ def test_the_cli_prints_the_note_and_exits_0_for_a_whole_unterminated_file(
     path = write(tmp_path / "whole.csv", HEADER + f"u1,login,{when},123")
     assert main(["validate", "events", str(path)]) == 0
     assert "note: whole.csv ends without a final newline after line 2" in capsys.readouterr().out
+
+
+def test_a_folder_of_parts_without_final_newlines_names_three_and_counts_the_rest(
+    now: pd.Timestamp, when: str, tmp_path: Path
+) -> None:
+    for part in range(5):
+        write(tmp_path / f"part-{part}.csv", HEADER + f"u{part},login,{when},{part}")
+    report = cc.validate_events(tmp_path, now=now)
+    assert report.ok and report.n_rows == 5
+    assert [n["message"].split(" ends ")[0] for n in report.notes[:3]] == [
+        "part-0.csv",
+        "part-1.csv",
+        "part-2.csv",
+    ]
+    assert report.notes[3]["count"] == 2
+    assert report.notes[3]["message"].startswith("2 more files end without a final newline")
