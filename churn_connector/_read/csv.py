@@ -24,7 +24,7 @@ import csv
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +133,11 @@ def read_csv(
     if not utf8:
         source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
     marker = escaped_marker(text)
-    # \N cells read as text (no null= given) are flagged (``layout``): held when the escape
-    # is a backslash (pyarrow would unescape them into "N"), else watched for in the bytes
-    null_cell = None if text.null is not None else HELD if text.escape == "\\" else "\\N"
-    if null_cell == HELD:
-        marker = "\\N"
+    null_cell: str | None = None  # \N read as text (no null= given) is flagged (``layout``)
+    if text.null is None:
+        # a backslash escape would turn it into "N": it is held, as a null marker would be
+        null_cell = HELD if text.escape == "\\" else "\\N"
+        marker = "\\N" if null_cell == HELD else None
     escaped: EscapedNulls | None = None
     if marker is not None:
         assert text.escape is not None
@@ -182,9 +182,9 @@ def read_csv(
                 batch = schema.empty_table().to_batches() or [_empty_batch(schema)]
                 batch = batch[0]
             assert isinstance(batch, pa.RecordBatch)
-            seen = _Seen(quotes=lines.escaped_quotes)
+            nulls: dict[int, list[str]] = {}
             if null_cell is not None and (lines.holds_null or (escaped and escaped.swapped)):
-                seen.nulls = null_cells(batch, null_cell)
+                nulls = null_cells(batch, null_cell)
             if marker is not None:
                 batch = unhold(batch, marker)
             # a record whose last cell ends in a line break may be the file's last, read
@@ -195,6 +195,7 @@ def read_csv(
             if not at_end and (breaks or lines.unterminated):
                 following = next_batch()
                 at_end = following is None
+            ending = name if at_end and lines.unterminated else None
             # unquoted escaped cells: each escaped \r and \n is a line break of its own
             apart = text.escape is not None and text.quote is None
             frames = _frames(
@@ -207,7 +208,7 @@ def read_csv(
                 apart,
                 unclosed if breaks and at_end else None,
                 opens if text.quote is not None else None,
-                seen.ending_at(name if at_end and lines.unterminated else None),
+                _Seen(lines.escaped_quotes, nulls, ending),
             )
             for frame in frames:
                 produced = True
@@ -263,12 +264,8 @@ class _Seen:
     """What the bytes said of a batch's records beyond their cells (``layout``, ``ending``)."""
 
     quotes: list[int]  # ``Lines.escaped_quotes``: consumed as their records are framed
-    nulls: dict[int, list[str]] = field(default_factory=dict)  # record -> its \N columns
-    ending: str | None = None  # the file's name: its last record, without a final newline
-
-    def ending_at(self, name: str | None) -> _Seen:
-        self.ending = name
-        return self
+    nulls: dict[int, list[str]]  # record -> the columns of its \N cells
+    ending: str | None  # the file's name: its last record, without a final newline, is here
 
 
 class _Position:

@@ -243,7 +243,7 @@ class EscapedNulls(io.RawIOBase):
         self.letter = marker[1:].encode()
         self.pattern = re.compile(re.escape(self.escape) + b"(.)", re.DOTALL)
         self.sequence = self.escape + self.letter
-        self.swapped = False  # a marker may have been held (some byte run held its bytes)
+        self.swapped = False  # a chunk held the marker's bytes: its cells are worth a look
 
     def readable(self) -> bool:
         return True
