@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from ._core.config import ClientConfig, Secret, as_secret
 from ._core.declare import options_of
 from ._core.exceptions import ConfigurationError, InputError, RunStopped
 from ._core.types import STATE_NAMES, DataSource, Kind
+from ._core.words import on_command_line
 from ._delivery.options import SendOptions
 from ._events.options import EventOptions
 from ._events.stream import EventStream
@@ -34,7 +36,7 @@ from ._identities.stream import IdentityStream
 from ._read.fingerprint import Fingerprinter
 from ._read.text import DEFAULT_TEXT
 from ._results.result import SendResult
-from ._results.runs import HEADER, ROWS_FORMAT, header_of, read_rows_file
+from ._results.runs import HEADER, ROWS_FORMAT, header_of, read_rows_file, stored_header
 from ._stream import batches
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ def plan_resend(
         recorded, header = rows.reset_index(), header_of(rows)
         where = "the rows frame"
     else:
+        _refuse_swapped(rows, data)
         recorded, header = read_rows_file(rows)
         where = os.fspath(rows)
     header = _checked_header(header, where)
@@ -142,6 +145,24 @@ def plan_resend(
     if kind == "events":
         _same_ids(plan, table, where)
     return plan
+
+
+def _refuse_swapped(rows: str | os.PathLike[str], data: DataSource) -> None:
+    """The input given where the rows file goes, and the rows file as the input: said so,
+    before the input is read as a rows file (a large one, wholly)."""
+    if not isinstance(data, str | os.PathLike) or stored_header(data) is None:
+        return
+    if stored_header(rows) is not None:
+        return  # both are rows files: the input's fingerprint check says which is wrong
+    first, second = os.fspath(rows), os.fspath(data)
+    if on_command_line():
+        fix = f"churn-connector resend {shlex.quote(second)} {shlex.quote(first)}"
+    else:
+        fix = f"resend({second!r}, {first!r})"
+    raise ConfigurationError(
+        f"the rows file and the input are swapped: {second} is the rows file a send wrote "
+        f"(--rows) and {first} is not; the rows file comes first: {fix}"
+    )
 
 
 def _checked_header(header: dict[str, Any] | None, where: str) -> dict[str, Any]:

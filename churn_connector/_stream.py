@@ -24,6 +24,7 @@ from ._core.book import RowBook
 from ._core.types import Kind, Note, RowState
 from ._json import parsed as _parsed
 from ._read.csv import ROW_PROBLEMS
+from ._read.ending import READ_NOTES
 from ._read.fingerprint import Fingerprinter
 from ._read.ndjson import ROW_REPEATS
 from ._read.text import DEFAULT_TEXT
@@ -31,6 +32,7 @@ from ._validate.pandera import pa
 from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
+_NAMED_FILES = 3  # files without a final newline named one by one in the notes
 
 
 @dataclass
@@ -114,14 +116,28 @@ class SliceStream:
         self.book = RowBook()
         self.failures = FailureLog(self.book)
         self.wire_paths: Counter[str] = Counter()
+        self.read_notes: dict[str, Note] = {}  # the reader's notes, by their text
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
         self.book.reserve(rows)
 
     def notes(self) -> list[Note]:
-        """None by default; a resource with something to say overrides this."""
-        return []
+        """What the reader noted on the input (a text file without its final newline: the
+        first few files by name, then how many more); a resource with more to say adds its
+        own."""
+        notes = list(self.read_notes.values())
+        if len(notes) <= _NAMED_FILES:
+            return notes
+        rest = len(notes) - _NAMED_FILES
+        more = Note(
+            kind="no_final_newline",
+            column="",
+            count=rest,
+            message=f"{rest:,} more files end without a final newline; their last lines were "
+            "read as written: if in doubt, export them again",
+        )
+        return [*notes[:_NAMED_FILES], more]
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -141,7 +157,10 @@ class SliceStream:
         self.fingerprinter.add(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        broken: dict[int, tuple[str, str]] = df.attrs.get(ROW_PROBLEMS, {})
+        for note in df.attrs.get(READ_NOTES, ()):
+            # by its text: a slice split in two carries its reader's notes twice
+            self.read_notes[note["message"]] = note
+        broken: dict[int, tuple[str, ...]] = df.attrs.get(ROW_PROBLEMS, {})
         repeats: dict[int, tuple[str, str, str]] = df.attrs.get(ROW_REPEATS, {})
         if repeats:
             # an NDJSON line that names a key twice: read last-one-wins, so its values are
@@ -155,8 +174,9 @@ class SliceStream:
             at = {start + p for p in broken}
             records = [r for r in result.records if r["position"] not in at]
             self.failures.add(records, start, n)
-            for p, (check, text) in sorted(broken.items()):
-                self.failures.fail(start + p, None, check, None, text)
+            for p, (check, text, *cell) in sorted(broken.items()):
+                # a problem of one cell names its column (``\\N`` read as text)
+                self.failures.fail(start + p, cell[0] if cell else None, check, None, text)
             result.invalid[list(broken)] = True
         else:
             self.failures.add(result.records, start, n)

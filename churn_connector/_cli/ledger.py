@@ -1,7 +1,8 @@
 """``churn-connector ledger``: look after a ledger, wherever it lives.
 
 ``stats`` (records per scope and kind, the last acknowledgement), ``forget`` (retention:
-drop a scope's records, of one kind, acknowledged before a date), ``export`` (every record
+drop a scope's records, of one kind, acknowledged before a date; a scope the ledger does not
+hold is refused, naming those it does), ``export`` (every record
 to Parquet) and ``compact`` (the retention default, and object storage's segments merged
 into one; safe while others write). The location is a SQLite path or a ledger URL; a
 password in it is refused (shell history and process lists keep arguments): PGPASSWORD or
@@ -111,6 +112,29 @@ def add_ledger_parser(
         add_verbosity(command, argparse.SUPPRESS)
 
 
+def _known_scope(ledger: Ledger, scope: str) -> None:
+    """A scope the ledger holds records of; else a ConfigurationError naming those it holds.
+
+    A retention job whose scope is mistyped (or spelled otherwise than ``ledger stats``
+    shows it) would forget nothing, every night, with exit 0."""
+    scopes = sorted(set(ledger.stats()["scope"].astype(str)))
+    if scope in scopes:
+        return
+    if not scopes:
+        raise ConfigurationError(
+            f"ledger forget: {ledger.describe()} holds no records, so no scope {scope!r}"
+        )
+    shown = ", ".join(repr(s) for s in scopes[:_SHOWN_SCOPES])
+    more = f" and {len(scopes) - _SHOWN_SCOPES:,} more" if len(scopes) > _SHOWN_SCOPES else ""
+    raise ConfigurationError(
+        f"ledger forget: {ledger.describe()} holds no records of scope {scope!r}; its "
+        f"scopes are {shown}{more} (as `ledger stats` shows them): pass one of those to --scope"
+    )
+
+
+_SHOWN_SCOPES = 10
+
+
 def run(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     """Run ``churn-connector ledger COMMAND``; ``say`` prints unless ``-q``."""
     command = args.ledger_command
@@ -129,6 +153,7 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> int:
                 width = shutil.get_terminal_size().columns - 1
                 say(text_table(frame.astype({"last_acknowledged": str}), width, wrap="scope"))
         elif command == "forget":
+            _known_scope(ledger, args.scope)
             dropped = ledger.drop(args.scope, kind=args.kind, before=args.before)
             say(f"forgot {dropped:,} records of {args.scope}")
         elif command == "export":

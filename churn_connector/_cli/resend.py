@@ -20,7 +20,7 @@ from .._core.exceptions import RunStopped
 from .._core.types import Kind
 from .._resend import merged_rows, plan_resend, send_plan
 from .._results.result import SendResult, append_line, check_result_path, write_frame, write_frames
-from .._results.runs import now_utc, read_rows_file, receipt_line, receipts_path
+from .._results.runs import now_utc, receipt_line, receipts_path, stored_header
 from .._results.runs import stopped_receipt as receipt_of_stopped
 from .options import (
     add_data_arguments,
@@ -104,8 +104,9 @@ def run_resend(args: argparse.Namespace) -> int:
 
 
 def _kind_of(path: Path) -> Kind:
-    _frame, header = read_rows_file(path)
-    kind = (header or {}).get("kind")
+    # the header alone: the rows are read once, by the plan (which also says what is wrong
+    # with a file that is no rows file, or is the input given first)
+    kind = (stored_header(path) or {}).get("kind")
     return "identities" if kind == "identities" else "events"
 
 

@@ -6,7 +6,10 @@
 
 Prints the message id of each delivered event, one per line. Exit codes as for ``send``:
 0 delivered; 1 invalid (the reason on stderr; nothing of it sent); 2 not delivered; 3 no key
-or a refused key, the API unreachable, a usage error.
+or a refused key, the API unreachable, a usage error. A property given twice is invalid, as
+a key named twice in a file's JSON is (``repeated_key``). An NDJSON file is a batch that may
+be run again after an exit 1 or 2: a line with neither ``occurred_at`` nor ``message_id``
+(which would get the moment of sending and a random id, another event each run) is invalid.
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ def add_track_parser(sub: Any, add_verbosity: Any) -> None:
         "track",
         help="send one event now (or NDJSON events through a tracker)",
         description="Send one event now, or the events of an NDJSON file (one object per "
-        "line with external_user_id, event_type and optionally occurred_at, properties, "
-        "context, message_id). Prints the message id of each delivered event.",
+        "line with external_user_id, event_type, occurred_at or message_id or both, and "
+        "optionally properties, context; a line with neither occurred_at nor message_id is "
+        "refused, so running the file again stores nothing twice). A property given twice "
+        "(--property, --properties) is refused. Prints the message id of each delivered event.",
     )
     add_verbosity(track, argparse.SUPPRESS)
     track.add_argument("event_type", nargs="?", metavar="EVENT_TYPE", help="e.g. signup")
@@ -80,19 +85,38 @@ def add_track_parser(sub: Any, add_verbosity: Any) -> None:
 
 
 def _properties(args: argparse.Namespace) -> dict[str, Any]:
+    """The properties of ``--properties`` and every ``--property``; a key given twice is
+    refused (check ``repeated_key``), never read last-one-wins."""
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}  # key -> the option that gave it, for the message
     if args.properties is not None:
         parsed = _json(args.properties, "--properties", "properties")
         if not isinstance(parsed, dict):
             raise ConfigurationError("--properties must be a JSON object")
         out.update(parsed)
+        given.update(dict.fromkeys(parsed, "--properties"))
     for item in args.property:
         typed = ":=" in item.split("=", 1)[0] + "="
         key, _, value = item.partition(":=" if typed else "=")
         if not key or (not typed and "=" not in item):
             raise ConfigurationError(f"--property {item!r}: write KEY=VALUE or KEY:=JSON")
+        if key in given:
+            raise _repeated(key, given[key], f"--property {item}")
+        given[key] = f"--property {item}"
         out[key] = _json(value, f"--property {key}", f"properties.{key}") if typed else value
     return out
+
+
+def _repeated(key: str, first: str, second: str) -> DataValidationError:
+    """A property given twice on the command line: which value is meant is a guess."""
+    return DataValidationError(
+        f"the event is invalid and was not sent: repeated_key: properties: the key {key!r} "
+        f"is given twice ({first!r} and {second!r}): which value is meant is a guess; keep "
+        "the key once",
+        n_invalid=1,
+        n_rows=1,
+        checks=("repeated_key",),
+    )
 
 
 def _json(text: str, where: str, path: str) -> Any:
@@ -214,4 +238,12 @@ def _event(line: str) -> dict[str, Any]:
     missing = [k for k in ("external_user_id", "event_type") if k not in parsed]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
+    if parsed.get("occurred_at") is None and parsed.get("message_id") is None:
+        # the file is a batch, run again after an exit 1 or 2: such an event would get the
+        # moment of sending and a random id each run, and be stored once per run
+        raise ValueError(
+            "the line has neither occurred_at nor message_id: it would be sent with the time "
+            "of sending and a random id, so running the file again would store it twice; "
+            "give the line an occurred_at (when it happened) or a message_id"
+        )
     return parsed

@@ -78,6 +78,7 @@ NoteKind = Literal[
     "blank_consent_opted_in",  # blank_consent="opted_in" sent blanks as opted in
     "opt_out_without_address",  # an opt-out on a row without the address: nothing to send
     "event_types_restyled",  # event_type_style rewrote event types (each mapping counted)
+    "no_final_newline",  # a text file's last line is whole but unterminated: cut or not?
 ]
 
 

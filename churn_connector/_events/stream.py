@@ -89,7 +89,7 @@ class EventStream(SliceStream):
     def notes(self) -> list[Note]:
         """With ``event_type_style``: which event types it rewrote, on how many rows."""
         if not self._restyled_types:
-            return []
+            return super().notes()
         total = sum(self._restyled_types.values())
         ranked = self._restyled_types.most_common()
         mappings = ", ".join(f"{a!r} -> {b!r} ({n:,})" for (a, b), n in ranked[:_SHOWN])
@@ -97,7 +97,8 @@ class EventStream(SliceStream):
         style = option("event_type_style", self.options.event_type_style)
         message = f"{style} rewrote the event types of {total:,} rows: {mappings}{more}"
         return [
-            Note(kind="event_types_restyled", column="event_type", count=total, message=message)
+            *super().notes(),
+            Note(kind="event_types_restyled", column="event_type", count=total, message=message),
         ]
 
     def process(self, df: pd.DataFrame) -> WireBatch:

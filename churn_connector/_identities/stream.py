@@ -72,7 +72,7 @@ class IdentityStream(SliceStream):
 
     def notes(self) -> list[Note]:
         """What the report says that is not a failure: consent defaults and choices."""
-        return self.consent.notes()
+        return [*super().notes(), *self.consent.notes()]
 
     def _mark_duplicates(self, start: int, stop: int) -> None:
         """States of this slice's rows of duplicate users; notes once a user's rows are all seen."""

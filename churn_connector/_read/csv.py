@@ -10,15 +10,21 @@ header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEM
 padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``) is a
 row. A quoted cell still open when the file ends (a stray quote, or a file cut short) is an
 invalid row too: pyarrow reads every line after the quote into that cell, without a word.
+When the file ends without a newline, its last record is judged (``ending``): short of
+cells or inside a quoted cell, it was cut (``truncated``); whole, it is read with a note.
+A row holding a backslash-escaped quote (read without ``escape=``) or a ``\\N`` cell (read
+without ``null=``) is refused with the option that reads it as written (``layout``).
 """
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import csv
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from .._core.exceptions import InputError
+from .._core.types import Note
 from .arrow import arrow_to_pandas
 from .compression import open_stream
 from .csv_bytes import (
@@ -42,9 +49,12 @@ from .csv_bytes import (
     open_quote,
     unhold,
 )
+from .ending import READ_NOTES, cut_cells, cut_quote, unterminated
+from .layout import escaped_quote_hint, null_cells, null_problem, quote_problem
 from .text import TextFormat
 
-ROW_PROBLEMS = "churn_connector.row_problems"  # frame.attrs: {position: (check, message)}
+# frame.attrs: {position: (check, message)}, or (check, message, column) for one cell's
+ROW_PROBLEMS = "churn_connector.row_problems"
 _UNREAD = object()  # no batch read ahead
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
 
@@ -123,10 +133,18 @@ def read_csv(
     if not utf8:
         source = pa.transcoding_input_stream(source, src_encoding=codec, dest_encoding="utf-8")
     marker = escaped_marker(text)
+    null_cell: str | None = None  # \N read as text (no null= given) is flagged (``layout``)
+    if text.null is None:
+        # a backslash escape would turn it into "N": it is held, as a null marker would be
+        null_cell = HELD if text.escape == "\\" else "\\N"
+        marker = "\\N" if null_cell == HELD else None
+    escaped: EscapedNulls | None = None
     if marker is not None:
         assert text.escape is not None
-        source = EscapedNulls(source, text.escape, marker)
-    lines = Lines(source, text.escape)
+        source = escaped = EscapedNulls(source, text.escape, marker)
+    lines = Lines(
+        source, text.escape, quote=text.quote, delimiter=delimiter, null_text=null_cell == "\\N"
+    )
     state = _Position(record=1 if text.columns else 2, line=header_lines + 1)
     try:
         reader = _open(lines, header, text, delimiter, rows, on_invalid)
@@ -157,21 +175,27 @@ def read_csv(
         while True:
             batch = next_batch() if following is _UNREAD else following
             following = _UNREAD
+            at_end = batch is None
             if batch is None:
                 if not ragged:
                     break
                 batch = schema.empty_table().to_batches() or [_empty_batch(schema)]
                 batch = batch[0]
             assert isinstance(batch, pa.RecordBatch)
+            nulls: dict[int, list[str]] = {}
+            if null_cell is not None and (lines.holds_null or (escaped and escaped.swapped)):
+                nulls = null_cells(batch, null_cell)
             if marker is not None:
                 batch = unhold(batch, marker)
             # a record whose last cell ends in a line break may be the file's last, read
-            # to the end inside a quote: only then is the next batch read before this one
-            # is handed on, to know whether it was the last (it rarely is looked at)
-            final = False
-            if text.quote is not None and _last_cell_breaks(batch):
+            # to the end inside a quote; in a file without a final newline, the last record
+            # may be cut: only then is the next batch read before this one is handed on,
+            # to know whether it was the last (it rarely is looked at)
+            breaks = text.quote is not None and _last_cell_breaks(batch)
+            if not at_end and (breaks or lines.unterminated):
                 following = next_batch()
-                final = following is None
+                at_end = following is None
+            ending = name if at_end and lines.unterminated else None
             # unquoted escaped cells: each escaped \r and \n is a line break of its own
             apart = text.escape is not None and text.quote is None
             frames = _frames(
@@ -182,8 +206,9 @@ def read_csv(
                 rows,
                 text.columns,
                 apart,
-                unclosed if final else None,
+                unclosed if breaks and at_end else None,
                 opens if text.quote is not None else None,
+                _Seen(lines.escaped_quotes, nulls, ending),
             )
             for frame in frames:
                 produced = True
@@ -191,7 +216,10 @@ def read_csv(
     finally:
         reader.close()
     if not produced:
-        yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+        frame = arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+        if lines.unterminated and header_lines:  # the header alone, without its newline
+            frame.attrs[READ_NOTES] = [unterminated(name, None, header[-1] if header else None)]
+        yield frame
 
 
 def _open(
@@ -229,6 +257,15 @@ def _block_size(rows: int) -> int:
 
 def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=schema)
+
+
+@dataclass
+class _Seen:
+    """What the bytes said of a batch's records beyond their cells (``layout``, ``ending``)."""
+
+    quotes: list[int]  # ``Lines.escaped_quotes``: consumed as their records are framed
+    nulls: dict[int, list[str]]  # record -> the columns of its \N cells
+    ending: str | None  # the file's name: its last record, without a final newline, is here
 
 
 class _Position:
@@ -286,12 +323,15 @@ def _frames(
     apart: bool,  # noqa: FBT001 - see _cell_newlines
     unclosed: Callable[[int], bool] | None = None,
     opens: Callable[[str], bool] | None = None,
+    seen: _Seen | None = None,
 ) -> Iterator[pd.DataFrame]:
     """The batch's records and the ragged lines among them, in file order, labelled.
 
     ``unclosed``: given when this is the file's last batch; it says whether the record that
     starts on a line is still inside a quoted cell when the file ends. ``opens``: whether a
-    ragged record's text leaves a quote open (then it ran to the end of the file)."""
+    ragged record's text leaves a quote open (then it ran to the end of the file).
+    ``seen``: what the bytes said (``_Seen``): rows holding \\N or a backslash-quote, and
+    whether the file's last record, here, lacks its newline (then it is judged: ``_ending``)."""
     nvalid = batch.num_rows
     # the parser may read ahead: take the ragged records that fall inside this batch's range
     pending = sorted(ragged, key=lambda r: r.number)
@@ -315,7 +355,7 @@ def _frames(
     # valid records keep their order; a ragged record is a row of nulls with a problem
     take = np.full(total, -1, dtype=np.int64)
     take[~is_bad] = np.arange(nvalid)
-    problems = {
+    problems: dict[int, tuple[str, ...]] = {
         int(p): _ragged_problem(r, int(first_line[p]), columns, opens)
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
     }
@@ -323,6 +363,16 @@ def _frames(
         line = int(first_line[-1])
         if unclosed(line):
             problems[total - 1] = ("quote_closed", _unclosed_message(batch, line, at.line))
+    notes: list[Note] = []
+    if seen is not None and seen.ending is not None and not ragged and total:
+        last = inside[-1] if is_bad[-1] else None
+        found = _ending(batch, last, problems.get(total - 1), int(first_line[-1]), at.line)
+        if isinstance(found, tuple):
+            problems[total - 1] = found
+        elif found is not None:
+            notes.append(unterminated(seen.ending, int(first_line[-1]), found))
+    if seen is not None:
+        _layout_problems(seen, problems, first_line, np.flatnonzero(~is_bad), at.line)
     all_null = np.ones(nvalid, dtype=bool)
     for column in batch.columns:
         all_null &= column.is_null().to_numpy(zero_copy_only=False)
@@ -340,7 +390,52 @@ def _frames(
         where = {int(i): problems[int(p)] for i, p in enumerate(chosen.tolist()) if p in problems}
         if where:
             frame.attrs[ROW_PROBLEMS] = where
+        if notes and stop == total:
+            frame.attrs[READ_NOTES] = notes
         yield frame
+
+
+def _layout_problems(
+    seen: _Seen,
+    problems: dict[int, tuple[str, ...]],
+    first_line: np.ndarray,
+    valid: np.ndarray,
+    end: int,
+) -> None:
+    """The rows holding a backslash-quote (lines before ``end``, the next record's), then
+    those holding \\N cells, as problems; a row broken otherwise keeps its problem, and a
+    backslash-quote adds its hint."""
+    upto = bisect.bisect_left(seen.quotes, end)
+    lines, seen.quotes[:upto] = seen.quotes[:upto], []
+    for line in lines:
+        p = int(np.searchsorted(first_line, line, side="right")) - 1
+        if p < 0:
+            continue  # the header's line
+        if p not in problems:
+            problems[p] = quote_problem(int(first_line[p]))
+        elif problems[p][0] != "quote_escaped" and escaped_quote_hint() not in problems[p][1]:
+            check, message, *rest = problems[p]
+            problems[p] = (check, message + escaped_quote_hint(), *rest)
+    for index, columns in seen.nulls.items():
+        p = int(valid[index])
+        problems.setdefault(p, null_problem(int(first_line[p]), columns))
+
+
+def _ending(
+    batch: pa.RecordBatch, row: Any, problem: tuple[str, ...] | None, line: int, end: int
+) -> tuple[str, str] | str | None:
+    """The file's last record, when no newline follows it: its ``truncated`` problem when
+    it is short of cells or inside a quoted cell (``row``: pyarrow's, when it was ragged),
+    else the column of its last cell, which a cut could have shortened unseen (None: the
+    record is broken otherwise, a note would add nothing)."""
+    if problem is not None and problem[0] == "quote_closed":
+        if row is not None:
+            return cut_quote(line, None, newlines(row.text.encode()))
+        return cut_quote(line, batch.schema.names[-1], end - line - 2)
+    if row is not None:
+        short = row.actual_columns < row.expected_columns
+        return cut_cells(line, row.actual_columns, row.expected_columns) if short else None
+    return str(batch.schema.names[-1])
 
 
 def _ragged_problem(

@@ -3,7 +3,11 @@
 Values keep their JSON types (integers beyond 64 bits included, so that validation can refuse
 them); object columns avoid int -> float promotion on nulls. Blank lines are skipped (their
 numbers still count). A line that is not a JSON object stops the read with an InputError
-naming the file and line: nothing after it can be trusted to be what the export meant.
+naming the file and line: nothing after it can be trusted to be what the export meant. The
+one exception is the file's last line, without its newline, stopping inside its JSON: the
+file was cut there, so that row is invalid (``truncated``, see ``ending``) and the rest is
+read; a whole last line without its newline is read, with a note. A file of no lines (a
+compressed empty one) gives no frame: 0 rows, and no columns to find missing.
 
 A line that names a key twice in one object (``{"event_type": "a", "event_type": "b"}``, or
 inside ``properties``) is valid JSON whose meaning is a guess (RFC 8259: readers differ): its
@@ -14,6 +18,7 @@ the rest of the file is read on.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,8 @@ from .._core.exceptions import InputError
 from .._json.repeats import Repeat, first_repeat, key_count, names_per_line, repeat_in
 from .._json.values import loads_exact, repeated_text_key
 from .compression import open_stream
+from .csv import ROW_PROBLEMS
+from .ending import READ_NOTES, cut_json, unterminated
 
 # frame.attrs: {position: (column, key, message)} of the rows whose line names a key twice
 ROW_REPEATS = "churn_connector.row_repeats"
@@ -35,6 +42,8 @@ def _parse(line: bytes, path: Path, name: str, number: int) -> dict[str, Any]:
     try:
         record = loads_exact(line)
     except (orjson.JSONDecodeError, ValueError) as exc:
+        if _cut(line, exc):
+            raise _Cut from None
         hint = ""
         if number == 1 and line.lstrip().startswith(b"["):
             hint = " (the file holds a JSON array: write one object per line, NDJSON)"
@@ -51,6 +60,18 @@ def _parse(line: bytes, path: Path, name: str, number: int) -> dict[str, Any]:
             line=number,
         )
     return record
+
+
+class _Cut(Exception):
+    """The file's last line, without its newline, stops inside its JSON: it was cut."""
+
+
+def _cut(line: bytes, exc: Exception) -> bool:
+    # only the file's last line can lack its newline; a parse that ran out of text there
+    # (orjson's position, in characters, at the end) is a cut, not a line of bad JSON
+    if line.endswith(b"\n") or not isinstance(exc, json.JSONDecodeError):
+        return False
+    return exc.pos >= len(line.decode("utf-8", "replace").rstrip())
 
 
 def repeat_of(line: str | bytes, record: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -85,11 +106,13 @@ def _repeats(lines: list[bytes], records: list[dict[str, Any]]) -> dict[int, tup
 
 
 def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
+    """Frames of at most ``rows`` records, labelled by line; none for a file that holds no
+    record (a compressed empty file: 0 rows, as an export day without any is)."""
     records: list[dict[str, Any]] = []
     texts: list[bytes] = []
     labels: list[int] = []
-    produced = False
     number = 0
+    ending: dict[str, Any] = {}  # attrs of the frame holding the last line, if it is odd
     with open_stream(path) as raw:
         lines = io.BufferedReader(raw, buffer_size=1 << 20)
         while True:
@@ -106,15 +129,30 @@ def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
             number += 1
             if not line.strip():
                 continue
-            records.append(_parse(line, path, name, number))
-            texts.append(line)
+            try:
+                records.append(_parse(line, path, name, number))
+                texts.append(line)
+            except _Cut:  # a row of nulls keeps its place; its problem says why
+                records.append({})
+                texts.append(b"{}")
+                ending[ROW_PROBLEMS] = {len(records) - 1: cut_json(number)}
+            else:
+                if not line.endswith(b"\n"):
+                    ending[READ_NOTES] = [unterminated(name, number, None)]
             labels.append(number)
-            if len(records) >= rows:
-                yield records_frame(records, labels, _repeats(texts, records))
-                produced = True
+            if len(records) >= rows or ending:
+                yield _framed(records, labels, texts, ending)
                 records, texts, labels = [], [], []
-    if records or not produced:
-        yield records_frame(records, labels, _repeats(texts, records))
+    if records:
+        yield _framed(records, labels, texts, ending)
+
+
+def _framed(
+    records: list[dict[str, Any]], labels: list[int], texts: list[bytes], ending: dict[str, Any]
+) -> pd.DataFrame:
+    frame = records_frame(records, labels, _repeats(texts, records))
+    frame.attrs.update(ending)
+    return frame
 
 
 def records_frame(

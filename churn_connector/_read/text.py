@@ -14,7 +14,7 @@ parts without one, such as Redshift's ``0000_part_00``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict, get_args
 
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from .._core.declare import FLAGS, declare, registered
 from .._core.exceptions import ConfigurationError, InputError
-from .._core.words import on_command_line, option
+from .._core.words import Placeholder, on_command_line, option
 from .._json.repeats import repeat_in
 from .._json.values import BadCell, RepeatedKey, is_missing
 
@@ -39,13 +39,18 @@ TEXT_FIELDS = (*TEXT_ONLY, "format")
 # a column name that is a value: the file's first line was data, not a header
 _VALUE_LIKE = re.compile(
     r"[+-]?[0-9]+(?:\.[0-9]+)?"  # a number or an integer id
-    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?"
-    r"(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?| ?UTC)?)?"  # a date or a timestamp
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]+)?)?"
+    # a zone, with or without a space before it: Z, +01:00, Redshift's +00, Snowflake's -0800
+    r"(?: ?(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)| ?UTC)?)?"  # a date or a timestamp
     r"|[^@\s]+@[^@\s]+\.[^@\s]+"  # an email address
     r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # a UUID
-    r"|\\N|NULL|null|true|false"
+    r"|\{.*\}|\[.*\]"  # a JSON object or array (properties, channels)
+    r"|\\N|NULL|null|true|false",
+    re.DOTALL,
 )
 _PANDAS_INDEX = ("", "Unnamed: 0")
+# delimiters a header may be split by when the file was read with another one
+_OTHER_DELIMITERS = (";", "\t", "|")
 
 
 def _columns() -> str:
@@ -56,18 +61,51 @@ def _no_header() -> str:
     return f"{option('header', False)}, {_columns()}".replace(", --", " --")
 
 
-def header_hint(name: str) -> str | None:
-    """Why an unknown column ``name`` is there, when its name says so (else None)."""
+def _value_like(name: str) -> bool:
+    return _VALUE_LIKE.fullmatch(name.strip()) is not None
+
+
+def header_hint(name: str, header: Collection[str] = (), known: Collection[str] = ()) -> str | None:
+    """Why an unknown column ``name`` is there, when its name (or ``header``, all the
+    table's column names, beside ``known``, the names a table may have) says so; else None."""
     if name in _PANDAS_INDEX:
         return (
             "the first column has no name: it looks like a pandas index; pass index=False "
             f"when writing, or {option('extra_columns', 'ignore')}"
         )
-    if _VALUE_LIKE.fullmatch(name.strip()):
-        return (
-            "it looks like a value, not a name: the file seems to have no header (its first "
-            f"line is data); pass {_no_header()}"
-        )
+    split = _split_by(name, header, known)
+    if split is not None:
+        return split
+    if _value_like(name):
+        seen = "it looks"
+    else:
+        # a header that names none of the table's columns is data when one of its cells
+        # is a value: then 'signup' or 'u1' beside that cell is data too
+        values = [] if set(header) & set(known) else [h for h in header if _value_like(h)]
+        if not values:
+            return None
+        seen = f"{values[0]!r} beside it looks"
+    count = f" (its {len(header)} columns, in order)" if len(header) > 1 else ""
+    return (
+        f"{seen} like a value, not a name: the file seems to have no header (its first "
+        f"line is data); pass {_no_header()}{count}"
+    )
+
+
+def _split_by(name: str, header: Collection[str], known: Collection[str]) -> str | None:
+    """The hint for a header cell that holds several names split by another delimiter
+    (``external_user_id;event_type``): the file was read with the wrong one."""
+    for sep in _OTHER_DELIMITERS:
+        parts = [part.strip() for part in name.split(sep)]
+        if len(parts) < 2 or not all(parts):
+            continue
+        if len(header) <= 1 or any(part in known for part in parts):
+            shown = "a tab" if sep == "\t" else repr(sep)
+            value = Placeholder("tab") if sep == "\t" and on_command_line() else sep
+            return (
+                f"the header seems delimited by {shown}, which this read did not split on: "
+                f"pass {option('delimiter', value)}"
+            )
     return None
 
 

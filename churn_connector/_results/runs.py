@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..__version__ import __version__
@@ -72,6 +73,26 @@ def sidecar(path: Path) -> Path:
 
 def header_bytes(header: Mapping[str, Any]) -> bytes:
     return json.dumps(header, sort_keys=True).encode()
+
+
+def stored_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The rows header of the file at ``path``, read without its rows; None when it is no
+    rows file (any other file, or one that cannot be read)."""
+    target = Path(path)
+    suffix = target.suffix.lower()
+    try:
+        if not target.is_file():
+            return None
+        if suffix == ".parquet":
+            raw = (pq.read_schema(target).metadata or {}).get(HEADER.encode())
+            found = json.loads(raw) if raw else None
+        elif suffix == ".csv" and sidecar(target).is_file():
+            found = json.loads(sidecar(target).read_text(encoding="utf-8"))
+        else:
+            return None
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return found if isinstance(found, dict) and found.get("format") == ROWS_FORMAT else None
 
 
 def read_rows_file(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, Any] | None]:

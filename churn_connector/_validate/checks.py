@@ -51,6 +51,30 @@ def _checks() -> list[CheckInfo]:
             "close the quote (a quote inside a quoted cell is written twice), or export the "
             "file again if it was cut short",
         ),
+        CheckInfo(
+            "truncated",
+            both,
+            "a text file (CSV, TSV, NDJSON) that ends without a final newline ends with a "
+            "whole record: not short of cells, not inside a quoted cell or a JSON object",
+            "export the file again: it was cut short (a whole last line without its newline "
+            "is only a note in the report, as a cut value cannot be told from a whole one)",
+        ),
+        CheckInfo(
+            "quote_escaped",
+            both,
+            'a quoted CSV/TSV cell holds no backslash-escaped quote (`\\"`) followed by more '
+            "of the cell, unless escape= says the file escapes quotes so",
+            "pass `escape='\\\\'` (`--escape '\\'`), as Spark writes; else write a quote "
+            'inside a quoted cell twice (`""`)',
+        ),
+        CheckInfo(
+            "null_marker",
+            both,
+            "a CSV/TSV cell is not `\\N` (null in Snowflake, Redshift, Hive and MySQL exports) "
+            "unless null= says what it means",
+            "pass `null='\\\\N'` (`--null '\\N'`) if it means null; `null=['', '\\\\N']` "
+            "keeps empty cells null too",
+        ),
         CheckInfo("column_unique", both, "a column name appears twice", "keep one"),
         CheckInfo("not_nullable", both, "a required cell is empty", "fill it or drop the row"),
         CheckInfo(

@@ -332,7 +332,8 @@ class UnknownColumn:
     def __init__(self, prefix: str, known: Iterable[str], present: Iterable[str] = ()) -> None:
         self.prefix = prefix
         self.known = [k for k in known if not k.startswith("^")]
-        self.present = set(present)
+        self.header = tuple(present)  # in the table's order, for the messages' examples
+        self.present = set(self.header)
 
     def among(self, present: Iterable[Any]) -> UnknownColumn:
         """The same, for a table with the columns ``present``."""
@@ -340,7 +341,7 @@ class UnknownColumn:
 
     def __call__(self, column: str | None, value: Any) -> str:
         name = str(value)
-        hint = header_hint(name)
+        hint = header_hint(name, self.header, self.known)
         if hint is not None:
             return f"unknown column {name!r}: {hint}"
         matches = [m for m in near_misses(name, self.known) if m not in self.present]

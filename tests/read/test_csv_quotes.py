@@ -38,9 +38,10 @@ def test_a_file_cut_short_inside_a_quoted_cell_refuses_that_row(
     report = cc.validate_events(path, now=now)
     assert list(report.valid.index) == [2]
     failure = report.failures.iloc[0]
-    assert (failure["row"], failure["check"]) == (3, "quote_closed")
-    assert "quoted cell of column 'properties.plan' is never closed" in failure["message"]
-    assert "a file cut short" in failure["message"]
+    # without a final newline, a quote still open at the end is a cut (see test_truncated)
+    assert (failure["row"], failure["check"]) == (3, "truncated")
+    assert "ends inside the quoted cell of column 'properties.plan'" in failure["message"]
+    assert "it was cut short" in failure["message"]
 
 
 def test_a_stray_quote_that_swallows_later_lines_says_how_many(
@@ -97,7 +98,7 @@ def test_the_cli_exits_1_and_names_the_line(
 ) -> None:
     path = write(tmp_path / "cut.csv", HEADER + f'a,login,{when},pro\nb,login,{when},"te')
     assert main(["send", "events", str(path), "--dry-run"]) == 1
-    assert "[quote_closed] line 3" in capsys.readouterr().out
+    assert "[truncated] line 3" in capsys.readouterr().out
 
 
 def test_an_escaped_quote_does_not_close_the_cell() -> None:
