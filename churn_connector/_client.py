@@ -23,6 +23,7 @@ from ._core.types import (
     ExtraColumns,
     IdFormat,
     Kind,
+    Partitioning,
 )
 from ._delivery.chunking import Request, chunk_events, identify_requests
 from ._delivery.options import SendOptions
@@ -121,6 +122,10 @@ class Client:
         quote: str | None = '"',
         format: Format | None = None,
         rename_style: NameStyle | None = None,
+        version: int | None = None,
+        as_of: Any = None,
+        snapshot_id: int | None = None,
+        partitioning: Partitioning | None = "hive",
         event_type_style: NameStyle | None = None,
         options: EventOptions | None = None,
     ) -> SendResult:
@@ -186,6 +191,10 @@ class Client:
         blank_consent: BlankConsent = "error",
         require_consent: bool = False,
         rename_style: NameStyle | None = None,
+        version: int | None = None,
+        as_of: Any = None,
+        snapshot_id: int | None = None,
+        partitioning: Partitioning | None = "hive",
         options: IdentityOptions | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
@@ -323,6 +332,10 @@ class SendEventsOptions(TextOptions, total=False):
     decimals: Decimals
     epoch_unit: EpochUnit | None
     rename_style: NameStyle | None
+    version: int | None
+    as_of: Any
+    snapshot_id: int | None
+    partitioning: Partitioning | None
     event_type_style: NameStyle | None
     id_format: IdFormat
     options: EventOptions | None
@@ -347,6 +360,10 @@ class IdentifyOptions(TextOptions, total=False):
     blank_consent: BlankConsent
     require_consent: bool
     rename_style: NameStyle | None
+    version: int | None
+    as_of: Any
+    snapshot_id: int | None
+    partitioning: Partitioning | None
     options: IdentityOptions | None
 
 

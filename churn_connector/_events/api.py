@@ -8,7 +8,14 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .._core.types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
+from .._core.types import (
+    DataSource,
+    Decimals,
+    EpochUnit,
+    ExtraColumns,
+    IdFormat,
+    Partitioning,
+)
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
@@ -41,6 +48,10 @@ def validate_events(
     quote: str | None = '"',
     format: Format | None = None,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     event_type_style: NameStyle | None = None,
     options: EventOptions | None = None,
 ) -> ValidationReport:
@@ -93,6 +104,10 @@ def events_to_wire(
     quote: str | None = '"',
     format: Format | None = None,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     event_type_style: NameStyle | None = None,
     options: EventOptions | None = None,
 ) -> list[dict[str, Any]]:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._core.types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
+from .._core.types import (
+    BlankConsent,
+    DataSource,
+    Decimals,
+    Duplicates,
+    ExtraColumns,
+    Partitioning,
+)
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
@@ -37,6 +44,10 @@ def validate_identities(
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     options: IdentityOptions | None = None,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
@@ -82,6 +93,10 @@ def identities_to_wire(
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     options: IdentityOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
