@@ -74,7 +74,7 @@ def read_orc(
 
     def batches() -> Iterator[pa.RecordBatch]:
         for stripe in range(file.nstripes):
-            yield from file.read_stripe(stripe, columns=wanted).to_batches(max_chunksize=rows)
+            yield file.read_stripe(stripe, columns=wanted)  # sliced to ``rows`` below
 
     return _frames(batches(), schema, name, path, rows, "ORC")
 

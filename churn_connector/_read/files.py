@@ -104,7 +104,7 @@ class Parts:
 
 def part_name(path: Path, base: Path | None) -> str:
     """A part file's name in its rows' labels (``part:row``): its path below the folder."""
-    return str(path.relative_to(base)) if base is not None and base != Path(".") else path.name
+    return str(path.relative_to(base)) if base is not None else path.name
 
 
 def expand(data: str | Path, text: TextFormat = DEFAULT_TEXT) -> Parts:
@@ -144,7 +144,9 @@ def expand(data: str | Path, text: TextFormat = DEFAULT_TEXT) -> Parts:
             raise InputError(f"no files match {data}", path=str(data))
         parts = [p for p in files if p.stat().st_size]
         _one_format(parts, Path(str(data)), text)
-        return Parts(parts, Path("."), root=root)
+        # labelled below the fixed start, as a folder's parts are: part-0.parquet in two
+        # partition folders are two parts
+        return Parts(parts, root, root=root)
     raise InputError(f"no such file or folder: {path}", path=str(path))
 
 

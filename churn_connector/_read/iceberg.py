@@ -133,10 +133,13 @@ def _from_catalog(url: str) -> Any:
     # read now, not at pyiceberg's import: a variable set since then counts
     config = Config().get_catalog_config(name)
     if not config:
-        upper = name.upper()
+        # pyiceberg reads a "-" of a catalog's name from a "_" of a variable's
+        upper = name.upper().replace("-", "_")
+        known = ", ".join(Config().get_known_catalogs()) or "none"
         raise ConfigurationError(
-            f"{url}: no Iceberg catalog {name!r} is configured: add it to .pyiceberg.yaml, or "
-            f"set PYICEBERG_CATALOG__{upper}__URI (and PYICEBERG_CATALOG__{upper}__TYPE, ...)"
+            f"{url}: no Iceberg catalog {name!r} is configured (configured: {known}): add it "
+            f"to .pyiceberg.yaml, or set PYICEBERG_CATALOG__{upper}__URI (and "
+            f"PYICEBERG_CATALOG__{upper}__TYPE, ...)"
         )
     try:
         catalog = load_catalog(name, **{k: v for k, v in config.items() if isinstance(v, str)})
