@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +24,7 @@ from churn_connector._cli import main
 from churn_connector._read import ReadSpec, iter_frames, pinned, row_count
 from churn_connector._read.tables import At
 from churn_connector._results.runs import HEADER
+from churn_connector._validate.document import schema
 
 from .tables import events, expected, stored
 
@@ -339,3 +341,14 @@ def test_without_the_delta_extra_the_cli_exits_3_naming_the_install_and_sends_no
     assert len(lines) == 1 and 'pip install "churn-connector[delta]"' in lines[0]
     assert f"{path} is a Delta table" in lines[0]
     assert sandbox.stats()["requests"] == {}  # nothing sent
+
+
+def test_the_json_report_of_a_delta_table_names_its_version_and_follows_its_schema(
+    now: pd.Timestamp, delta: tuple[Path, dict[int, pa.Table]]
+) -> None:
+    path, _ = delta
+    doc = json.loads(cc.validate_events(path, now=now, version=2).to_json())
+    jsonschema.validate(doc, schema(), cls=jsonschema.Draft202012Validator)
+    assert doc["input"]["path"] == str(path.absolute()) and doc["input"]["files"] == []
+    fingerprint = doc["input"]["fingerprint"]
+    assert (fingerprint["kind"], fingerprint["version"], fingerprint["rows"]) == ("delta", 2, 200)
