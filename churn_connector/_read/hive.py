@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .._core.exceptions import InputError
-from .._core.words import shown
+from .._core.words import named, on_command_line, shown
 from .arrow import arrow_to_pandas
 from .csv import ROW_PROBLEMS
 
@@ -119,10 +119,16 @@ def layout_of(files: Sequence[Path], root: Path | None) -> Layout | None:
             raise InputError(
                 f"{root}: its files sit under different partition keys ({_keys(first)} for "
                 f"{first_file.relative_to(root)}, {_keys(keys)} for {path.relative_to(root)}): "
-                "one layout per folder (pass each part on its own)",
+                "one layout per folder: pass the parts of each layout on their own, or "
+                f"{_off()} to read the files' own columns only",
                 path=str(root),
             )
     return Layout(root, first) if first else None
+
+
+def _off() -> str:
+    """Partitioning turned off, as the caller writes it."""
+    return f"{named('partitioning')} none" if on_command_line() else "partitioning=None"
 
 
 def _keys(keys: tuple[str, ...]) -> str:
