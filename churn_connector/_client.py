@@ -138,8 +138,9 @@ class Client:
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
         ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
         (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
-        ``format``), ``rename_style``, ``event_type_style`` and ``options`` (all of them as
-        one :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
+        ``format``), ``rename_style``, ``event_type_style``, ``version``, ``as_of``,
+        ``snapshot_id``, ``partitioning`` and ``options`` (all of them as one
+        :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
         1) and ``batch_size`` default to the client's. Input that breaks part way raises
         InputError carrying what was delivered.
         """
@@ -204,7 +205,8 @@ class Client:
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``. ``rename``, ``rename_style``, ``dtypes``, ``encoding``,
-        ``decimals`` and the text options: as for ``validate_events``; ``blank_consent``,
+        ``decimals``, the text options and the tables' (``version``, ``as_of``,
+        ``snapshot_id``, ``partitioning``): as for ``validate_events``; ``blank_consent``,
         ``require_consent`` and ``options`` (all of them as one :class:`IdentityOptions`): as
         for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
         client's ``identify_concurrency``.

@@ -192,8 +192,8 @@ class TableOptions:
     )
     version: int | None = declare(  # a Delta table's version (``_read.delta``)
         None,
-        doc="read a Delta table at this version (default: its current one); the receipt and "
-        "the rows file record the version read ([Tables](../guides/warehouse.md#delta-lake))",
+        doc="read a Delta table at this version; the receipt and the rows file record the "
+        "version read ([Delta tables](../guides/warehouse.md#delta-tables))",
         help="Delta table: read its version N (default: the current one)",
         metavar="N",
         spark=False,  # a Spark frame is read as Spark read it
@@ -201,8 +201,8 @@ class TableOptions:
     )
     as_of: Any = declare(  # a UTC pd.Timestamp: the table as it was then
         None,
-        doc="read a Delta or Iceberg table as it was at this instant (timezone-aware): the "
-        "last version or snapshot committed at or before it",
+        doc="read a Delta or Iceberg table as it was at this instant (timezone-aware, in the "
+        "past): the last version or snapshot committed at or before it",
         help="Delta/Iceberg table: read it as it was at TIME (ISO 8601 with an offset, e.g. "
         "2026-11-20T00:00:00Z)",
         metavar="TIME",
@@ -210,8 +210,8 @@ class TableOptions:
     )
     snapshot_id: int | None = declare(  # an Iceberg table's snapshot (``_read.iceberg``)
         None,
-        doc="read an Iceberg table at this snapshot (default: its current one); the receipt "
-        "and the rows file record the snapshot read",
+        doc="read an Iceberg table at this snapshot; the receipt and the rows file record "
+        "the snapshot read ([Iceberg tables](../guides/warehouse.md#iceberg-tables))",
         help="Iceberg table: read its snapshot ID (default: the current one)",
         metavar="ID",
         spark=False,

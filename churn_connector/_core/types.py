@@ -93,4 +93,5 @@ class Note(TypedDict):
 
 
 DataSource: TypeAlias = Any
-"""A DataFrame, anything Arrow-native, a file, folder or glob, or an iterable of them (_inputs)."""
+"""A DataFrame, anything Arrow-native, a Delta or Iceberg table, a file, folder or glob, or an
+iterable of them (``_read``)."""

@@ -73,8 +73,12 @@ def validate_events(
     ``delimiter``, ``quote`` (None: no quoting), ``escape`` (``"\\"``: Spark), ``null``
     (markers of null cells, e.g. ``"\\N"``: Snowflake, Redshift), ``header=False`` with
     ``columns=[...]``, and ``format`` for parts whose name says none (``"csv"``: Redshift's
-    ``0000_part_00``); see :class:`TextFormat`. ``options``: all of these as one
-    :class:`EventOptions`, passed whole (the keywords then stay unset).
+    ``0000_part_00``); see :class:`TextFormat`. A Delta or Iceberg table is read as its
+    table at its current version, or at the one ``version`` (Delta), ``snapshot_id``
+    (Iceberg) or ``as_of`` (either: a timezone-aware instant) names; ``partitioning=None``
+    leaves the ``key=value`` folders of part files unread (by default they restore their
+    columns, as text). ``options``: all of these as one :class:`EventOptions`, passed
+    whole (the keywords then stay unset).
     """
     # the keywords (or options=), checked as one value
     options = EventOptions.given(locals())

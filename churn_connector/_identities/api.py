@@ -54,9 +54,10 @@ def validate_identities(
 
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
-    ``rename``, ``rename_style``, ``dtypes``, ``encoding``, ``decimals`` and the text
+    ``rename``, ``rename_style``, ``dtypes``, ``encoding``, ``decimals``, the text
     options (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
-    ``format``) work as for ``validate_events``.
+    ``format``) and the tables' (``version``, ``as_of``, ``snapshot_id``,
+    ``partitioning``) work as for ``validate_events``.
 
     Consent: a blank ``<channel>_opted_in`` cell beside an address is not consent. By
     default (``blank_consent="error"``) the row is invalid; ``"omit_channel"`` leaves that
