@@ -34,11 +34,17 @@ from .._core.exceptions import ConfigurationError
 from .._core.words import named
 
 __all__ = [
+    "DELTA_LOG",
+    "ICEBERG_URL",
+    "METADATA_SUFFIX",
+    "NOW",
     "At",
     "PinnedTable",
     "TableFormat",
     "extra",
     "pin",
+    "refuse_future",
+    "refuse_other",
     "refuse_versions",
     "table_format",
 ]

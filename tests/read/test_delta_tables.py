@@ -21,7 +21,7 @@ from deltalake import DeltaTable, write_deltalake
 
 import churn_connector as cc
 from churn_connector._cli import main
-from churn_connector._read import ReadSpec, iter_frames, pinned, row_count
+from churn_connector._read import ReadSpec, iter_frames, pinned, row_count, unread_labels
 from churn_connector._read.tables import At
 from churn_connector._results.runs import HEADER
 from churn_connector._validate.document import schema
@@ -239,7 +239,10 @@ def test_the_rows_of_a_delta_table_are_labelled_by_their_place(
     path, _ = delta
     report = cc.validate_events(path, now=now, slice_rows=50)
     assert list(report.valid.index) == list(range(185))
+    # known without reading, for the progress total and a stopped run's unread rows
     assert row_count(pinned(path, ReadSpec(at=At(version=1)))) == 400
+    unread = unread_labels(pinned(path), 183)
+    assert unread is not None and list(unread) == [183, 184]
 
 
 def test_identities_are_sent_from_the_current_version_of_a_delta_table(
