@@ -355,3 +355,22 @@ def test_the_json_report_of_a_delta_table_names_its_version_and_follows_its_sche
     assert doc["input"]["path"] == str(path.absolute()) and doc["input"]["files"] == []
     fingerprint = doc["input"]["fingerprint"]
     assert (fingerprint["kind"], fingerprint["version"], fingerprint["rows"]) == ("delta", 2, 200)
+
+
+def test_cli_send_of_a_delta_table_exits_1_when_some_rows_are_invalid(
+    sandbox: cc.Sandbox, now: pd.Timestamp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
+    table = events(now, 0, 10, event_type=["login"] * 9 + ["Not Snake"])
+    write_deltalake(tmp_path / "t", table)
+    assert main(["send", "events", str(tmp_path / "t"), "--base-url", sandbox.base_url]) == 1
+    assert sandbox.stats()["stored"] == 9
+
+
+def test_cli_send_of_a_delta_table_exits_2_when_rows_are_not_delivered(
+    sandbox: cc.Sandbox, delta: tuple[Path, dict[int, pa.Table]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, _ = delta
+    monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
+    sandbox.set_faults(error_rate=1.0)
+    assert main(["send", "events", str(path), "--base-url", sandbox.base_url, "-q"]) == 2

@@ -38,12 +38,13 @@ def test_hive_partition_folders_restore_their_columns_when_sent(
 
 
 def test_the_hive_default_partition_is_a_null(
-    now: pd.Timestamp, planned: pa.Table, tmp_path: Path
+    client: cc.Client, sandbox: cc.Sandbox, now: pd.Timestamp, planned: pa.Table, tmp_path: Path
 ) -> None:
     pq.write_to_dataset(planned, tmp_path / "t", partition_cols=["properties.plan"])
     assert (tmp_path / "t" / "properties.plan=__HIVE_DEFAULT_PARTITION__").is_dir()
-    wire = cc.events_to_wire(tmp_path / "t", now=now)
-    plans = sorted(str(w["properties"].get("plan")) for w in wire)
+    client.send_events(tmp_path / "t", now=now)
+    assert stored(sandbox) == expected(planned, now)
+    plans = sorted(str(p.get("plan")) for p in sandbox.events()["properties"])
     assert plans == ["None"] * 10 + ["free"] * 10 + ["pro"] * 20  # null: the key is omitted
 
 
