@@ -46,6 +46,7 @@ from .csv import is_empty, read_csv
 from .hive import Layout, layout_of
 from .manifest import Manifest, is_manifest_name, manifests_in, read_manifest
 from .ndjson import read_ndjson
+from .tables import refuse_tables_within
 from .text import DEFAULT_TEXT, TEXT_FORMATS, TextFormat
 
 FORMATS = {
@@ -129,6 +130,7 @@ def expand(data: str | Path, text: TextFormat = DEFAULT_TEXT) -> Parts:
         if not found:
             raise InputError(f"folder {path} holds no part files", path=str(path))
         kept = committed([p for p in found if not hidden(p.relative_to(path))])
+        refuse_tables_within(kept, path, f"folder {path}")
         parts = [p for p in kept if p.stat().st_size]
         # empty parts or a marker (_SUCCESS) prove the writer ran: a day without rows
         if not kept and not any(p.name.startswith("_") for p in found):
@@ -142,6 +144,7 @@ def expand(data: str | Path, text: TextFormat = DEFAULT_TEXT) -> Parts:
         files = committed([p for p in matches if p.is_file() and not hidden(p.relative_to(root))])
         if not files:
             raise InputError(f"no files match {data}", path=str(data))
+        refuse_tables_within(files, root, f"the glob {data}")
         parts = [p for p in files if p.stat().st_size]
         _one_format(parts, Path(str(data)), text)
         # labelled below the fixed start, as a folder's parts are: part-0.parquet in two

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import pandas as pd
 import pyarrow as pa
 
-from .._core.exceptions import ConfigurationError
+from .._core.exceptions import ConfigurationError, InputError
 from .._core.words import named
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "pin",
     "refuse_future",
     "refuse_other",
+    "refuse_tables_within",
     "refuse_versions",
     "table_format",
 ]
@@ -133,6 +134,28 @@ def table_format(data: Any) -> TableFormat | None:
     ):
         return "iceberg"
     return None
+
+
+def refuse_tables_within(files: Sequence[Path], root: Path, what: str) -> None:
+    """A folder or glob that reaches into a Delta or Iceberg table would read its files one
+    by one, every version's: refused, naming the table to pass instead."""
+    seen: set[Path] = set()
+    for path in files:
+        folder = path.parent
+        while folder not in seen:
+            seen.add(folder)
+            form = table_format(folder)
+            if form is not None:
+                name = "a Delta" if form == "delta" else "an Iceberg"
+                raise InputError(
+                    f"{what} reaches into {name} table, {folder}: its files hold every version "
+                    "it kept, so they are not read one by one; pass the table's folder to read "
+                    "it as its table",
+                    path=str(folder),
+                )
+            if folder == root or root not in folder.parents:
+                break
+            folder = folder.parent
 
 
 def extra(form: TableFormat, what: str) -> Any:

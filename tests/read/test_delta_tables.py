@@ -374,3 +374,14 @@ def test_cli_send_of_a_delta_table_exits_2_when_rows_are_not_delivered(
     monkeypatch.setenv("CHURN_API_KEY", sandbox.api_key)
     sandbox.set_faults(error_rate=1.0)
     assert main(["send", "events", str(path), "--base-url", sandbox.base_url, "-q"]) == 2
+
+
+@pytest.mark.parametrize(
+    "given", [lambda p: p.parent, lambda p: str(p / "*.parquet")], ids=["its parent", "a glob"]
+)
+def test_a_folder_or_glob_reaching_into_a_delta_table_is_refused(
+    delta: tuple[Path, dict[int, pa.Table]], given: Callable[[Path], Any]
+) -> None:
+    path, _ = delta
+    with pytest.raises(cc.InputError, match=f"reaches into a Delta table, {path}:"):
+        cc.validate_events(given(path))
