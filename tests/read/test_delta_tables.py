@@ -385,3 +385,20 @@ def test_a_folder_or_glob_reaching_into_a_delta_table_is_refused(
     path, _ = delta
     with pytest.raises(cc.InputError, match=f"reaches into a Delta table, {path}:"):
         cc.validate_events(given(path))
+
+
+def test_every_read_of_a_delta_version_gives_its_rows_in_the_same_order(
+    now: pd.Timestamp, tmp_path: Path
+) -> None:
+    # DataFusion's default spreads the files over the cores and interleaves their batches:
+    # reads of one version gave their rows in different orders
+    for k in range(20):
+        part = events(now, 1000 * k, 1000 * k + 1000, **{"properties.day": str(k % 7)})
+        write_deltalake(tmp_path / "t", part, mode="append", partition_by=["properties.day"])
+    table = pinned(tmp_path / "t")
+    spec = ReadSpec(rows=8192)
+    orders = {
+        tuple(user for frame in iter_frames(table, spec) for user in frame["external_user_id"])
+        for _ in range(5)
+    }
+    assert len(orders) == 1
