@@ -23,6 +23,7 @@ from ._core.types import (
     ExtraColumns,
     IdFormat,
     Kind,
+    Partitioning,
 )
 from ._delivery.chunking import Request, chunk_events, identify_requests
 from ._delivery.options import SendOptions
@@ -121,6 +122,10 @@ class Client:
         quote: str | None = '"',
         format: Format | None = None,
         rename_style: NameStyle | None = None,
+        version: int | None = None,
+        as_of: Any = None,
+        snapshot_id: int | None = None,
+        partitioning: Partitioning | None = "hive",
         event_type_style: NameStyle | None = None,
         options: EventOptions | None = None,
     ) -> SendResult:
@@ -133,8 +138,9 @@ class Client:
         are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
         ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
         (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
-        ``format``), ``rename_style``, ``event_type_style`` and ``options`` (all of them as
-        one :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
+        ``format``), ``rename_style``, ``event_type_style``, ``version``, ``as_of``,
+        ``snapshot_id``, ``partitioning`` and ``options`` (all of them as one
+        :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
         1) and ``batch_size`` default to the client's. Input that breaks part way raises
         InputError carrying what was delivered.
         """
@@ -186,6 +192,10 @@ class Client:
         blank_consent: BlankConsent = "error",
         require_consent: bool = False,
         rename_style: NameStyle | None = None,
+        version: int | None = None,
+        as_of: Any = None,
+        snapshot_id: int | None = None,
+        partitioning: Partitioning | None = "hive",
         options: IdentityOptions | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
@@ -195,7 +205,8 @@ class Client:
         ``.chunks`` has one row per request. Raises AuthenticationError on 401/403.
         With ``ledger``, users whose body is unchanged since their last acknowledgement
         are ``skipped``. ``rename``, ``rename_style``, ``dtypes``, ``encoding``,
-        ``decimals`` and the text options: as for ``validate_events``; ``blank_consent``,
+        ``decimals``, the text options and the tables' (``version``, ``as_of``,
+        ``snapshot_id``, ``partitioning``): as for ``validate_events``; ``blank_consent``,
         ``require_consent`` and ``options`` (all of them as one :class:`IdentityOptions`): as
         for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
         client's ``identify_concurrency``.
@@ -323,6 +334,10 @@ class SendEventsOptions(TextOptions, total=False):
     decimals: Decimals
     epoch_unit: EpochUnit | None
     rename_style: NameStyle | None
+    version: int | None
+    as_of: Any
+    snapshot_id: int | None
+    partitioning: Partitioning | None
     event_type_style: NameStyle | None
     id_format: IdFormat
     options: EventOptions | None
@@ -347,6 +362,10 @@ class IdentifyOptions(TextOptions, total=False):
     blank_consent: BlankConsent
     require_consent: bool
     rename_style: NameStyle | None
+    version: int | None
+    as_of: Any
+    snapshot_id: int | None
+    partitioning: Partitioning | None
     options: IdentityOptions | None
 
 

@@ -24,11 +24,12 @@ import pandas as pd
 
 from ._core.declare import Option, declare, options_of, registered
 from ._core.exceptions import ConfigurationError
-from ._core.types import Decimals, ExtraColumns
+from ._core.types import Decimals, ExtraColumns, Partitioning
 from ._core.words import alternatives, named
 from ._json.values import ValueRules
 from ._read import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
 from ._read.names import NAME_STYLES, NameStyle
+from ._read.tables import At
 from ._read.text import DEFAULT_TEXT, DTYPES
 
 
@@ -101,15 +102,28 @@ def check_timezone(naive_timezone: str | None) -> None:
         ) from None
 
 
-def utc_now(now: Any = None) -> pd.Timestamp:
-    """``now`` (default: the current time) as a UTC Timestamp; a naive value is refused."""
+def utc_now(now: Any = None, name: str = "now") -> pd.Timestamp:
+    """``now`` (default: the current time) as a UTC Timestamp; a naive value is refused
+    (``name``: the option, as messages call it)."""
     try:
         ts = pd.Timestamp.now(tz="UTC") if now is None else pd.Timestamp(now)
     except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"now must be a timestamp, got {now!r} ({exc})") from None
+        raise ConfigurationError(
+            f"{named(name)} must be a timestamp, got {now!r} ({exc})"
+        ) from None
+    if pd.isna(ts):  # "NaT": pandas' null, not an instant
+        raise ConfigurationError(f"{named(name)} must be a timestamp, got {now!r}")
     if ts.tzinfo is None:
-        raise ConfigurationError("now must be timezone-aware (it is compared with UTC instants)")
+        raise ConfigurationError(
+            f"{named(name)} must be timezone-aware (it is compared with UTC instants)"
+        )
     return ts.tz_convert("UTC")
+
+
+def _whole(name: str, value: Any) -> None:
+    """An integer option (a version, a snapshot id) is an ``int``, never a bool or a float."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigurationError(f"{named(name)} must be an integer, not {value!r}")
 
 
 @registered
@@ -176,6 +190,42 @@ class TableOptions:
         help="read and validate N rows at a time",
         metavar="N",
     )
+    version: int | None = declare(  # a Delta table's version (``_read.delta``)
+        None,
+        doc="read a Delta table at this version; the receipt and the rows file record the "
+        "version read ([Delta tables](../guides/warehouse.md#delta-tables))",
+        help="Delta table: read its version N (default: the current one)",
+        metavar="N",
+        spark=False,  # a Spark frame is read as Spark read it
+        shown_default="the current one",
+    )
+    as_of: Any = declare(  # a UTC pd.Timestamp: the table as it was then
+        None,
+        doc="read a Delta or Iceberg table as it was at this instant (timezone-aware, in the "
+        "past): the last version or snapshot committed at or before it",
+        help="Delta/Iceberg table: read it as it was at TIME (ISO 8601 with an offset, e.g. "
+        "2026-11-20T00:00:00Z)",
+        metavar="TIME",
+        spark=False,
+    )
+    snapshot_id: int | None = declare(  # an Iceberg table's snapshot (``_read.iceberg``)
+        None,
+        doc="read an Iceberg table at this snapshot; the receipt and the rows file record "
+        "the snapshot read ([Iceberg tables](../guides/warehouse.md#iceberg-tables))",
+        help="Iceberg table: read its snapshot ID (default: the current one)",
+        metavar="ID",
+        spark=False,
+        shown_default="the current one",
+    )
+    partitioning: Partitioning | None = declare(  # folders of part files (``_read.hive``)
+        "hive",
+        doc='`"hive"`: the `key=value` folders of a folder or glob of part files restore '
+        "their columns, as text (type them with `dtypes=`); `None` (`--partitioning none`): "
+        "the files' own columns only ([Hive partitions](../guides/warehouse.md#hive-partitions))",
+        help="hive (default): key=value folders restore their columns, as text; none: read "
+        "the files' own columns only",
+        spark=False,
+    )
     # the layout of CSV/TSV files, the format of unnamed ones: its fields are the keywords
     text: TextFormat = field(default=DEFAULT_TEXT)
 
@@ -208,6 +258,24 @@ class TableOptions:
             raise ConfigurationError("slice_rows must be at least 1")
         if not isinstance(self.text, TextFormat):
             raise ConfigurationError(f"text must be a cc.TextFormat(...), not {self.text!r}")
+        self._check_versions()
+        if self.partitioning == "none":  # the command line's spelling of None
+            object.__setattr__(self, "partitioning", None)
+        if self.partitioning is not None:
+            one_of("partitioning", self.partitioning, ("hive", None))
+
+    def _check_versions(self) -> None:
+        _whole("version", self.version)
+        _whole("snapshot_id", self.snapshot_id)
+        if self.version is not None and self.version < 0:
+            raise ConfigurationError(f"{named('version')} must be 0 or more, not {self.version}")
+        if self.as_of is not None:
+            object.__setattr__(self, "as_of", utc_now(self.as_of, "as_of"))
+        given = [n for n in ("version", "as_of", "snapshot_id") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ConfigurationError(
+                f"{' and '.join(named(n) for n in given)} each name the version to read: give one"
+            )
 
     @classmethod
     def keywords(cls) -> list[Option]:
@@ -250,6 +318,8 @@ class TableOptions:
             self.encoding,
             self.text,
             style=self.rename_style,
+            at=At(self.version, self.as_of, self.snapshot_id),
+            partitioning=self.partitioning is not None,
         )
 
     @property

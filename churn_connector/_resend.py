@@ -34,6 +34,7 @@ from ._events.stream import EventStream
 from ._identities.options import IdentityOptions
 from ._identities.stream import IdentityStream
 from ._read.fingerprint import Fingerprinter
+from ._read.tables import table_format
 from ._read.text import DEFAULT_TEXT
 from ._results.result import SendResult
 from ._results.runs import HEADER, ROWS_FORMAT, header_of, read_rows_file, stored_header
@@ -123,7 +124,8 @@ def plan_resend(
         where = os.fspath(rows)
     header = _checked_header(header, where)
     kind: Kind = header["kind"]
-    table = _table_options(kind, options)
+    recorded_version = _recorded_version(header["input"], data, options)
+    table = _table_options(kind, {**recorded_version, **options})
     stream: EventStream | IdentityStream = (
         EventStream(data, table) if isinstance(table, EventOptions) else IdentityStream(data, table)
     )
@@ -163,6 +165,21 @@ def _refuse_swapped(rows: str | os.PathLike[str], data: DataSource) -> None:
         f"the rows file and the input are swapped: {second} is the rows file a send wrote "
         f"(--rows) and {first} is not; the rows file comes first: {fix}"
     )
+
+
+def _recorded_version(
+    fingerprint: dict[str, Any], data: DataSource, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The version of a Delta or Iceberg table the first run read, unless the caller names
+    one: a re-send reads the rows that run read, whatever was committed since."""
+    named = ("version", "as_of", "snapshot_id")
+    if table_format(data) is None or any(options.get(n) is not None for n in named):
+        return {}
+    if fingerprint.get("kind") == "delta" and fingerprint.get("version") is not None:
+        return {"version": fingerprint["version"]}
+    if fingerprint.get("kind") == "iceberg" and fingerprint.get("snapshot_id") is not None:
+        return {"snapshot_id": fingerprint["snapshot_id"]}
+    return {}
 
 
 def _checked_header(header: dict[str, Any] | None, where: str) -> dict[str, Any]:
@@ -250,6 +267,11 @@ def _same_input(recorded: dict[str, Any], now: dict[str, Any], rows: int, where:
 
 def _described(fingerprint: dict[str, Any]) -> str:
     kind = fingerprint.get("kind")
+    if kind == "delta":
+        return f"the Delta table {fingerprint.get('table')} at version {fingerprint.get('version')}"
+    if kind == "iceberg":
+        at = fingerprint.get("snapshot_id")
+        return f"the Iceberg table {fingerprint.get('table')} at snapshot {at}"
     size = fingerprint.get("size")
     sized = f" of {size:,} bytes" if isinstance(size, int) else ""
     digest = str(fingerprint.get("sha256"))[:12]
@@ -301,6 +323,10 @@ def _as_read(table: EventOptions | IdentityOptions) -> EventOptions | IdentityOp
         "dtypes": None,
         "encoding": "utf-8",
         "text": DEFAULT_TEXT,
+        # a table's version picked the rows; what was read of it has none
+        "version": None,
+        "as_of": None,
+        "snapshot_id": None,
     }
     if isinstance(table, EventOptions):
         neutral["event_type_style"] = None

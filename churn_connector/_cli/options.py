@@ -98,6 +98,12 @@ def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Optio
     p.add_argument(flag, **settings)
 
 
+def input_argument(text: str) -> Path | str:
+    """The input as the command line names it: a path, or a table's URL
+    (``iceberg://catalog/ns.table``) kept as written (a ``Path`` would fold its ``//``)."""
+    return text if "://" in text else Path(text)
+
+
 def add_data_arguments(
     p: argparse.ArgumentParser, *, skip: Iterable[str] = (), positional: bool = True
 ) -> None:
@@ -108,9 +114,11 @@ def add_data_arguments(
         p.add_argument("kind", choices=list(_TABLES))
         p.add_argument(
             "file",
-            type=Path,
-            help="a .parquet, .csv, .tsv, .ndjson or .avro file (text optionally .gz/.zst), "
-            "a folder of part files (or a Redshift manifest), or a glob (quote it)",
+            type=input_argument,
+            help="a .parquet, .csv, .tsv, .ndjson, .avro, .orc or .arrow file (text optionally "
+            ".gz/.zst), a folder of part files (or a Redshift manifest), a glob (quote it), a "
+            "Delta table's folder, or an Iceberg table (its metadata file or folder, or "
+            "iceberg://CATALOG/NAMESPACE.TABLE)",
         )
     text = p.add_argument_group(_TEXT_GROUP)
     layout = {o.name for o in options_of(TextFormat)}

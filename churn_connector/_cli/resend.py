@@ -27,6 +27,7 @@ from .options import (
     add_send_arguments,
     client_options,
     data_options,
+    input_argument,
     send_options,
 )
 
@@ -50,7 +51,11 @@ def add_resend(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
     p.add_argument("rows_file", type=Path, metavar="ROWS", help="the --rows file of that send")
     add_data_arguments(p, positional=False)
     p.add_argument(
-        "file", type=Path, metavar="DATA", help="the same input (its fingerprint is checked)"
+        "file",
+        type=input_argument,
+        metavar="DATA",
+        help="the same input (its fingerprint is checked; a Delta or Iceberg table is read at "
+        "the version the first run read)",
     )
     p.add_argument(
         "--include-rejected",

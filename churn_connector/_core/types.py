@@ -69,6 +69,8 @@ IdFormat = Literal["v1", "v2"]
 (default) writes a float that holds an integer as that integer and omits null members of
 structs, maps and dicts; ``v1`` makes the events and ids of 0.1 byte for byte (for
 backfills begun with it)."""
+Partitioning = Literal["hive", "none"]
+"""How the ``key=value`` folders of part files are read (``"none"``, or None: not at all)."""
 BlankConsent = Literal["error", "omit_channel", "opted_in"]
 """What a blank ``<channel>_opted_in`` cell beside an address means (a blank is not consent)."""
 
@@ -92,4 +94,5 @@ class Note(TypedDict):
 
 
 DataSource: TypeAlias = Any
-"""A DataFrame, anything Arrow-native, a file, folder or glob, or an iterable of them (_inputs)."""
+"""A DataFrame, anything Arrow-native, a Delta or Iceberg table, a file, folder or glob, or an
+iterable of them (``_read``)."""

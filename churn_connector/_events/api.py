@@ -8,7 +8,14 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .._core.types import DataSource, Decimals, EpochUnit, ExtraColumns, IdFormat
+from .._core.types import (
+    DataSource,
+    Decimals,
+    EpochUnit,
+    ExtraColumns,
+    IdFormat,
+    Partitioning,
+)
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
@@ -41,6 +48,10 @@ def validate_events(
     quote: str | None = '"',
     format: Format | None = None,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     event_type_style: NameStyle | None = None,
     options: EventOptions | None = None,
 ) -> ValidationReport:
@@ -62,8 +73,12 @@ def validate_events(
     ``delimiter``, ``quote`` (None: no quoting), ``escape`` (``"\\"``: Spark), ``null``
     (markers of null cells, e.g. ``"\\N"``: Snowflake, Redshift), ``header=False`` with
     ``columns=[...]``, and ``format`` for parts whose name says none (``"csv"``: Redshift's
-    ``0000_part_00``); see :class:`TextFormat`. ``options``: all of these as one
-    :class:`EventOptions`, passed whole (the keywords then stay unset).
+    ``0000_part_00``); see :class:`TextFormat`. A Delta or Iceberg table is read as its
+    table at its current version, or at the one ``version`` (Delta), ``snapshot_id``
+    (Iceberg) or ``as_of`` (either: a timezone-aware instant) names; ``partitioning=None``
+    leaves the ``key=value`` folders of part files unread (by default they restore their
+    columns, as text). ``options``: all of these as one :class:`EventOptions`, passed
+    whole (the keywords then stay unset).
     """
     # the keywords (or options=), checked as one value
     options = EventOptions.given(locals())
@@ -93,6 +108,10 @@ def events_to_wire(
     quote: str | None = '"',
     format: Format | None = None,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     event_type_style: NameStyle | None = None,
     options: EventOptions | None = None,
 ) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from .._core.book import RowBook
 from .._core.columns import IdColumn
 from .._core.types import DataSource, Kind, Note
 from .._core.words import option, rows_text
-from .._read import iter_frames
+from .._read import iter_frames, pinned
 from .._read.names import word_styler
 from .._stream import SliceStream, WireBatch, paused_gc
 from .._validate.schema import timestamp_cache
@@ -42,7 +42,8 @@ class EventStream(SliceStream):
     def __init__(self, data: DataSource, options: EventOptions) -> None:
         super().__init__(build_schema(options))
         self._timestamps = timestamp_cache(self.schema)
-        self.data = data
+        # a Delta or Iceberg table pinned at its version: the whole run reads that one
+        self.data = pinned(data, options.reading)
         self.options = options
         self.duplicates = 0
         self._seen = SeenIds()

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._core.types import BlankConsent, DataSource, Decimals, Duplicates, ExtraColumns
+from .._core.types import (
+    BlankConsent,
+    DataSource,
+    Decimals,
+    Duplicates,
+    ExtraColumns,
+    Partitioning,
+)
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
@@ -37,15 +44,20 @@ def validate_identities(
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     options: IdentityOptions | None = None,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
 
     Two rows for one user: ``duplicates="error"`` makes them all invalid, ``"keep_last"``
     keeps the last (earlier rows are valid but skipped), ``"in_order"`` keeps them all.
-    ``rename``, ``rename_style``, ``dtypes``, ``encoding``, ``decimals`` and the text
+    ``rename``, ``rename_style``, ``dtypes``, ``encoding``, ``decimals``, the text
     options (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
-    ``format``) work as for ``validate_events``.
+    ``format``) and the tables' (``version``, ``as_of``, ``snapshot_id``,
+    ``partitioning``) work as for ``validate_events``.
 
     Consent: a blank ``<channel>_opted_in`` cell beside an address is not consent. By
     default (``blank_consent="error"``) the row is invalid; ``"omit_channel"`` leaves that
@@ -82,6 +94,10 @@ def identities_to_wire(
     blank_consent: BlankConsent = "error",
     require_consent: bool = False,
     rename_style: NameStyle | None = None,
+    version: int | None = None,
+    as_of: Any = None,
+    snapshot_id: int | None = None,
+    partitioning: Partitioning | None = "hive",
     options: IdentityOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""

@@ -17,7 +17,7 @@ import pyarrow
 
 from .._core.types import DataSource, Kind, Note, RowState
 from .._core.words import option, rows_text
-from .._read import ReadSpec, iter_frames, replayable
+from .._read import ReadSpec, iter_frames, pinned, replayable
 from .._stream import SliceStream, WireBatch
 from .._validate import columns as _columns
 from .consent import ConsentTally
@@ -33,8 +33,9 @@ class IdentityStream(SliceStream):
 
     def __init__(self, data: DataSource, options: IdentityOptions) -> None:
         super().__init__(build_schema(options))
-        # read twice (the id pre-pass, then the slices): one-shot sources are spooled
-        self.data = replayable(data)
+        # read twice (the id pre-pass, then the slices): one-shot sources are spooled, a
+        # Delta or Iceberg table pinned at its version
+        self.data = replayable(pinned(data, options.reading))
         self.options = options
         users = duplicate_users(self.data, options.reading)
         self._users = {u: sorted(ps) for u, ps in users.items()}

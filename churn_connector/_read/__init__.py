@@ -1,10 +1,12 @@
 """Inputs -> a stream of DataFrame slices, so memory does not grow with the input.
 
 Accepted (``iter_frames``): a pandas DataFrame; anything Arrow-native (``arrow``: tables,
-batches, readers, polars frames and lazy frames, DuckDB relations, ADBC results); a file, a
-folder of part files, a Redshift manifest or a glob (``files``: Parquet, CSV, TSV, NDJSON,
-Avro, compressed or not); or an iterable of any of these. Anything else is refused with its
-type and what to pass.
+batches, readers, polars frames and lazy frames, DuckDB relations, ADBC results); a Delta or
+Iceberg table, by its path, URL or object (``tables``: read as its table, at one version,
+never file by file); a file, a folder of part files, a Redshift manifest or a glob
+(``files``: Parquet, CSV, TSV, NDJSON, Avro, ORC, Arrow IPC, compressed or not; ``key=value``
+folders restore their columns, ``hive``); or an iterable of any of these. Anything else is
+refused with its type and what to pass. ``pinned`` resolves a table's version once per run.
 
 Row labels: a DataFrame keeps its own index; Arrow inputs are labelled by their 0-based row
 number; files as ``files`` says (CSV/NDJSON by line number). ``rename`` maps source column
@@ -22,22 +24,21 @@ import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .._core.exceptions import ChurnConnectorError, InputError
 from .._core.words import named
 from .arrow import arrow_batches, arrow_to_pandas, is_arrow, is_one_shot, one_column
-from .avro import avro_rows
-from .files import expand, format_of, part_name, read_paths
-from .manifest import is_manifest_name, manifests_in, read_manifest
+from .counts import row_count, unread_labels
+from .files import Parts, expand, format_of, partitions, read_paths
+from .hive import PARTITION_COLUMNS
 from .names import NameStyle, styler
 from .spool import SpooledArrow, replayable
+from .tables import NOW, At, PinnedTable, pin, refuse_versions, table_format
 from .text import DEFAULT_TEXT, TEXT_ONLY, TextFormat, typed
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
     "ReadSpec",
     "TextFormat",
     "iter_frames",
+    "pinned",
+    "read_by_caller",
     "replayable",
     "row_count",
     "unread_labels",
@@ -54,8 +57,9 @@ DEFAULT_SLICE_ROWS = 50_000
 _END: Any = object()  # after the last item of the caller's iterable
 _ACCEPTED_INPUTS = (
     "pass a DataFrame, a pyarrow Table/RecordBatch/RecordBatchReader, a polars or DuckDB "
-    "frame (anything with __arrow_c_stream__), a path to a .parquet/.csv/.tsv/.ndjson/.avro file "
-    "or a folder of them, or an iterable of these"
+    "frame (anything with __arrow_c_stream__), a Delta or Iceberg table (its path, or a "
+    "DeltaTable / pyiceberg Table), a path to a .parquet/.csv/.tsv/.ndjson/.avro/.orc/.arrow "
+    "file or a folder of them, or an iterable of these"
 )
 
 
@@ -70,6 +74,8 @@ class ReadSpec:
     encoding: str = "utf-8"
     text: TextFormat = DEFAULT_TEXT
     style: NameStyle | None = None  # the other columns' names (``_names``), when asked
+    at: At = NOW  # the version of a Delta or Iceberg table (``tables``)
+    partitioning: bool = True  # key=value folders restore their columns (``hive``)
 
     def sources(self, columns: Sequence[str]) -> list[str] | None:
         """The source names that may hold ``columns`` (for reading only those); None when
@@ -103,7 +109,30 @@ def iter_frames(
         yield frame if rename is None else frame.rename(columns=rename)
 
 
+def pinned(data: Any, spec: ReadSpec | None = None) -> Any:
+    """``data`` with its Delta or Iceberg tables pinned at the version ``spec.at`` names (the
+    current one by default), so every read of a run sees that version; a version named for
+    any other input is refused. Other inputs come back as they are."""
+    at = (spec or ReadSpec()).at
+    if table_format(data) is not None:
+        return pin(data, at)
+    refuse_versions(at, _what(data))
+    if isinstance(data, list | tuple):
+        return [pin(item) if table_format(item) is not None else item for item in data]
+    return data
+
+
+def _what(data: Any) -> str:
+    if isinstance(data, str | os.PathLike):
+        return str(data)
+    return "a list of inputs" if isinstance(data, list | tuple) else f"a {_kind(data)}"
+
+
 def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterator[pd.DataFrame]:
+    if table_format(data) is not None:
+        yield from _table(pin(data, spec.at), spec, columns, 0)
+        return
+    refuse_versions(spec.at, _what(data))
     if isinstance(data, str | os.PathLike):
         yield from _paths(data, spec, columns, several=False)
         return
@@ -117,6 +146,11 @@ def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterato
         item = _next_of_caller(items, offset)
         if item is _END:
             return
+        if table_format(item) is not None:
+            for frame in _table(pin(item), spec, columns, offset):
+                offset += len(frame)
+                yield frame
+            continue
         if isinstance(item, str | os.PathLike):
             yield from _paths(item, spec, columns, several=True)
             continue
@@ -199,22 +233,59 @@ def _refuse_text(spec: ReadSpec, source: str) -> None:
 def _paths(
     data: str | os.PathLike[str], spec: ReadSpec, columns: Sequence[str] | None, *, several: bool
 ) -> Iterator[pd.DataFrame]:
+    source = os.fspath(data)
+    found = expand(source, spec.text)
     frames = read_paths(
-        os.fspath(data), spec.rows, columns=columns, encoding=spec.encoding, text=spec.text
+        source,
+        spec.rows,
+        columns=columns,
+        encoding=spec.encoding,
+        text=spec.text,
+        partitioning=spec.partitioning,
     )
     dtypes = dict(spec.dtypes)
-    files = expand(os.fspath(data), spec.text).files
-    if dtypes and files and format_of(files[0], spec.text) not in ("csv", "tsv"):
-        _refuse_dtypes(spec, str(data))
-    name = os.path.basename(os.fspath(data))
+    rename = spec.renamer()
+    if dtypes and found.files and format_of(found.files[0], spec.text) not in ("csv", "tsv"):
+        _dtypes_for_partitions(dtypes, found, spec, source)
+    name = os.path.basename(source)
     for frame in frames:
         if several:
             frame = frame.set_axis(pd.Index([f"{name}:{x}" for x in frame.index], dtype=object))
         if dtypes:
-            rename = spec.renamer()
             renamed = frame if rename is None else frame.rename(columns=rename)
-            frame = typed(renamed, dtypes, str(data)).set_axis(frame.columns, axis=1)
+            text_columns = _text_columns(frame, found, spec, dtypes)
+            frame = typed(renamed, text_columns, source).set_axis(frame.columns, axis=1)
         yield frame
+
+
+def _dtypes_for_partitions(
+    dtypes: dict[str, str], found: Parts, spec: ReadSpec, source: str
+) -> None:
+    """``dtypes`` types text: of a file that carries types, only the columns its
+    ``key=value`` folders restore."""
+    layout = partitions(found) if spec.partitioning else None
+    rename = spec.renamer() or (lambda c: c)
+    restored = {rename(key) for key in layout.keys} if layout is not None else set()
+    others = [c for c in dtypes if c not in restored]
+    if others:
+        what = f"{source} (restored from its folders: {', '.join(sorted(restored)) or 'none'})"
+        raise InputError(
+            f"{named('dtypes')} names {', '.join(map(repr, others))}: it types text (CSV/TSV "
+            f"cells, partition values); {what} carries its own types (cast the columns there)",
+            path=source,
+        )
+
+
+def _text_columns(
+    frame: pd.DataFrame, found: Parts, spec: ReadSpec, dtypes: dict[str, str]
+) -> dict[str, str]:
+    """The ``dtypes`` that apply to this slice: all of them for CSV/TSV text, else those of
+    the columns its folders restored (a file holding the column keeps its own type)."""
+    if found.files and format_of(found.files[0], spec.text) in ("csv", "tsv"):
+        return dtypes
+    rename = spec.renamer() or (lambda c: c)
+    restored = {rename(c) for c in frame.attrs.get(PARTITION_COLUMNS, ())}
+    return {column: dtype for column, dtype in dtypes.items() if column in restored}
 
 
 def _one(
@@ -232,14 +303,40 @@ def _one(
         return
     _refuse_dtypes(spec, f"a {_kind(data)}")
     _refuse_text(spec, f"a {_kind(data)}")
-    seen = 0
+    what = f"the {_kind(data)}"
     try:
         if isinstance(data, SpooledArrow):
             schema, batches = data.batches(spec.rows)
         else:
             schema, batches = arrow_batches(data, spec.rows)  # a DuckDB relation runs here
     except Exception as exc:
-        raise _read_failed(f"the {_kind(data)}", seen, exc) from exc
+        raise _read_failed(what, 0, exc) from exc
+    yield from _batch_frames(schema, batches, what, columns, offset)
+
+
+def _table(
+    table: PinnedTable, spec: ReadSpec, columns: Sequence[str] | None, offset: int
+) -> Iterator[pd.DataFrame]:
+    """A Delta or Iceberg table at its pinned version, labelled from ``offset`` (rows)."""
+    _refuse_dtypes(spec, f"the {table.described}")
+    _refuse_text(spec, f"the {table.described}")
+    try:
+        schema, batches = table.batches(spec.rows, columns)
+    except Exception as exc:
+        raise _read_failed(f"the {table.described}", 0, exc) from exc
+    yield from _batch_frames(schema, batches, f"the {table.described}", columns, offset)
+
+
+def _batch_frames(
+    schema: pa.Schema | None,
+    batches: Iterator[pa.RecordBatch],
+    what: str,
+    columns: Sequence[str] | None,
+    offset: int,
+) -> Iterator[pd.DataFrame]:
+    """Arrow batches as DataFrames labelled by their row number from ``offset``; no batch
+    at all: one empty frame with the schema's columns (a missing one is then reported)."""
+    seen = 0
     batch: pa.RecordBatch | None = None
     while True:
         try:
@@ -247,7 +344,7 @@ def _one(
         except StopIteration:
             break
         except Exception as exc:  # the caller's reader, cursor or query: whatever it raises
-            raise _read_failed(f"the {_kind(data)}", seen, exc) from exc
+            raise _read_failed(what, seen, exc) from exc
         if columns is not None:
             keep = [c for c in columns if c in batch.schema.names]
             batch = batch.select(keep)
@@ -266,8 +363,8 @@ def _one(
 
 def read_by_caller(data: Any) -> bool:
     """True when reading ``data`` calls into the caller's objects (see the module)."""
-    if isinstance(data, str | os.PathLike | pd.DataFrame):
-        return False
+    if isinstance(data, str | os.PathLike | pd.DataFrame | PinnedTable):
+        return False  # a table is read by its library, not by the caller's code
     if isinstance(data, SpooledArrow):
         return data.num_rows is None  # not read through yet: the source itself is read
     if is_arrow(data):
@@ -275,116 +372,3 @@ def read_by_caller(data: Any) -> bool:
     if isinstance(data, list | tuple):
         return any(read_by_caller(item) for item in data)
     return True  # an iterator, a generator, any other iterable: the caller's code
-
-
-# ------------------------------------------------------------------------------------------
-# How many rows an input holds, when that is known without reading it (for progress totals).
-
-
-def row_count(data: Any) -> int | None:
-    """The number of rows ``data`` holds, or None when only reading it would tell."""
-    try:
-        return _count(data)
-    except (InputError, OSError, pa.ArrowException, ValueError, EOFError):
-        return None
-
-
-def _count(data: Any) -> int | None:
-    if isinstance(data, pd.DataFrame):
-        return len(data)
-    if isinstance(data, pa.Table | pa.RecordBatch):
-        return int(data.num_rows)
-    if isinstance(data, SpooledArrow):
-        return data.num_rows
-    if isinstance(data, str | os.PathLike):
-        return _file_rows(data)
-    kind = type(data)
-    if kind.__module__.startswith("polars") and kind.__name__ == "DataFrame":
-        return int(data.height)  # an eager frame; a LazyFrame would have to run its query
-    if isinstance(data, list | tuple):
-        counts = [_count(item) for item in data]
-        return None if any(c is None for c in counts) else sum(c for c in counts if c)
-    return None
-
-
-def unread_labels(data: Any, start: int) -> pd.Index | None:
-    """The labels of the rows of ``data`` from position ``start`` on, the way the readers
-    label them, when they are known without reading the rows (None otherwise): for the
-    accounting of a run that stopped before it read the whole input."""
-    try:
-        return _unread(data, start)
-    except (InputError, OSError, pa.ArrowException, ValueError, EOFError):
-        return None
-
-
-def _unread(data: Any, start: int) -> pd.Index | None:
-    if isinstance(data, pd.DataFrame):
-        return data.index[start:]
-    total = _count(data)
-    if total is None:
-        return None
-    if isinstance(data, list | tuple):
-        return _unread_items(data, start)
-    if isinstance(data, str | os.PathLike):
-        return _unread_files(data, start)
-    # Arrow-native inputs: 0-based row numbers
-    return pd.RangeIndex(start, total)
-
-
-def _unread_files(data: str | os.PathLike[str], start: int) -> pd.Index | None:
-    """A Parquet or Avro file: 0-based row numbers; a folder or glob of them: each part's
-    rows labelled ``<part>:<row>``, as ``read_paths`` labels them."""
-    path = Path(data)
-    if (path.is_dir() and manifests_in(path)) or is_manifest_name(path):
-        return None  # a manifest's parts: left to the statement of where reading stopped
-    found = expand(os.fspath(data))
-    kinds = {format_of(p) for p in found.files}
-    if kinds - {"parquet", "avro"}:
-        return None
-    sizes = [
-        int(pq.read_metadata(p).num_rows) if format_of(p) == "parquet" else avro_rows(p)
-        for p in found.files
-    ]
-    if found.base is None:
-        return pd.RangeIndex(start, sum(sizes))
-    labels: list[str] = []
-    seen = 0
-    for part, size in zip(found.files, sizes, strict=True):
-        if seen + size > start:
-            name = part_name(part, found.base)
-            labels.extend(f"{name}:{row}" for row in range(max(start - seen, 0), size))
-        seen += size
-    return pd.Index(labels, dtype=object)
-
-
-def _unread_items(items: list[Any] | tuple[Any, ...], start: int) -> pd.Index | None:
-    """An iterable of tables: DataFrames keep their labels, Arrow rows are numbered on."""
-    parts: list[pd.Index] = []
-    seen = 0
-    for item in items:
-        if isinstance(item, pd.DataFrame):
-            index: pd.Index = item.index
-        elif isinstance(item, pa.Table | pa.RecordBatch):
-            index = pd.RangeIndex(seen, seen + item.num_rows)
-        else:
-            return None
-        if seen + len(index) > start:
-            parts.append(index[max(start - seen, 0) :])
-        seen += len(index)
-    if not parts:
-        return pd.Index([], dtype=object)
-    return parts[0].append(parts[1:]) if len(parts) > 1 else parts[0]
-
-
-def _file_rows(data: str | os.PathLike[str]) -> int | None:
-    path = Path(data)
-    manifests = manifests_in(path) if path.is_dir() else [path] if is_manifest_name(path) else []
-    if len(manifests) == 1:
-        return read_manifest(manifests[0]).records
-    paths = expand(os.fspath(data)).files
-    kinds = {format_of(p) for p in paths}
-    if kinds == {"parquet"}:
-        return sum(int(pq.read_metadata(p).num_rows) for p in paths)
-    if kinds == {"avro"}:
-        return sum(avro_rows(p) for p in paths)
-    return 0 if not paths else None

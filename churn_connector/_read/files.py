@@ -1,20 +1,26 @@
 """Files, folders of part files and globs -> DataFrame slices, each row labelled.
 
 Formats by name: ``.parquet`` (``.pq``), ``.csv``, ``.tsv`` (``.tab``), NDJSON (``.ndjson``,
-``.jsonl``, ``.json`` holding one object per line), ``.avro`` (the ``[avro]`` extra), text
-formats optionally compressed (``.gz``, ``.zst``, ``.bz2``, ``.lz4``); a file whose name says
-no format (Redshift's ``0000_part_00``) is read as ``TextFormat.format`` says. A folder (or
-a glob) is read as warehouse unloads write it: through its Redshift manifest when it holds
-one (``manifest``), else its part files in name order (sub-folders included, as Hive-style
-partitions write them), zero-byte parts skipped, marker and hidden files (``_SUCCESS``,
-``*.crc``, names starting with ``.`` or ``_``) ignored; all parts must have one format. A
-folder whose parts are all empty, or that holds only a marker, is an export day without rows
-(0 rows); a folder with no file at all is an error (a wrong path is likelier).
+``.jsonl``, ``.json`` holding one object per line), ``.avro`` (the ``[avro]`` extra),
+``.orc``, Arrow IPC (``.arrow``, ``.feather``: the file format or the stream format, told by
+their first bytes; ``.arrows``), text formats optionally compressed (``.gz``, ``.zst``,
+``.bz2``, ``.lz4``); a file whose name says no format (Redshift's ``0000_part_00``) is read as
+``TextFormat.format`` says. A compressed Parquet, Avro, ORC or Arrow file is refused: their
+readers cannot open it, and they compress inside. A folder (or a glob) is read as warehouse
+unloads write it: through its Redshift manifest when it holds one (``manifest``), else its
+part files in name order (sub-folders included), only what the job committed (``commits``:
+never ``_temporary/``, markers, checksums or hidden files; a Databricks folder's parts only
+as its ``_committed_<tid>`` list them), zero-byte parts skipped; all parts must have one
+format; ``key=value`` folders restore their columns (``hive``). A folder whose parts are all
+empty, or that holds only a marker, is an export day without rows (0 rows); a folder with no
+file at all is an error (a wrong path is likelier). A Delta or Iceberg table's folder is not
+read here, file by file, but as its table (``tables``).
 
 Labels: a single CSV/NDJSON file's rows are labelled by their line number (as an editor shows
-it), a single Parquet or Avro file's by their 0-based row number; rows of several files carry
-the part's name too (``part-00001.csv:12``). A file that cannot be read, or that breaks part
-way, raises InputError naming the file and the place; nothing else escapes from a reader.
+it), a single Parquet, Avro, ORC or Arrow file's by their 0-based row number; rows of several
+files carry the part's name too (``part-00001.csv:12``). A file that cannot be read, or that
+breaks part way, raises InputError naming the file and the place; nothing else escapes from a
+reader.
 """
 
 from __future__ import annotations
@@ -33,10 +39,14 @@ from .._core.exceptions import InputError
 from .._core.words import option
 from .arrow import arrow_to_pandas
 from .avro import read_avro
+from .columnar import read_arrow, read_orc
+from .commits import committed, hidden
 from .compression import SUFFIXES
 from .csv import is_empty, read_csv
+from .hive import Layout, layout_of
 from .manifest import Manifest, is_manifest_name, manifests_in, read_manifest
 from .ndjson import read_ndjson
+from .tables import refuse_tables_within
 from .text import DEFAULT_TEXT, TEXT_FORMATS, TextFormat
 
 FORMATS = {
@@ -49,11 +59,17 @@ FORMATS = {
     ".jsonl": "ndjson",
     ".json": "ndjson",
     ".avro": "avro",
+    ".orc": "orc",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".arrows": "arrow",
 }
 _ACCEPTED = (
-    ".parquet, .csv, .tsv, .ndjson/.jsonl/.json, .avro (text formats also .gz/.zst/.bz2/.lz4)"
+    ".parquet, .csv, .tsv, .ndjson/.jsonl/.json, .avro, .orc, .arrow/.feather (text formats "
+    "also .gz/.zst/.bz2/.lz4)"
 )
-_SELF_COMPRESSED = {"parquet": "Parquet", "avro": "Avro"}
+# formats that compress inside: their readers cannot open a compressed file
+_SELF_COMPRESSED = {"parquet": "Parquet", "avro": "Avro", "orc": "ORC", "arrow": "Arrow IPC"}
 
 
 def format_of(path: Path, text: TextFormat = DEFAULT_TEXT) -> str | None:
@@ -84,17 +100,12 @@ class Parts:
     files: list[Path]
     base: Path | None
     manifest: Manifest | None = None
+    root: Path | None = None  # where partition folders start: the folder, a glob's fixed part
 
 
 def part_name(path: Path, base: Path | None) -> str:
     """A part file's name in its rows' labels (``part:row``): its path below the folder."""
-    return str(path.relative_to(base)) if base is not None and base != Path(".") else path.name
-
-
-def _ignored(relative: Path) -> bool:
-    return any(part.startswith((".", "_")) for part in relative.parts) or relative.suffix in (
-        ".crc",
-    )
+    return str(path.relative_to(base)) if base is not None else path.name
 
 
 def expand(data: str | Path, text: TextFormat = DEFAULT_TEXT) -> Parts:
@@ -118,22 +129,38 @@ def expand(data: str | Path, text: TextFormat = DEFAULT_TEXT) -> Parts:
         found = sorted(p for p in path.rglob("*") if p.is_file())
         if not found:
             raise InputError(f"folder {path} holds no part files", path=str(path))
-        kept = [p for p in found if not _ignored(p.relative_to(path))]
+        kept = committed([p for p in found if not hidden(p.relative_to(path))])
+        refuse_tables_within(kept, path, f"folder {path}")
         parts = [p for p in kept if p.stat().st_size]
         # empty parts or a marker (_SUCCESS) prove the writer ran: a day without rows
         if not kept and not any(p.name.startswith("_") for p in found):
             raise InputError(f"folder {path} holds no part files", path=str(path))
         _one_format(parts, path, text)
-        return Parts(parts, path)
+        return Parts(parts, path, root=path)
     if glob.has_magic(str(data)):
+        root = _fixed_start(str(data))
         matches = sorted(Path(p) for p in glob.glob(str(data), recursive=True))
-        files = [p for p in matches if p.is_file() and not _ignored(Path(p.name))]
+        # below the glob's fixed start, as in a folder: never a marker, _temporary/, .hidden
+        files = committed([p for p in matches if p.is_file() and not hidden(p.relative_to(root))])
         if not files:
             raise InputError(f"no files match {data}", path=str(data))
+        refuse_tables_within(files, root, f"the glob {data}")
         parts = [p for p in files if p.stat().st_size]
         _one_format(parts, Path(str(data)), text)
-        return Parts(parts, Path("."))
+        # labelled below the fixed start, as a folder's parts are: part-0.parquet in two
+        # partition folders are two parts
+        return Parts(parts, root, root=root)
     raise InputError(f"no such file or folder: {path}", path=str(path))
+
+
+def _fixed_start(pattern: str) -> Path:
+    """The folder a glob's matches lie below: its components before the first wildcard."""
+    fixed: list[str] = []
+    for part in Path(pattern).parts:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return Path(*fixed) if fixed else Path(".")
 
 
 def _through(manifest: Manifest, base: Path, text: TextFormat) -> Parts:
@@ -145,7 +172,7 @@ def _through(manifest: Manifest, base: Path, text: TextFormat) -> Parts:
         )
     parts = [p for p in manifest.parts if p.stat().st_size]
     _one_format(parts, base, text)
-    return Parts(parts, base, manifest)
+    return Parts(parts, base, manifest, root=base)
 
 
 def _one_format(parts: Sequence[Path], where: Path, text: TextFormat) -> None:
@@ -173,11 +200,14 @@ def read_paths(
     columns: Sequence[str] | None = None,
     encoding: str = "utf-8",
     text: TextFormat = DEFAULT_TEXT,
+    partitioning: bool = True,
 ) -> Iterator[pd.DataFrame]:
-    """Every row of the file, folder or glob ``data``, in slices of at most ``rows``."""
+    """Every row of the file, folder or glob ``data``, in slices of at most ``rows``; with
+    ``partitioning``, each with the columns of its ``key=value`` folders (``hive``)."""
     found = expand(data, text)
     base = found.base
     several = base is not None
+    layout = partitions(found) if partitioning else None
     for path in found.files:
         name = part_name(path, base)
         if not several and path.stat().st_size == 0 and text.header:
@@ -185,10 +215,17 @@ def read_paths(
         if several and format_of(path, text) in TEXT_FORMATS and is_empty(path):
             continue  # a compressed part holding nothing: no rows, and no header to read
         for frame in read_file(path, name, rows, columns=columns, encoding=encoding, text=text):
+            if layout is not None:
+                frame = layout.restore(frame, path, name)
             if several:
                 labels = [f"{name}:{label}" for label in frame.index.tolist()]
                 frame = frame.set_axis(pd.Index(labels, dtype=object), axis=0)
             yield frame
+
+
+def partitions(found: Parts) -> Layout | None:
+    """The ``key=value`` layout of the parts (None: they have none)."""
+    return layout_of(found.files, found.root)
 
 
 def read_file(
@@ -216,13 +253,19 @@ def read_file(
         )
     if kind in _SELF_COMPRESSED and path.suffix.lower() in SUFFIXES:
         raise InputError(
-            f"{name}: {_SELF_COMPRESSED[kind]} compresses itself; name the file .{kind}",
+            f"{name} is a {SUFFIXES[path.suffix.lower()]}-compressed {_SELF_COMPRESSED[kind]} "
+            f"file, which {_SELF_COMPRESSED[kind]} readers cannot open ({_SELF_COMPRESSED[kind]} "
+            f"compresses inside): decompress it and pass {path.stem}",
             path=str(path),
         )
     if kind == "parquet":
         return read_parquet(path, name, rows, columns)
     if kind == "avro":
         return read_avro(path, name, rows, columns)
+    if kind == "orc":
+        return read_orc(path, name, rows, columns)
+    if kind == "arrow":
+        return read_arrow(path, name, rows, columns)
     if kind in TEXT_FORMATS:
         return read_csv(path, name, rows, kind=kind, text=text, encoding=encoding)
     if kind == "ndjson":

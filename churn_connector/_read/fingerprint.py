@@ -10,9 +10,15 @@ What "what was read" is depends on the input:
 * a table (a DataFrame, Arrow, polars, DuckDB, an iterable of them): the SHA-256 of its
   column names and of pandas' 64-bit hash of every row read, labels included
   (``pandas.util.hash_pandas_object``; cells pandas cannot hash, such as dicts, by their
-  text). A table is only known by reading it, so its digest covers the rows read.
+  text). A table is only known by reading it, so its digest covers the rows read;
+* a Delta or Iceberg table (``tables``): its identity at the version read, which its log
+  or metadata fixes: kind ``"delta"`` with ``version``, or ``"iceberg"`` with
+  ``snapshot_id``, and ``table`` (where it is); the SHA-256 of the table's id, the version
+  and what that version consists of (``delta``, ``iceberg`` say what), so re-reading the
+  same version gives the same fingerprint without hashing its rows.
 
-``size`` is the bytes of the files (None for a table); ``rows`` the rows read.
+``size`` is the bytes of the files (a Delta or Iceberg version's data files; None for a
+table in memory); ``rows`` the rows read.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import pandas as pd
 from .._core.exceptions import InputError
 from .._core.words import value_text
 from .files import expand, format_of, part_name
+from .tables import PinnedTable
 from .text import DEFAULT_TEXT, TextFormat
 
 _CHUNK = 1 << 20
@@ -49,12 +56,14 @@ class Part:
 class Source:
     """What the input is: one file, the parts of a folder/manifest/glob, or a table."""
 
-    kind: str  # "file", "folder" or "table"
-    path: str | None  # as the caller gave it
+    kind: str  # "file", "folder", "table", or "delta" / "iceberg" (a table at a version)
+    path: str | None  # as the caller gave it (a Delta or Iceberg table: where it is)
     parts: tuple[Part, ...] = ()
 
     @classmethod
     def of(cls, data: Any, text: TextFormat = DEFAULT_TEXT) -> Source:
+        if isinstance(data, PinnedTable):
+            return cls(data.format, data.location)
         if not isinstance(data, str | os.PathLike):
             return cls("table", None)
         given = os.fspath(data)
@@ -75,7 +84,7 @@ class Source:
         """The file (as a path people can open) and line a row label points at: a CSV or
         NDJSON row's line, None for a Parquet or Avro row (its label is a row number) or a
         table's."""
-        if self.kind == "table" or not self.parts:
+        if self.kind in ("table", "delta", "iceberg") or not self.parts:
             return None, None
         if self.kind == "file":
             part = self.parts[0]
@@ -106,7 +115,8 @@ class Fingerprinter:
         self.text = text
         self.upto = upto  # a table: hash its first rows only (what a stopped run read)
         self.rows = 0
-        self._tables = not isinstance(data, str | os.PathLike)
+        self._pinned = data if isinstance(data, PinnedTable) else None
+        self._tables = self._pinned is None and not isinstance(data, str | os.PathLike)
         self._hash = hashlib.sha256()
         self._columns: list[str] | None = None
         self._source: Source | None = None
@@ -139,6 +149,8 @@ class Fingerprinter:
         if self._tables:
             rows = self.rows if self.upto is None else min(self.rows, self.upto)
             return {"kind": "table", "size": None, "rows": rows, "sha256": self._hash.hexdigest()}
+        if self._pinned is not None:
+            return self._pinned.fingerprint(self.rows)
         try:
             return self._of_files()
         except (OSError, InputError):

@@ -75,6 +75,13 @@ def _checks() -> list[CheckInfo]:
             "pass `null='\\\\N'` (`--null '\\N'`) if it means null; `null=['', '\\\\N']` "
             "keeps empty cells null too",
         ),
+        CheckInfo(
+            "partition_mismatch",
+            both,
+            "a column a part file holds agrees with its key=value folder (Hive partitions)",
+            "fix the file or move it to the folder of its value; partitioning=None reads the "
+            "files' own columns only",
+        ),
         CheckInfo("column_unique", both, "a column name appears twice", "keep one"),
         CheckInfo("not_nullable", both, "a required cell is empty", "fill it or drop the row"),
         CheckInfo(

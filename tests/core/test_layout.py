@@ -116,7 +116,8 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
         "heavy = ['pandera', 'phonenumbers', 'churn_connector._sandbox', 'pyspark', 'airflow', "
         "'matplotlib', 'ipywidgets', 'requests', 'polars', 'duckdb', 'argparse', "
         "'psycopg', 'fsspec', 's3fs', 'churn_connector._ledger.postgres', "
-        "'churn_connector._ledger.objects', 'dagster']\n"
+        "'churn_connector._ledger.objects', 'dagster', 'deltalake', 'pyiceberg', "
+        "'churn_connector._read.delta', 'churn_connector._read.iceberg', 'pyarrow.orc']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run(

@@ -303,7 +303,8 @@ def test_a_folders_fingerprint_is_that_of_its_parts_sha256sum_lines(
         f"{hashlib.sha256((folder / name).read_bytes()).hexdigest()}  {name}\n"
         for name in ("b.csv", "day=1/a.csv")
     )
-    fingerprint = cc.validate_events(folder, now=now).fingerprint
+    # day=1/ beside a file at the top is two partition layouts: read the files' own columns
+    fingerprint = cc.validate_events(folder, now=now, partitioning=None).fingerprint
     assert fingerprint["sha256"] == hashlib.sha256(lines.encode()).hexdigest()
     assert fingerprint["rows"] == 5
 
