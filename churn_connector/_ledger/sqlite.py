@@ -23,11 +23,13 @@ import pyarrow as pa
 
 from .._core.exceptions import ConfigurationError
 from .base import (
+    EVENT_KINDS,
     EVENT_RETENTION_DAYS,
     Ledger,
     LedgerUnavailable,
     cutoff,
     export_batch,
+    kinds_of,
     retention_cutoff,
     stats_frame,
 )
@@ -235,8 +237,10 @@ class SqliteLedger(Ledger):
         self._writable()
         self.flush()
         sql, args = "DELETE FROM acknowledged WHERE scope = ?", [scope]
-        if kind is not None:
-            sql, args = sql + " AND kind = ?", [*args, kind]
+        kinds = kinds_of(kind)
+        if kinds is not None:
+            sql = sql + f" AND kind IN ({','.join('?' * len(kinds))})"
+            args = [*args, *kinds]
         moment = cutoff(before)
         if moment is not None:
             sql, args = sql + " AND acknowledged_at < ?", [*args, _iso(moment)]
@@ -261,8 +265,8 @@ class SqliteLedger(Ledger):
             dropped = self._transaction(
                 lambda db: (
                     db.execute(
-                        "DELETE FROM acknowledged WHERE kind = 'events' AND acknowledged_at < ?",
-                        [old],
+                        "DELETE FROM acknowledged WHERE kind IN (?, ?) AND acknowledged_at < ?",
+                        [*EVENT_KINDS, old],
                     ).rowcount
                 )
             )
