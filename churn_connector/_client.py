@@ -31,7 +31,7 @@ from ._events.options import EventOptions
 from ._events.stream import EventStream
 from ._identities.options import IdentityOptions
 from ._identities.stream import IdentityStream
-from ._ledger import LedgerArg
+from ._ledger import Guard, LedgerArg
 from ._read import DEFAULT_SLICE_ROWS
 from ._read.names import NameStyle
 from ._read.text import Format, TextOptions
@@ -108,6 +108,7 @@ class Client:
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
+        new_ids: bool = False,
         rename: Mapping[str, str] | None = None,
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
@@ -135,8 +136,10 @@ class Client:
         (the run stops) when the API refuses the key. ``dry_run`` builds every request
         without sending. ``batch_size`` may lower the configured size, never exceed 500.
         With ``ledger`` (a SQLite file path or a Ledger), events it records as acknowledged
-        are ``skipped`` and newly acknowledged ones are recorded. ``rename``, ``dtypes``,
-        ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
+        are ``skipped`` and newly acknowledged ones are recorded; an event it records as
+        delivered under another message id (same user, event type and ``occurred_at``) is
+        ``held``, not sent, unless ``new_ids=True`` says the new ids are meant. ``rename``,
+        ``dtypes``, ``encoding``, ``decimals``, ``epoch_unit``, ``id_format`` and the text options
         (``delimiter``, ``header``, ``columns``, ``escape``, ``null``, ``quote``,
         ``format``), ``rename_style``, ``event_type_style``, ``version``, ``as_of``,
         ``snapshot_id``, ``partitioning`` and ``options`` (all of them as one
@@ -163,7 +166,14 @@ class Client:
         def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
             return chunk_events(wire, config.batch_size, run.size_limit)
 
-        return run.deliver(requests, send.ledger)
+        guard = Guard(
+            new_ids=send.new_ids,
+            id_format=table.id_format,
+            namespace=table.namespace,
+            id_columns=tuple(table.id_columns) if table.id_columns else None,
+            by_columns=bool(table.id_columns),
+        )
+        return run.deliver(requests, send.ledger, guard=guard)
 
     def identify(
         self,
@@ -328,6 +338,7 @@ class SendEventsOptions(TextOptions, total=False):
     progress: bool | None
     slice_rows: int
     ledger: LedgerArg
+    new_ids: bool
     rename: Mapping[str, str] | None
     dtypes: Mapping[str, str] | None
     encoding: str

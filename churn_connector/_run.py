@@ -26,7 +26,7 @@ from ._delivery.prefetch import Handoff
 from ._delivery.progress import Progress
 from ._delivery.sender import Sender
 from ._delivery.transport import DryRunPoster, HttpPoster, Poster
-from ._ledger import LedgerArg, LedgerStage, open_ledger, scope_of
+from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
 from ._read import read_by_caller, row_count, unread_labels
 from ._results.result import SendResult
 from ._stream import Stream, WireBatch, batches
@@ -65,11 +65,14 @@ class Run:
         self.size_limit = SizeLimit(config.max_request_bytes)  # learned from 413 answers
         self.total: int | None = None  # the input's rows, when known up front
 
-    def deliver(self, requests: RequestsOf, ledger: LedgerArg) -> SendResult:
+    def deliver(
+        self, requests: RequestsOf, ledger: LedgerArg, *, guard: Guard | None = None
+    ) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row, also when the
         run stops: an error, an interrupt or SIGTERM at any point from here on raises a
         ``RunStopped`` that carries the accounting (every row ``failed`` "not sent" that was
-        not delivered, and the rows never read too, where the input's length is known)."""
+        not delivered, and the rows never read too, where the input's length is known).
+        ``guard``: the events' re-id guard, when a ledger is open."""
         stream, config = self.stream, self.config
         sender: Sender | None = None
         try:
@@ -86,7 +89,9 @@ class Run:
                     wire = batches(stream, None if feed is None else feed.items())
                     stage = None
                     if scoped is not None:
-                        stage = LedgerStage(scoped, stream.kind, stream.failures)
+                        if guard is not None:
+                            stream.natural_keys = True  # batches carry them from now on
+                        stage = LedgerStage(scoped, stream.kind, stream.failures, guard)
                         wire = stage.apply(wire)
                     sender = self._sender(stage)
                     self._send(sender, requests(wire), feed, stage)

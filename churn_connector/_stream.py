@@ -35,6 +35,19 @@ FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full req
 _NAMED_FILES = 3  # files without a final newline named one by one in the notes
 
 
+class NaturalKeyed(Protocol):
+    """An events batch's natural keys (``_events.natural.NaturalKeys``): what the ledger's
+    re-id guard looks up, hashed only when it asks."""
+
+    columns: str  # a digest of the slice's properties/context column names
+
+    def __len__(self) -> int: ...
+
+    def take(self, indices: np.ndarray | list[int]) -> NaturalKeyed: ...
+
+    def hex(self) -> list[str]: ...
+
+
 @dataclass
 class WireBatch:
     """The rows of one slice that are to be sent, in row order, as wire bytes."""
@@ -45,12 +58,16 @@ class WireBatch:
     content: np.ndarray | None = None  # events: 64-bit content keys (the ledger's digests)
     always_send: set[int] = field(default_factory=set)  # positions a ledger must not skip
     times: np.ndarray | None = None  # events: occurred_at in epoch ms (send-time window)
+    # events with hashed ids: their natural keys, for a ledger's re-id guard (None: given
+    # message ids, identities, or no ledger to guard)
+    natural: NaturalKeyed | None = None
 
     def __len__(self) -> int:
         return len(self.positions)
 
-    def select(self, keep: list[int]) -> WireBatch:
-        """The batch restricted to the entries at indices ``keep``."""
+    def select(self, keep: list[int], *, natural: bool = True) -> WireBatch:
+        """The batch restricted to the entries at indices ``keep`` (without its natural
+        keys unless ``natural``: past the ledger nothing needs them)."""
         keys = list(self.keys)  # one pass: ids may be formatted as they are read
         bodies = self.bodies
         return WireBatch(
@@ -62,6 +79,7 @@ class WireBatch:
             None if self.content is None else self.content[keep],
             self.always_send,
             None if self.times is None else self.times[keep],
+            self.natural.take(keep) if natural and self.natural is not None else None,
         )
 
 
@@ -74,6 +92,7 @@ class Stream(Protocol):
     failures: FailureLog
     duplicates: int  # rows skipped as exact repeats of an earlier row
     wire_paths: Counter[str]  # events: slices by the wire path that wrote them
+    natural_keys: bool  # events: batches carry their natural keys (a ledger's re-id guard)
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -110,6 +129,7 @@ class SliceStream:
     """The steps every slice of every resource starts with."""
 
     duplicates = 0
+    natural_keys = False
 
     def __init__(self, schema: pa.DataFrameSchema) -> None:
         self.schema = schema

@@ -134,6 +134,7 @@ def describe(summary: Mapping[str, Any]) -> str:
     c = summary["counts"]
     states = ", ".join(f"{state} {c.get(state, 0):,}" for state in _SUMMARY_STATES)
     expired = f", expired {c['expired']:,}" if c.get("expired") else ""
+    expired += f", held {c['held']:,}" if c.get("held") else ""
     head = "dry run: " if summary.get("dry_run") else ""
     return (
         f"{head}{summary['kind']}: {summary['rows']:,} rows -> {states}{expired}; "
@@ -143,11 +144,12 @@ def describe(summary: Mapping[str, Any]) -> str:
 
 def undelivered(summary: Mapping[str, Any], *, allow_invalid: bool) -> DeliveryError | None:
     """The DeliveryError a summary calls for, as ``SendResult.raise_for_failures`` decides:
-    valid rows rejected or failed; invalid or expired ones too unless ``allow_invalid``."""
+    valid rows rejected or failed; invalid, expired or held ones too unless
+    ``allow_invalid``."""
     c = summary["counts"]
     bad = c.get("rejected", 0) + c.get("failed", 0)
     if not allow_invalid:
-        bad += c.get("invalid", 0) + c.get("expired", 0)
+        bad += c.get("invalid", 0) + c.get("expired", 0) + c.get("held", 0)
     if not bad:
         return None
     return DeliveryError(f"rows not delivered: {describe(summary)}", counts=dict(c))

@@ -1,7 +1,7 @@
 """The churn-connector command line.
 
 Exit codes (docs/reference/exit-codes.md): 0 every row delivered or skipped; 1 some rows
-invalid or expired (not sent), the rest delivered; 2 some valid rows could not be delivered;
+invalid, expired or held (not sent), the rest delivered; 2 some valid rows could not be delivered;
 3 usage, configuration, authentication, input or ledger error, or an unreachable API;
 130 / 143 interrupted by SIGINT / SIGTERM. The API key comes only from CHURN_API_KEY, never from an
 argument.
@@ -67,7 +67,8 @@ _EPILOG = """\
 exit codes:
   0  every row delivered (or skipped as already delivered); validate: the gate passes
      (no invalid row, or none above --max-invalid; warnings allowed)
-  1  some rows were invalid (or expired) and not sent, the rest delivered; validate:
+  1  some rows were invalid (or expired, or held by the ledger's re-id guard) and not
+     sent, the rest delivered; validate:
      invalid rows above --max-invalid (any invalid row without it)
   2  some valid rows could not be delivered
   3  usage, configuration, input, authentication or ledger error; the API unreachable;

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,8 @@ class RowBook:
         self._id_starts: list[int] = []
         # rows skipped as repeats of an earlier row, and that row: arrays, not a text each
         self._repeats: list[tuple[np.ndarray, np.ndarray]] = []
+        # rows whose error texts are written when a frame asks (``add_deferred``)
+        self._deferred: list[tuple[np.ndarray, Callable[[list[int]], list[str]]]] = []
         self._status = np.zeros(1024, dtype=np.int8)  # RowState values
         # every row before it has its final state (rows never go back to pending)
         self._settled = 0
@@ -187,6 +189,15 @@ class RowBook:
             self._status[positions] = RowState.SKIPPED
             self._repeats.append((positions.astype(np.int64), firsts.astype(np.int64)))
 
+    def add_deferred(self, positions: np.ndarray, texts: Callable[[list[int]], list[str]]) -> None:
+        """Error texts for ``positions`` (sorted), written only when a frame asks:
+        ``texts(ks)`` returns those of ``positions[ks]``. A text a row kept in memory to
+        the end of a run (~200 bytes) would cost more than the row itself."""
+        with self._lock:
+            if self._closed_to_me():
+                return
+            self._deferred.append((positions.astype(np.int64), texts))
+
     def _errors_at(self, positions: np.ndarray) -> list[str | None]:
         """The error texts of ``positions`` (sorted), repeats' texts written out."""
         if len(self.errors) > len(positions):
@@ -202,6 +213,11 @@ class RowBook:
                 text = f"duplicate of {rows_text([self.labels[int(firsts[k])]])} (same message id)"
                 old = errors[i]
                 errors[i] = text if old is None else f"{text}; {old}"
+        for rows, written in self._deferred:
+            at, ks = _matches(positions, rows)
+            for i, text in zip(at, written(ks) if ks else [], strict=True):
+                old = errors[i]
+                errors[i] = text if old is None else f"{old}; {text}"
         return errors
 
     def finished(self) -> int:

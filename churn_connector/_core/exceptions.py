@@ -334,8 +334,8 @@ class DeliveryError(_RunResults, ChurnConnectorError):
 
     ``counts``: rows per state; ``rows``: the rows that were not delivered; ``chunks``: every
     request of the run. ``retryable`` when rows ``failed`` (never answered, outcome unknown:
-    message ids make re-sending them safe); not when rows were only ``rejected``, invalid or
-    expired (the data must change).
+    message ids make re-sending them safe); not when rows were only ``rejected``, invalid,
+    expired (the data must change) or held (the caller must say the new ids are meant).
     """
 
     def __init__(

@@ -19,6 +19,8 @@ class RowState(IntEnum):
     FAILED = 4
     SKIPPED = 5
     EXPIRED = 6  # aged out of the API's 30-day window before its request was sent
+    # not sent: a ledger holds this event (user, type, time) delivered under another id
+    HELD = 7
 
     @property
     def label(self) -> str:
@@ -38,7 +40,7 @@ class ExitCode(IntEnum):
     wins): a contract for scripts and CI (docs/reference/exit-codes.md)."""
 
     OK = 0  # every row delivered (or skipped as already delivered); validate: all valid
-    INVALID = 1  # some rows invalid (or expired) and not sent; the rest delivered
+    INVALID = 1  # some rows invalid (or expired, or held) and not sent; the rest delivered
     UNDELIVERED = 2  # some valid rows could not be delivered
     STOPPED = 3  # usage, configuration, input, authentication or ledger error; unreachable
 

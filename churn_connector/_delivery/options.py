@@ -43,6 +43,16 @@ class SendOptions:
         metavar="LEDGER",
         parse=command_line_location,
     )
+    new_ids: bool = declare(
+        False,
+        doc="send events that the `ledger` holds as delivered under another message id "
+        "(same user, event type and `occurred_at`, or `id_columns` values), when their new "
+        "ids are meant; without it they are `held` and the run exits 1 "
+        "([the re-id guard](../concepts/ledger.md#the-re-id-guard))",
+        help="send events the ledger holds as delivered under another message id (a column "
+        "added, a rename, namespace or id format changed): their new ids are meant",
+        kinds=("events",),
+    )
     progress: bool | None = declare(
         None,
         doc="`True` / `False`: a bar counting rows, or none ([Work in a "
@@ -69,8 +79,11 @@ class SendOptions:
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.dry_run, bool):
-            raise ConfigurationError(f"dry_run must be True or False, not {self.dry_run!r}")
+        for name in ("dry_run", "new_ids"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(
+                    f"{name} must be True or False, not {getattr(self, name)!r}"
+                )
         if self.progress is not None and not isinstance(self.progress, bool):
             raise ConfigurationError(
                 f"progress must be True, False or None (a bar where someone watches), "

@@ -26,6 +26,7 @@ from .._read.names import word_styler
 from .._stream import SliceStream, WireBatch, paused_gc
 from .._validate.schema import timestamp_cache
 from .ids import GivenIds, HashedIds, IdTexts
+from .natural import of_slice
 from .options import EventOptions
 from .schema import build_schema
 from .seen import SeenIds
@@ -46,6 +47,8 @@ class EventStream(SliceStream):
         self.data = pinned(data, options.reading)
         self.options = options
         self.duplicates = 0
+        # batches carry their natural keys (a ledger's re-id guard asks for them)
+        self.natural_keys = False
         self._seen = SeenIds()
         self._content: list[tuple[int, HashedIds]] = []  # content digests, when ids are not
         self._collided: dict[bytes, int] = {}  # ids whose 64-bit key an earlier id has
@@ -112,7 +115,17 @@ class EventStream(SliceStream):
         times = self._times(df)
         begun = self.begin(df)
         start, valid = begun.start, begun.valid
-        wire = build_events(begun.work, self.options, None if times is None else times[valid])
+        wire = build_events(
+            begun.work,
+            self.options,
+            None if times is None else times[valid],
+            natural=self.natural_keys,
+        )
+        natural = (
+            of_slice(begun.work, wire.ms, wire.natural)
+            if self.natural_keys and wire.given is None
+            else None
+        )
         if wire.path is not None:
             self.wire_paths[wire.path] += 1
         hashed = wire.given is None and not self.options.id_columns
@@ -155,6 +168,7 @@ class EventStream(SliceStream):
                 wire.body,
                 wire.content_keys,
                 times=wire.ms,
+                natural=natural,
             )
         kept = np.flatnonzero(is_first)
         keys: Sequence[str] = (
@@ -168,6 +182,7 @@ class EventStream(SliceStream):
             wire.body.take(pa.array(kept, pa.int64())),
             wire.content_keys[kept],
             times=wire.ms[kept],
+            natural=None if natural is None else natural.take(kept),
         )
 
     @staticmethod

@@ -23,6 +23,7 @@ from .._json.values import canonical
 from .._validate import columns as _columns
 from . import columnar
 from . import ids as _ids
+from .natural import NATURAL_PREFIX
 from .options import EventOptions
 
 _BLOCK = 1024
@@ -41,6 +42,7 @@ class WireEvents:
     content: np.ndarray  # (k, 16) uint8: digests of the content without the id
     ms: np.ndarray  # occurred_at in epoch milliseconds
     path: WirePath | None = None  # which path wrote them (None: no rows)
+    natural: np.ndarray | None = None  # (k, 16) uint8: id_columns' natural keys, when asked
 
     @property
     def id_keys(self) -> np.ndarray:
@@ -77,7 +79,11 @@ def _id_payload(event: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]
 
 
 def build_events(
-    work: pd.DataFrame, options: EventOptions, ms: np.ndarray | None = None
+    work: pd.DataFrame,
+    options: EventOptions,
+    ms: np.ndarray | None = None,
+    *,
+    natural: bool = False,
 ) -> WireEvents:
     """Wire events for validated rows of ``work`` (a RangeIndex frame).
 
@@ -85,6 +91,8 @@ def build_events(
     the rest (object columns, given message ids, ``id_columns``, ...) the per-row one, with
     the reason logged at DEBUG. Both produce the same bytes; ``path`` says which ran.
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
+    ``natural``: with ``id_columns``, also hash the natural keys (``natural.py``) the id
+    columns' values make, while their canonical form is at hand.
     """
     if len(work) == 0:
         return WireEvents(pa.array([], pa.binary()), _EMPTY, None, _EMPTY, np.empty(0, np.int64))
@@ -95,11 +103,13 @@ def build_events(
         body, digests = columnar.build(work, options, ms)
     except columnar.Unsupported as exc:
         log.debug("wire: %s rows take the per-row path: %s", f"{len(work):,}", exc)
-        return build_events_per_row(work, options, ms)
+        return build_events_per_row(work, options, ms, natural=natural)
     return WireEvents(body, digests, None, digests, ms, "columnar")
 
 
-def build_events_per_row(work: pd.DataFrame, options: EventOptions, ms: np.ndarray) -> WireEvents:
+def build_events_per_row(
+    work: pd.DataFrame, options: EventOptions, ms: np.ndarray, *, natural: bool = False
+) -> WireEvents:
     """Wire events row by row, as dicts serialised canonically: any column type."""
     rules = options.rules
     n = len(work)
@@ -122,22 +132,36 @@ def build_events_per_row(work: pd.DataFrame, options: EventOptions, ms: np.ndarr
     body: list[bytes] = []
     ids: list[np.ndarray] = []
     content: list[np.ndarray] = []
+    # a given message id is the caller's own: no natural key guards it
+    keys: list[np.ndarray] | None = [] if natural and options.id_columns and given is None else None
     for lo in range(0, n, _BLOCK):
         block_ids = given[lo : lo + _BLOCK] if given is not None else None
         block_digests, block_content = _serialise(
-            events[lo : lo + _BLOCK], block_ids, options, body
+            events[lo : lo + _BLOCK], block_ids, options, body, keys
         )
         ids.append(block_digests)
         content.append(block_content)
     rows = pa.array(body, pa.binary())
-    return WireEvents(rows, np.concatenate(ids), given, np.concatenate(content), ms, "per_row")
+    return WireEvents(
+        rows,
+        np.concatenate(ids),
+        given,
+        np.concatenate(content),
+        ms,
+        "per_row",
+        None if keys is None else np.concatenate(keys),
+    )
 
 
 def _serialise(
-    events: list[dict[str, Any]], given: list[str] | None, options: EventOptions, body: list[bytes]
+    events: list[dict[str, Any]],
+    given: list[str] | None,
+    options: EventOptions,
+    body: list[bytes],
+    natural: list[np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Serialise, hash and splice one block of events onto ``body``; return the digests
-    of their ids and of their content.
+    of their ids and of their content (``natural``: where the id columns' natural keys go).
 
     Each orjson result keeps a ~4 KB allocation alive, so canonical bytes are only held
     for one small block; the spliced bytes that are kept are exact-size copies.
@@ -158,6 +182,8 @@ def _serialise(
         if options.id_columns:
             payloads = [canonical(_id_payload(e, options.id_columns)) for e in events]
             digests = _ids.digests(payloads, options.namespace, prefix)
+            if natural is not None:  # the same values, without namespace or id format
+                natural.append(_ids.digests(payloads, None, NATURAL_PREFIX))
         else:
             digests = content
         uuids = _ids.format_uuids(digests)

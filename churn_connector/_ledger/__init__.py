@@ -17,6 +17,7 @@ from __future__ import annotations
 from .base import (
     EVENT_RETENTION_DAYS,
     EXPORT_SCHEMA,
+    NATURAL_KIND,
     Ledger,
     LedgerUnavailable,
     backend_of,
@@ -29,11 +30,13 @@ from .base import (
     without_password,
 )
 from .scoped import LedgerArg, ScopedLedger, open_ledger
-from .stage import LedgerStage
+from .stage import Guard, LedgerStage
 
 __all__ = [
     "EVENT_RETENTION_DAYS",
     "EXPORT_SCHEMA",
+    "NATURAL_KIND",
+    "Guard",
     "Ledger",
     "LedgerArg",
     "LedgerStage",

@@ -29,6 +29,21 @@ from .._core.exceptions import ConfigurationError
 # old, so such an event is invalid (or expired) before a ledger is asked about it
 EVENT_RETENTION_DAYS = 35
 
+# the natural keys of delivered events (user, event type, occurred_at; or id columns),
+# each with the message id it was sent under: the re-id guard's records (``stage``)
+NATURAL_KIND = "event_keys"
+# the kinds that hold event records: retention drops them alike, and forgetting a scope's
+# events forgets both (a natural key without its event would hold back a re-send)
+EVENT_KINDS = ("events", NATURAL_KIND)
+
+
+def kinds_of(kind: str | None) -> tuple[str, ...] | None:
+    """The record kinds ``kind`` means in ``drop`` (None: every kind)."""
+    if kind is None:
+        return None
+    return EVENT_KINDS if kind == "events" else (kind,)
+
+
 # what every backend exports (``ledger export``), one row per live record
 EXPORT_SCHEMA = pa.schema(
     [

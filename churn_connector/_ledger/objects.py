@@ -38,12 +38,14 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .._core.exceptions import ConfigurationError, LedgerError
 from .base import (
+    EVENT_KINDS,
     EVENT_RETENTION_DAYS,
     Ledger,
     LedgerUnavailable,
     cutoff,
     export_batch,
     install_advice,
+    kinds_of,
     redact,
     retention_cutoff,
     stats_frame,
@@ -349,8 +351,9 @@ class ObjectLedger(Ledger):
 
         def doomed(frame: pd.DataFrame) -> pd.Series:
             hit = frame["scope"] == scope
-            if kind is not None:
-                hit &= frame["kind"] == kind
+            kinds = kinds_of(kind)
+            if kinds is not None:
+                hit &= frame["kind"].isin(kinds)
             if moment is not None:
                 hit &= frame["at"] < _ns(moment)
             return hit
@@ -363,7 +366,7 @@ class ObjectLedger(Ledger):
         old = retention_cutoff(keep_events_days)
 
         def doomed(frame: pd.DataFrame) -> pd.Series:
-            return (frame["kind"] == "events") & (frame["at"] < _ns(old))
+            return frame["kind"].isin(EVENT_KINDS) & (frame["at"] < _ns(old))
 
         dropped, merged, kept = self._operate(lambda: self._rewrite(doomed))
         return (

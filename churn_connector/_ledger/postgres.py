@@ -32,11 +32,13 @@ from psycopg.conninfo import conninfo_to_dict
 from .._core.config import Secret
 from .._core.exceptions import ConfigurationError, LedgerError
 from .base import (
+    EVENT_KINDS,
     EVENT_RETENTION_DAYS,
     Ledger,
     LedgerUnavailable,
     cutoff,
     export_batch,
+    kinds_of,
     password_in,
     redact,
     retention_cutoff,
@@ -379,8 +381,9 @@ class PostgresLedger(Ledger):
             "WHERE s.id = l.scope_id AND s.scope = %s"
         )
         args: list[Any] = [scope]
-        if kind is not None:
-            sql, args = sql + " AND s.kind = %s", [*args, kind]
+        kinds = kinds_of(kind)
+        if kinds is not None:
+            sql, args = sql + " AND s.kind = ANY(%s)", [*args, list(kinds)]
         moment = cutoff(before)
         if moment is not None:
             sql, args = sql + " AND l.acknowledged_at < %s", [*args, moment]
@@ -417,8 +420,8 @@ class PostgresLedger(Ledger):
             lambda conn: (
                 conn.execute(
                     f"DELETE FROM {TABLE} AS l USING {SCOPES} AS s "  # noqa: S608
-                    "WHERE s.id = l.scope_id AND s.kind = 'events' AND l.acknowledged_at < %s",
-                    [old],
+                    "WHERE s.id = l.scope_id AND s.kind = ANY(%s) AND l.acknowledged_at < %s",
+                    [list(EVENT_KINDS), old],
                 ).rowcount
             ),
         )

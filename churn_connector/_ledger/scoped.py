@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import TypeAlias, TypeVar
 
 from .._core.exceptions import LedgerError
-from .base import Ledger, LedgerUnavailable, scheme_of
+from .base import NATURAL_KIND, Ledger, LedgerUnavailable, scheme_of
 
 log = logging.getLogger("churn_connector")
+_ACKNOWLEDGED = "record what the API acknowledged"
+# the re-id guard's records, written before their events are sent (``stage``)
+_INTENT = "record the natural keys of the events it was about to send"
 T = TypeVar("T")
 
 LedgerArg: TypeAlias = "str | os.PathLike[str] | Ledger | None"
@@ -42,7 +45,8 @@ class ScopedLedger:
 
     def record(self, kind: str, entries: Iterable[tuple[str, str]]) -> None:
         items = list(entries)
-        self._safely(lambda: self.ledger.record(self.scope, kind, items))
+        what = _INTENT if kind == NATURAL_KIND else _ACKNOWLEDGED
+        self._safely(lambda: self.ledger.record(self.scope, kind, items), what)
 
     def forget(self, kind: str, keys: Iterable[str]) -> None:
         items = list(keys)
@@ -52,7 +56,7 @@ class ScopedLedger:
     def flush(self) -> None:
         self._safely(self.ledger.flush)
 
-    def _safely(self, write: Callable[[], None]) -> None:
+    def _safely(self, write: Callable[[], None], what: str = _ACKNOWLEDGED) -> None:
         if not self.writable:
             return
         try:
@@ -60,7 +64,7 @@ class ScopedLedger:
         except LedgerUnavailable as exc:
             where = self.ledger.location
             raise LedgerError(
-                f"ledger {where}: cannot record what the API acknowledged ({exc.message}); "
+                f"ledger {where}: cannot {what} ({exc.message}); "
                 "the run was stopped. Fix the ledger (or pass another) and re-run: what "
                 "was delivered is stored once",
                 path=where,

@@ -23,11 +23,13 @@ import pyarrow as pa
 
 from .._core.exceptions import ConfigurationError
 from .base import (
+    EVENT_KINDS,
     EVENT_RETENTION_DAYS,
     Ledger,
     LedgerUnavailable,
     cutoff,
     export_batch,
+    kinds_of,
     retention_cutoff,
     stats_frame,
 )
@@ -170,8 +172,14 @@ class SqliteLedger(Ledger):
                 or len(self._pending) >= FLUSH_ROWS
                 or time.monotonic() - self._first_pending >= FLUSH_SECONDS
             )
-        if due:
-            self.flush()
+        if due and self._write_lock.acquire(blocking=False):
+            # a sender thread that finds a group being written leaves its records to the
+            # next one: waiting for the writer (~0.5 s for 50,000 keys) stalled every
+            # sender of the run behind it
+            try:
+                self._flush_held()
+            finally:
+                self._write_lock.release()
 
     def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
         rows = [(scope, kind, key) for key in keys]
@@ -185,20 +193,24 @@ class SqliteLedger(Ledger):
         if self.read_only:
             return
         with self._write_lock:
+            self._flush_held()
+
+    def _flush_held(self) -> None:
+        """``flush``, with the write lock held."""
+        with self._lock:
+            rows, self._pending = self._pending, []
+            self._writing, self._pending_keys = self._pending_keys, {}
+        if not rows:
+            return
+        # in key order, for locality in the index (a stable sort: a later record of
+        # the same key still replaces an earlier one)
+        rows.sort(key=lambda row: (row[0], row[1], row[2]))
+        try:
+            self._write("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?, ?)", rows)
+        finally:
             with self._lock:
-                rows, self._pending = self._pending, []
-                self._writing, self._pending_keys = self._pending_keys, {}
-            if not rows:
-                return
-            # in key order, for locality in the index (a stable sort: a later record of
-            # the same key still replaces an earlier one)
-            rows.sort(key=lambda row: (row[0], row[1], row[2]))
-            try:
-                self._write("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?, ?)", rows)
-            finally:
-                with self._lock:
-                    self._writing = {}
-            self._wrote = True
+                self._writing = {}
+        self._wrote = True
 
     def _write(self, sql: str, rows: Sequence[tuple[str, ...]]) -> None:
         """One transaction for all ``rows`` (a flushed group, or the keys of a forget)."""
@@ -235,8 +247,10 @@ class SqliteLedger(Ledger):
         self._writable()
         self.flush()
         sql, args = "DELETE FROM acknowledged WHERE scope = ?", [scope]
-        if kind is not None:
-            sql, args = sql + " AND kind = ?", [*args, kind]
+        kinds = kinds_of(kind)
+        if kinds is not None:
+            sql = sql + f" AND kind IN ({','.join('?' * len(kinds))})"
+            args = [*args, *kinds]
         moment = cutoff(before)
         if moment is not None:
             sql, args = sql + " AND acknowledged_at < ?", [*args, _iso(moment)]
@@ -261,8 +275,8 @@ class SqliteLedger(Ledger):
             dropped = self._transaction(
                 lambda db: (
                     db.execute(
-                        "DELETE FROM acknowledged WHERE kind = 'events' AND acknowledged_at < ?",
-                        [old],
+                        "DELETE FROM acknowledged WHERE kind IN (?, ?) AND acknowledged_at < ?",
+                        [*EVENT_KINDS, old],
                     ).rowcount
                 )
             )

@@ -33,7 +33,7 @@ TEXT_LIMIT = 140  # characters of a message or reason
 LABEL_LIMIT = 40  # characters of a row label
 NAME_LIMIT = 24  # characters of a column name in a group's detail
 NAMES_SHOWN = 2  # column names a group lists before "+N more"
-UNDELIVERED = ("invalid", "rejected", "failed", "expired")
+UNDELIVERED = ("invalid", "rejected", "failed", "expired", "held")
 _TEXT = "\ufe0e"  # a mark is text, never an emoji picture
 
 _BOX = (

@@ -34,6 +34,9 @@ STATES: dict[str, StateStyle] = {
     "rejected": StateStyle("#d910aa", "⊘", "the API refused them: fix the data (see its reason)"),
     "failed": StateStyle("#ef5752", "↻", "not delivered: send again (safe to re-send)"),
     "expired": StateStyle("#a28a06", "◷", "aged out of the 30-day window before sending"),
+    "held": StateStyle(
+        "#8e6bd8", "⏸", "delivered before under another message id: not sent (see new_ids)"
+    ),
 }
 COLOURS: dict[str, str] = {name: style.colour for name, style in STATES.items()}
 MARKS: dict[str, str] = {name: style.mark for name, style in STATES.items()}
@@ -46,6 +49,7 @@ ORDER: tuple[str, ...] = (
     "rejected",
     "failed",
     "expired",
+    "held",
 )
 # the headline speaks for the worst state present, most urgent first
-WORST_FIRST: tuple[str, ...] = ("failed", "rejected", "expired", "invalid")
+WORST_FIRST: tuple[str, ...] = ("failed", "rejected", "expired", "held", "invalid")

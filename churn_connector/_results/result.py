@@ -39,7 +39,13 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 PlotKind = Literal["states", "timeline"]
-_NOT_DELIVERED = (RowState.INVALID, RowState.REJECTED, RowState.FAILED, RowState.EXPIRED)
+_NOT_DELIVERED = (
+    RowState.INVALID,
+    RowState.REJECTED,
+    RowState.FAILED,
+    RowState.EXPIRED,
+    RowState.HELD,
+)
 
 CHUNK_COLUMNS = [
     "chunk",
@@ -174,7 +180,8 @@ class SendResult:
 
     @property
     def failures(self) -> pd.DataFrame:
-        """Rows that were not delivered (invalid, rejected, failed or expired), as ``rows``."""
+        """Rows that were not delivered (invalid, rejected, failed, expired or held), as
+        ``rows``."""
         return self.first_failures(None)
 
     def first_failures(self, n: int | None = 10) -> pd.DataFrame:
@@ -197,28 +204,30 @@ class SendResult:
 
     @property
     def ok(self) -> bool:
-        """Every valid row was acknowledged (invalid rows aside; expired ones were valid)."""
+        """Every valid row was acknowledged (invalid rows aside; expired and held ones were
+        valid)."""
         c = self.counts
         complete = self.not_read is None
-        return c["rejected"] == c["failed"] == c["expired"] == 0 and complete and not self.dry_run
+        undelivered = c["rejected"] or c["failed"] or c["expired"] or c["held"]
+        return not undelivered and complete and not self.dry_run
 
     @property
     def exit_code(self) -> int:
         """The exit codes (docs/reference/exit-codes.md): 2 undelivered valid rows, 1 invalid
-        (or expired) rows, else 0: an expired row is a data problem, like an invalid one, not a
-        delivery one."""
+        (or expired, or held) rows, else 0: an expired row is a data problem, like an invalid
+        one, not a delivery one; a held row waits for the caller's word (``new_ids``)."""
         if self.counts["rejected"] or self.counts["failed"] or self.not_read is not None:
             return ExitCode.UNDELIVERED
-        if self.counts["invalid"] or self.counts["expired"]:
+        if self.counts["invalid"] or self.counts["expired"] or self.counts["held"]:
             return ExitCode.INVALID
         return ExitCode.OK
 
     def raise_for_failures(self, *, allow_invalid: bool = False) -> None:
-        """Raise DeliveryError when rows were rejected or failed (or invalid or expired,
-        unless ``allow_invalid``)."""
+        """Raise DeliveryError when rows were rejected or failed (or invalid, expired or
+        held, unless ``allow_invalid``)."""
         bad = self.counts["rejected"] + self.counts["failed"]
         if not allow_invalid:
-            bad += self.counts["invalid"] + self.counts["expired"]
+            bad += self.counts["invalid"] + self.counts["expired"] + self.counts["held"]
         if bad or self.not_read is not None:
             raise DeliveryError(
                 self.summary(), counts=dict(self.counts), rows=self.failures, chunks=self.chunks
@@ -230,6 +239,7 @@ class SendResult:
         requests = Counter(ch.status for ch in self._chunks)
         head = "dry run: " if self.dry_run else ""
         expired = f", expired {c['expired']}" if c["expired"] else ""
+        expired += f", held {c['held']}" if c["held"] else ""
         text = (
             f"{head}{self.kind}: {self.n_rows} rows -> sent {c['sent']}, "
             f"skipped {c['skipped']}, invalid {c['invalid']}, rejected {c['rejected']}, "

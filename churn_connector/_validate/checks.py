@@ -154,6 +154,15 @@ def _checks() -> list[CheckInfo]:
             "convert it to str, int, float or bool",
         ),
         CheckInfo(
+            "float_beyond_2_53",
+            both,
+            "a float column (numpy or pandas dtype) holds no value beyond ±2^53, where a float "
+            "no longer holds every integer: a reader that turns an int64 column with nulls "
+            "into float64 (pandas' default) changes such numbers, and the event's message id",
+            'read the file with dtype_backend="pyarrow" (or with pyarrow, or the command line), '
+            "which keeps integers; a column of real floats that large: an Arrow float column",
+        ),
+        CheckInfo(
             "properties_key_conflict",
             events,
             "a key is not set both in properties and in a properties.<key> column",

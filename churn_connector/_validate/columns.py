@@ -241,6 +241,26 @@ def column_problems(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray:
     return np.fromiter((i for i, m in problems if type(m) is not RepeatProblem), dtype=np.int64)
 
 
+# the largest magnitude below which a float64 holds every integer exactly
+EXACT_FLOAT_INTEGERS = 2**53
+
+
+def floats_beyond_exact(s: pd.Series) -> np.ndarray:
+    """Positions of a numpy or pandas float column's values beyond +-2**53.
+
+    Such a float may be an int64 a reader rounded (pandas reads an integer column with
+    nulls as float64: 9007199254741003 becomes 9007199254741004.0), and nothing in the
+    value says which. An Arrow float column is left alone: Arrow never turns integers
+    into floats, so its floats are the source's own."""
+    dtype = s.dtype
+    if isinstance(dtype, pd.ArrowDtype) or not pd.api.types.is_float_dtype(dtype):
+        return np.empty(0, dtype=np.int64)
+    values = s.to_numpy(dtype="float64", na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        # infinities are check <kind>_value_json's (no JSON form at all)
+        return np.flatnonzero((np.abs(values) > EXACT_FLOAT_INTEGERS) & np.isfinite(values))
+
+
 def is_struct(s: pd.Series) -> bool:
     """An Arrow struct column (what a Parquet or Arrow input's nested object becomes)."""
     dtype = s.dtype

@@ -300,6 +300,20 @@ class SchemaBuilder:
             out[_columns.column_repeats(s)] = False
             return pd.Series(out, index=s.index)
 
+        def exact_floats(s: pd.Series) -> pd.Series:
+            out = np.ones(len(s), dtype=bool)
+            out[_columns.floats_beyond_exact(s)] = False
+            return pd.Series(out, index=s.index)
+
+        def beyond(column: str | None, value: Any) -> str:
+            return (
+                f"{column} holds {value!r} in a float column: beyond ±2^53 a float no longer "
+                "holds every integer, so an int64 column a reader turned into float64 (pandas "
+                "does when it has nulls) has changed numbers here, and the event's id with "
+                'them; read the file with dtype_backend="pyarrow" (or with pyarrow, or the '
+                "command line), which keeps integers"
+            )
+
         return pa.Column(
             nullable=True,
             required=False,
@@ -307,6 +321,7 @@ class SchemaBuilder:
             checks=[
                 self.add(name, ok, explain),
                 self.add("repeated_key", unique_keys, self.repeated_key_message),
+                self.add("float_beyond_2_53", exact_floats, beyond),
             ],
         )
 

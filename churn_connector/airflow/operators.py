@@ -232,12 +232,13 @@ class _ChurnSendOperator(BaseOperator):
         for note in summary.get("notes", ()):
             self.log.info("churn %s: note: %s", self._kind, note["message"])
         counts = summary["counts"]
-        if counts.get("invalid") or counts.get("expired"):
+        if counts.get("invalid") or counts.get("expired") or counts.get("held"):
             self.log.warning(
-                "churn %s: %d invalid and %d expired rows were not sent (see %s)",
+                "churn %s: %d invalid, %d expired and %d held rows were not sent (see %s)",
                 self._kind,
                 counts.get("invalid", 0),
                 counts.get("expired", 0),
+                counts.get("held", 0),
                 recorded.files.get("rows", "the rows file: results_dir is off"),
             )
         if self._delivers:

@@ -8,7 +8,7 @@ on the driver ``commit`` adds the tasks' summaries up. Then:
   retried partitions, re-sends the API reported) is printed to the driver's log and, with
   option ``summary_path``, appended to that file as one JSON line per micro-batch;
 * valid rows that were not delivered (``rejected``, ``failed``; with ``fail_on_invalid``
-  also ``invalid`` and ``expired``) raise :class:`~churn_connector.DeliveryError`, which
+  also ``invalid``, ``expired`` and ``held``) raise :class:`~churn_connector.DeliveryError`, which
   fails the query before Spark records the micro-batch as committed.
 
 Exactly once at the API, with no state of ours: Spark replays a micro-batch that did not

@@ -88,6 +88,7 @@ def test_events_and_identities_land_exactly_once(
         "failed": 0,
         "skipped": 0,
         "expired": 0,
+        "held": 0,
     }
     assert (events["requests"], events["exit_code"], events["try_number"]) == (3, 0, 1)
     folder = Path(events["results_dir"])  # <base>/<dag>/<run>/<task>/try_<n>
@@ -258,7 +259,7 @@ def test_invalid_rows_are_reported_and_fail_the_task_only_when_asked(
     lenient = xcom("churn_strictness", "lenient", run_id)
     assert lenient["counts"]["invalid"] == 1 and lenient["counts"]["sent"] == N_EVENTS - 1
     assert lenient["exit_code"] == 1
-    assert "churn events: 1 invalid and 0 expired rows were not sent" in logs
+    assert "churn events: 1 invalid, 0 expired and 0 held rows were not sent" in logs
     strict = xcom("churn_strictness", "strict", run_id, key="churn_summary")
     assert strict["counts"]["invalid"] == 1
     assert statuses(strict["files"]["rows"]) == {"sent": N_EVENTS - 1, "invalid": 1}

@@ -176,6 +176,7 @@ def test_a_dag_scheduled_on_the_outlet_asset_runs_after_a_delivery_with_its_coun
             "failed": 0,
             "skipped": 0,
             "expired": 0,
+            "held": 0,
         },
         "requests": 2,
         "dry_run": False,

@@ -187,4 +187,4 @@ def test_cli_send_with_a_postgres_ledger_skips_on_rerun(
     assert PG_PASSWORD not in captured.out + captured.err
     with cc.Ledger(url) as ledger:
         scope = scope_of(sandbox.base_url, cc.Secret(sandbox.api_key))
-        assert ledger.stats()["scope"].tolist() == [scope]
+        assert set(ledger.stats()["scope"]) == {scope}

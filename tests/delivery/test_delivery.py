@@ -69,6 +69,7 @@ def test_invalid_rows_never_reach_the_server(
         "failed": 0,
         "skipped": 0,
         "expired": 0,
+        "held": 0,
     }
     sent_ids = set(sandbox.events()["message_id"])
     invalid_rows = result.rows[result.rows["status"] == "invalid"]

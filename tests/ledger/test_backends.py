@@ -175,11 +175,17 @@ def test_every_backend_stores_keys_digests_and_times_only(
     client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, ledger_url: str
 ) -> None:
     result = client.send_events(events, now=now, ledger=ledger_url)
-    table = export(ledger_url)
-    assert table.schema == EXPORT_SCHEMA
-    assert sorted(table["key"].to_pylist()) == sorted(result.rows["message_id"])
-    assert set(table["kind"].to_pylist()) == {"events"}
-    cells = {str(v) for column in ("scope", "key", "digest") for v in table[column].to_pylist()}
+    exported = export(ledger_url)
+    assert exported.schema == EXPORT_SCHEMA
+    table = exported.to_pandas()
+    assert set(table["kind"]) == {"events", "event_keys"}
+    acknowledged = table[table["kind"] == "events"]
+    assert sorted(acknowledged["key"]) == sorted(result.rows["message_id"])
+    # the re-id guard's: a digest of each natural key, with the id it was sent under
+    natural = table[table["kind"] == "event_keys"]
+    assert natural["key"].str.fullmatch("[0-9a-f]{32}").all()
+    assert sorted(d.split("|")[0] for d in natural["digest"]) == sorted(result.rows["message_id"])
+    cells = {str(v) for column in ("scope", "key", "digest") for v in table[column]}
     assert not any("user_" in c or "page_view" in c for c in cells)
 
 

@@ -82,11 +82,12 @@ def test_a_bucket_that_refuses_writes_stops_the_run_at_the_first_write(
                  "--batch-size", "5", "--concurrency", "1", "--rows", str(rows)])  # fmt: skip
     assert code == 3
     err = capsys.readouterr().err
-    assert f"ledger {url}: cannot record what the API acknowledged" in err
+    assert f"ledger {url}: cannot record the natural keys of the events" in err
     written = pd.read_csv(rows)
     assert len(written) == 30  # every row accounted
-    assert (written["status"] == "sent").sum() == 5  # stopped at the first write
-    assert sandbox.stats()["stored"] == 5
+    # stopped at the first write: the re-id guard's, before any request left
+    assert (written["status"] == "sent").sum() == 0
+    assert sandbox.stats()["stored"] == 0
 
 
 def test_ledger_commands_on_an_unreachable_server_exit_3_naming_it(

@@ -29,6 +29,7 @@ def test_a_rerun_with_a_ledger_sends_nothing_already_acknowledged(
         "failed": 0,
         "skipped": len(events),
         "expired": 0,
+        "held": 0,
     }
     assert set(again.rows["error"]) == {"already delivered (ledger)"}
     assert len(sandbox.requests_log()) == 1  # only the first run's single batch
@@ -198,8 +199,10 @@ def test_a_ledger_that_cannot_be_written_stops_the_run_naming_the_file(
     error = info.value
     assert error.path == str(tmp_path / "ledger.sqlite")
     assert sum(error.counts.values()) == len(events)
-    assert error.counts["sent"] == 10  # stopped at the first failed write, not 40 warnings later
-    assert len(sandbox.events()) == 10
+    # stopped at the first failed write (the re-id guard's, before any request left), not
+    # 40 warnings later
+    assert error.counts["sent"] == 0
+    assert len(sandbox.events()) == 0
 
 
 def test_a_corrupt_ledger_fails_the_cli_with_exit_3_and_a_rerun_stores_nothing_twice(

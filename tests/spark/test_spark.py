@@ -58,6 +58,7 @@ def test_a_write_sends_every_valid_event_once_and_counts_the_bad_rows(
         "failed": 0,
         "skipped": 0,
         "expired": 0,
+        "held": 0,
     }
     assert (summary["rows"], summary["tasks"], summary["requests"]) == (3000, 3, 6)
     assert summary["exit_code"] == 1 and not summary["aborted"]

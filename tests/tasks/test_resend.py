@@ -66,6 +66,7 @@ def test_resend_after_faults_stores_exactly_the_missing_events_once(
         "failed": 0,
         "skipped": 0,
         "expired": 0,
+        "held": 0,
     }
     failed = first.rows[first.rows["status"] == "failed"]
     assert list(again.rows.index) == list(failed.index)  # the same rows, by label
