@@ -243,6 +243,13 @@ class Ledger:
         """Record acknowledged (key, digest) pairs; a later acknowledgement replaces one."""
         raise NotImplementedError
 
+    def record_now(self, scope: str, kind: str, entries: Iterable[tuple[str, str]]) -> None:
+        """Record (key, digest) pairs and write them before returning (the re-id guard's
+        records, which must hold before their requests leave); what is buffered for
+        ``record`` may stay buffered."""
+        self.record(scope, kind, entries)
+        self.flush()
+
     def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
         """Drop records before their keys are sent again: if that send's outcome is
         unknown (stored, response lost), an old record must not make a later run skip."""

@@ -48,6 +48,11 @@ class ScopedLedger:
         what = _INTENT if kind == NATURAL_KIND else _ACKNOWLEDGED
         self._safely(lambda: self.ledger.record(self.scope, kind, items), what)
 
+    def record_now(self, kind: str, entries: Iterable[tuple[str, str]]) -> None:
+        items = list(entries)
+        what = _INTENT if kind == NATURAL_KIND else _ACKNOWLEDGED
+        self._safely(lambda: self.ledger.record_now(self.scope, kind, items), what)
+
     def forget(self, kind: str, keys: Iterable[str]) -> None:
         items = list(keys)
         if items:

@@ -181,6 +181,17 @@ class SqliteLedger(Ledger):
             finally:
                 self._write_lock.release()
 
+    def record_now(self, scope: str, kind: str, entries: Iterable[tuple[str, str]]) -> None:
+        """One transaction of these records alone: the acknowledgements buffered meanwhile
+        are the senders' to write (written here too, they put every acknowledgement of the
+        run on the path of the thread that must wait for these)."""
+        if self.read_only:
+            return
+        now = _iso(datetime.now(UTC))
+        rows = sorted((scope, kind, key, dig, now) for key, dig in entries)
+        self._write("INSERT OR REPLACE INTO acknowledged VALUES (?, ?, ?, ?, ?)", rows)
+        self._wrote = True
+
     def forget(self, scope: str, kind: str, keys: Iterable[str]) -> None:
         rows = [(scope, kind, key) for key in keys]
         if not rows:

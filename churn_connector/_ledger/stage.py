@@ -43,17 +43,17 @@ class Guard:
     by_columns: bool = False  # the natural key is the id columns' values
     run: str = field(default_factory=lambda: secrets.token_hex(4))
 
-    def value(self, message_id: str, columns: str) -> str:
-        return "|".join(
-            (
-                message_id,
-                self.run,
-                self.id_format,
-                _short(self.namespace or ""),
-                _short("\x1f".join(self.id_columns or ())),
-                columns,
-            )
+    def tail(self, columns: str) -> str:
+        """What follows the message id in the records of a batch written from ``columns``
+        (the same for all of its rows: made once)."""
+        parts = (
+            self.run,
+            self.id_format,
+            _short(self.namespace or ""),
+            _short("\x1f".join(self.id_columns or ())),
+            columns,
         )
+        return "|" + "|".join(parts)
 
 
 def _short(text: str) -> str:
@@ -120,8 +120,7 @@ class LedgerStage:
         before they leave: a run killed after the API stored an event still leaves its
         natural key for the next run."""
         if intents:
-            self.ledger.record(NATURAL_KIND, intents)
-            self.ledger.flush()
+            self.ledger.record_now(NATURAL_KIND, intents)
 
     def _admit(self, batch: WireBatch) -> tuple[WireBatch, list[tuple[str, str]]]:
         """The entries of ``batch`` to send, and the natural-key records to write first."""
@@ -194,7 +193,8 @@ class LedgerStage:
             keep = [i for j, i in enumerate(keep) if j not in gone]
             hexed = [h for j, h in enumerate(hexed) if j not in gone]
         columns = natural.columns
-        intents = [(h, guard.value(keys[i], columns)) for i, h in zip(keep, hexed, strict=True)]
+        tail = guard.tail(columns)
+        intents = [(h, keys[i] + tail) for i, h in zip(keep, hexed, strict=True)]
         return keep, list(hexed), intents
 
     def _hold(self, positions: list[int], records: list[str], columns: str) -> None:
