@@ -30,12 +30,12 @@ from ._core.types import RowState
 from ._delivery.retry import instant_retries, set_retry_testing
 from ._events.api import events_to_wire, validate_events
 from ._events.ids import message_id
-from ._events.options import EventOptions
 from ._events.schema import EVENT_TYPE_PATTERN, events_schema
 from ._identities.api import identities_to_wire, validate_identities
-from ._identities.options import IdentityOptions
 from ._identities.schema import identities_schema
 from ._ledger import Ledger
+from ._options.events import EventOptions
+from ._options.identities import IdentityOptions
 from ._read.text import TextFormat
 from ._resend import resend
 from ._results.result import SendResult

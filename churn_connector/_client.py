@@ -27,11 +27,11 @@ from ._core.types import (
 )
 from ._delivery.chunking import Request, chunk_events, identify_requests
 from ._delivery.options import SendOptions
-from ._events.options import EventOptions
 from ._events.stream import EventStream
-from ._identities.options import IdentityOptions
 from ._identities.stream import IdentityStream
 from ._ledger import Guard, LedgerArg
+from ._options.events import EventOptions
+from ._options.identities import IdentityOptions
 from ._read import DEFAULT_SLICE_ROWS
 from ._read.names import NameStyle
 from ._read.text import Format, TextOptions

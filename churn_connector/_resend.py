@@ -29,10 +29,10 @@ from ._core.exceptions import ConfigurationError, InputError, RunStopped
 from ._core.types import STATE_NAMES, DataSource, Kind
 from ._core.words import on_command_line
 from ._delivery.options import SendOptions
-from ._events.options import EventOptions
 from ._events.stream import EventStream
-from ._identities.options import IdentityOptions
 from ._identities.stream import IdentityStream
+from ._options.events import EventOptions
+from ._options.identities import IdentityOptions
 from ._read.fingerprint import Fingerprinter
 from ._read.tables import table_format
 from ._read.text import DEFAULT_TEXT

@@ -22,8 +22,8 @@ from .._core.exceptions import ConfigurationError
 from .._core.types import Kind
 from .._core.words import alternatives
 from .._delivery.options import SendOptions
-from .._events.options import EventOptions
-from .._identities.options import IdentityOptions
+from .._options.events import EventOptions
+from .._options.identities import IdentityOptions
 from .._read.text import TextFormat
 
 _TEXT_GROUP = "text exports (CSV/TSV as warehouses write them)"

@@ -16,12 +16,12 @@ from .._core.types import (
     IdFormat,
     Partitioning,
 )
+from .._options.events import EventOptions
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
 from .._stream import batches, report
 from .._validate.report import ValidationReport
-from .options import EventOptions
 from .stream import EventStream
 
 

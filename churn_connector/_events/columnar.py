@@ -54,9 +54,9 @@ from .._json.arrow import (
 )
 from .._json.timestamps import TimestampProblem
 from .._json.values import json_numbers
+from .._options.events import EventOptions
 from .._validate import columns as _columns
 from . import ids as _ids
-from .options import EventOptions
 
 _ID_OPEN = _ids.ID_OPEN + b'"'  # the id is a UUID: its JSON is the text in quotes
 

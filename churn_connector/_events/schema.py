@@ -15,7 +15,8 @@ import pandas as pd
 
 from .._core.types import Decimals, EpochUnit, ExtraColumns
 from .._json.values import InexactValue, ValueRules, object_value
-from .._options import utc_now
+from .._options.events import EventOptions
+from .._options.table import utc_now
 from .._validate import columns as _columns
 from .._validate.pandera import pa
 from .._validate.schema import (
@@ -26,7 +27,6 @@ from .._validate.schema import (
     message,
     unknown_column,
 )
-from .options import EventOptions
 
 EVENT_TYPE_PATTERN = r"[a-z0-9]+(?:_[a-z0-9]+)*"
 """What an ``event_type`` must match as a whole (``re.fullmatch``): lower-case snake_case."""

@@ -21,13 +21,13 @@ from .._core.book import RowBook
 from .._core.columns import IdColumn
 from .._core.types import DataSource, Kind, Note
 from .._core.words import option, rows_text
+from .._options.events import EventOptions
 from .._read import iter_frames, pinned
 from .._read.names import word_styler
 from .._stream import SliceStream, WireBatch, paused_gc
 from .._validate.schema import timestamp_cache
 from .ids import GivenIds, HashedIds, IdTexts
 from .natural import of_slice
-from .options import EventOptions
 from .schema import build_schema
 from .seen import SeenIds
 from .wire import build_events

@@ -20,11 +20,11 @@ import pyarrow as pa
 
 from .._json import timestamps as _timestamps
 from .._json.values import canonical
+from .._options.events import EventOptions
 from .._validate import columns as _columns
 from . import columnar
 from . import ids as _ids
 from .natural import NATURAL_PREFIX
-from .options import EventOptions
 
 _BLOCK = 1024
 log = logging.getLogger("churn_connector")

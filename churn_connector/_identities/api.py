@@ -13,12 +13,12 @@ from .._core.types import (
     ExtraColumns,
     Partitioning,
 )
+from .._options.identities import IdentityOptions
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
 from .._stream import report
 from .._validate.report import ValidationReport
-from .options import IdentityOptions
 from .stream import IdentityStream
 
 

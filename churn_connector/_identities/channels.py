@@ -22,8 +22,7 @@ import pyarrow.compute as pc
 from .._core.types import CHANNELS, BlankConsent
 from .._json.repeats import repeat_in
 from .._json.values import is_missing
-from .consent import Consent, Marks, consent_marks, decide
-from .options import (
+from .._options.identities import (
     ADDRESS_COLUMNS,
     CONSENT_COLUMNS,
     E164_PATTERN,
@@ -31,6 +30,7 @@ from .options import (
     ITEM_FIELDS,
     PUSH_COLUMNS,
 )
+from .consent import Consent, Marks, consent_marks, decide
 
 _EMAIL = re.compile(EMAIL_PATTERN)
 _E164 = re.compile(E164_PATTERN)

@@ -10,6 +10,15 @@ import pandas as pd
 
 from .._core.types import ADDRESS_WORDS, CHANNELS, BlankConsent, ExtraColumns
 from .._core.words import named, option, shown, type_name
+from .._options.identities import (
+    ADDRESS_COLUMNS,
+    CONSENT_COLUMNS,
+    EMAIL_PATTERN,
+    FLAGS,
+    PUSH_COLUMNS,
+    USER_ID,
+    IdentityOptions,
+)
 from .._validate import columns as _columns
 from .._validate.pandera import pa
 from .._validate.schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
@@ -26,15 +35,6 @@ from .channels import (
     items_without_consent,
     no_duplicate_items,
     phone_addresses,
-)
-from .options import (
-    ADDRESS_COLUMNS,
-    CONSENT_COLUMNS,
-    EMAIL_PATTERN,
-    FLAGS,
-    PUSH_COLUMNS,
-    USER_ID,
-    IdentityOptions,
 )
 
 _FLAT_TRAITS = r"^traits\..+$"

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from .._json.values import canonical, is_missing
+from .._options.identities import USER_ID, IdentityOptions
 from .._validate import columns as _columns
 from .channels import convenience_items, explicit_items
 from .consent import EXPLICIT, Marks
-from .options import USER_ID, IdentityOptions
 
 
 def build_identities(

@@ -29,12 +29,12 @@ from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
 from .._core.exceptions import DataValidationError
 from .._core.types import IdFormat
 from .._events import ids as _ids
-from .._events.options import EventOptions
 from .._events.schema import EVENT_TYPE_PATTERN, build_schema
 from .._json import timestamps as _timestamps
 from .._json.timestamps import TimestampProblem
 from .._json.values import RepeatedKeyError, canonical, is_missing, object_value
-from .._options import utc_now
+from .._options.events import EventOptions
+from .._options.table import utc_now
 from .._validate import columns as _columns
 from .._validate.schema import explanations
 

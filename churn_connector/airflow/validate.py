@@ -28,9 +28,9 @@ from .._core.exceptions import ChurnConnectorError
 from .._core.text_options import keyword_from_text
 from .._core.types import KINDS, Kind
 from .._events.api import validate_events
-from .._events.options import EventOptions
 from .._identities.api import validate_identities
-from .._identities.options import IdentityOptions
+from .._options.events import EventOptions
+from .._options.identities import IdentityOptions
 from .._results.result import write_text
 from .._validate.ci import junit_xml
 from .._validate.document import check_counts, document, dumps

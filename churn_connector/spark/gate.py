@@ -25,9 +25,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from .._core.exceptions import ConfigurationError
 from .._core.types import KINDS, Kind
 from .._events.api import validate_events
-from .._events.options import EventOptions
 from .._identities.api import validate_identities
-from .._identities.options import IdentityOptions
+from .._options.events import EventOptions
+from .._options.identities import IdentityOptions
 from .._validate.checks import CHECKS
 from .._validate.document import check_counts, column_counts
 from .._validate.gate import GateOptions, ThresholdArg, check_of_kind, counted_rows, judge

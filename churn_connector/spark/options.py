@@ -19,9 +19,9 @@ from .._core.exceptions import ConfigurationError
 from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from, from_text
 from .._core.types import KINDS, Kind
 from .._delivery.options import SendOptions
-from .._events.options import EventOptions
-from .._identities.options import IdentityOptions
 from .._ledger import without_password
+from .._options.events import EventOptions
+from .._options.identities import IdentityOptions
 from .._read import DEFAULT_SLICE_ROWS
 
 NAME = "churn"  # df.write.format("churn")

@@ -19,9 +19,9 @@ import churn_connector as cc
 from churn_connector._core.types import IdFormat
 from churn_connector._events import columnar
 from churn_connector._events import ids as id_module
-from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
 from churn_connector._json.values import canonical
+from churn_connector._options.events import EventOptions
 from churn_connector._stream import WireBatch, batches
 from tests.conftest import WireOptions
 

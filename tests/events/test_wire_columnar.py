@@ -25,7 +25,6 @@ import churn_connector as cc
 from churn_connector._core.types import Decimals, EpochUnit, ExtraColumns, IdFormat
 from churn_connector._events import columnar
 from churn_connector._events.api import validate_events
-from churn_connector._events.options import WIRE_FIELDS, EventOptions
 from churn_connector._events.stream import EventStream
 from churn_connector._events.wire import build_events, build_events_per_row
 from churn_connector._json import parsed
@@ -33,6 +32,7 @@ from churn_connector._json.arrow import floats, quote
 from churn_connector._json.arrow import format_ms as format_ms_arrow
 from churn_connector._json.timestamps import datetime_to_wire, format_ms, normalize
 from churn_connector._json.values import ValueRules, json_number, object_value, problem_of
+from churn_connector._options.events import WIRE_FIELDS, EventOptions
 from churn_connector._read.arrow import arrow_to_pandas
 from churn_connector._read.names import NameStyle
 from churn_connector._stream import batches

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from churn_connector._events.options import EventOptions
 from churn_connector._json import flat_text, parsed
 from churn_connector._json.arrow import contiguous
+from churn_connector._options.events import EventOptions
 from churn_connector._validate.columns import text_objects_ok
 
 ARROW_STR = pd.ArrowDtype(pa.string())

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from churn_connector._events.options import EventOptions
 from churn_connector._json import parsed
 from churn_connector._json.arrow import contiguous
+from churn_connector._options.events import EventOptions
 from churn_connector._validate.columns import text_objects_ok
 
 ARROW_STR = pd.ArrowDtype(pa.string())

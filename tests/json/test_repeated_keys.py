@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from churn_connector._events.options import EventOptions
 from churn_connector._json import parsed
 from churn_connector._json.arrow import contiguous
 from churn_connector._json.repeats import names_per_line, names_written, repeat_in
@@ -22,6 +21,7 @@ from churn_connector._json.values import (
     ValueRules,
     check_json_string,
 )
+from churn_connector._options.events import EventOptions
 from churn_connector._validate.columns import text_objects
 
 ARROW_STR = pd.ArrowDtype(pa.string())

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._events.ids import message_ids, one_id
-from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
+from churn_connector._options.events import EventOptions
 from churn_connector._stream import batches
 from churn_connector._track.scalar import Window, event_of, options_for, problems
 

@@ -10,8 +10,8 @@ from .._core.declare import declare, registered
 from .._core.exceptions import ConfigurationError
 from .._core.types import EpochUnit, IdFormat
 from .._json.values import ValueRules
-from .._options import TableOptions, one_of, utc_now
 from .._read.names import NAME_STYLES, NameStyle
+from .table import TableOptions, one_of, utc_now
 
 WIRE_FIELDS = ("context", "event_type", "external_user_id", "occurred_at", "properties")
 _NESTED = ("properties.", "context.")
