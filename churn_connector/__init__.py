@@ -29,7 +29,6 @@ from ._core.exceptions import (
 from ._core.types import RowState
 from ._delivery.retry import instant_retries, set_retry_testing
 from ._events.api import events_to_wire, validate_events
-from ._events.ids import message_id
 from ._events.schema import EVENT_TYPE_PATTERN, events_schema
 from ._identities.api import identities_to_wire, validate_identities
 from ._identities.schema import identities_schema
@@ -46,6 +45,7 @@ from ._track.send import TrackResult
 from ._track.tracker import Tracker
 from ._validate.gate import GateVerdict
 from ._validate.report import ValidationReport
+from ._wire.ids import message_id
 
 if TYPE_CHECKING:
     from . import samples

@@ -37,10 +37,10 @@ from ._read.names import NameStyle
 from ._read.text import Format, TextOptions
 from ._results.result import SendResult
 from ._run import Run
-from ._stream import WireBatch
 from ._track.scalar import event_of
 from ._track.send import OneOff, TrackResult
 from ._track.tracker import OnFull, Tracker
+from ._wire.batch import WireBatch
 
 if TYPE_CHECKING:
     import requests

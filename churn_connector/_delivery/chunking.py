@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._core.contract import EVENTS_PATH, IDENTIFY_PATH
-from .._stream import WireBatch
+from .._wire.batch import WireBatch
 
 
 @dataclass(slots=True)  # an identify run holds a slice of them ahead of the network

@@ -1,1 +1,1 @@
-"""The events wing: options → schema → wire (with message ids) → stream → public api."""
+"""The events wing: schema → stream (validation, the wire, de-duplication) → public api."""

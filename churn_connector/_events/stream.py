@@ -24,13 +24,14 @@ from .._core.words import option, rows_text
 from .._options.events import EventOptions
 from .._read import iter_frames, pinned
 from .._read.names import word_styler
-from .._stream import SliceStream, WireBatch, paused_gc
+from .._stream import SliceStream, paused_gc
 from .._validate.schema import timestamp_cache
-from .ids import GivenIds, HashedIds, IdTexts
-from .natural import of_slice
+from .._wire.batch import WireBatch
+from .._wire.events import build_events
+from .._wire.ids import GivenIds, HashedIds, IdTexts
+from .._wire.natural_keys import of_slice
 from .schema import build_schema
 from .seen import SeenIds
-from .wire import build_events
 
 _SHOWN = 10  # rewritten event types a note names; the rest are counted
 

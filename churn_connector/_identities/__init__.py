@@ -1,1 +1,1 @@
-"""The identities wing: options → channels → schema → wire → duplicates → stream → api."""
+"""The identities wing: schema → stream (validation, identify bodies, repeated users) → api."""

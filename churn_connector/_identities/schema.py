@@ -22,7 +22,7 @@ from .._options.identities import (
 from .._validate import columns as _columns
 from .._validate.pandera import pa
 from .._validate.schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
-from .channels import (
+from .._wire.channels import (
     FLAG_SPELLINGS,
     blank_cells,
     channels_problems,

@@ -19,11 +19,12 @@ from .._core.types import DataSource, Kind, Note, RowState
 from .._core.words import option, rows_text
 from .._options.identities import USER_ID, IdentityOptions
 from .._read import ReadSpec, iter_frames, pinned, replayable
-from .._stream import SliceStream, WireBatch
+from .._stream import SliceStream
 from .._validate import columns as _columns
-from .consent import ConsentTally
+from .._wire.batch import WireBatch
+from .._wire.consent import ConsentTally
+from .._wire.identities import body_bytes, build_identities
 from .schema import build_schema
-from .wire import body_bytes, build_identities
 
 
 class IdentityStream(SliceStream):

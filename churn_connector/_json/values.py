@@ -84,25 +84,6 @@ def json_floats(values: np.ndarray) -> list[Any]:
     return out
 
 
-_NESTED = (dict, list)
-
-
-def json_numbers(value: Any) -> Any:
-    """A parsed JSON value with every integral float (|x| < 2**53) an int; nulls kept."""
-    kind = type(value)
-    if kind is dict:
-        # members inline: one call per member would double the time of a flat object
-        return {
-            k: json_number(v) if type(v) is float else json_numbers(v) if type(v) in _NESTED else v
-            for k, v in value.items()
-        }
-    if kind is float:
-        return json_number(value)
-    if kind is list:
-        return [json_numbers(v) for v in value]
-    return value
-
-
 def _is_null(value: Any) -> bool:
     """A member that stands for no value: None, NA, NaT (a float NaN is refused instead)."""
     return value is None or value is pd.NA or value is pd.NaT
@@ -308,11 +289,6 @@ def to_json(
     raise InexactValue(
         path, f"{article} {kind} has no exact JSON form; convert it to str, int or float"
     )
-
-
-def canonical(obj: Any) -> bytes:
-    """Canonical JSON bytes: keys sorted by code point, no white space, UTF-8."""
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 # orjson reads integers beyond 64 bits as floats (silently inexact): text with a long run of

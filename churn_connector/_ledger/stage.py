@@ -16,8 +16,8 @@ import numpy as np
 from .._core.exceptions import LedgerError
 from .._core.types import Kind, RowState
 from .._core.words import option
-from .._stream import WireBatch
 from .._validate.report import FailureLog
+from .._wire.batch import WireBatch
 from .base import NATURAL_KIND, digest
 from .scoped import ScopedLedger
 

@@ -1,9 +1,10 @@
 """One event checked and made wire without a DataFrame: the scalar engine.
 
 One set of rules, two engines. For the values of one event this gives the verdict, the check
-names and the wire bytes (message id included) that the batch path (the pandera schema of
-``_events.schema``, then ``_events.wire``) gives for a one-row table of the same values;
-``tests/track/test_scalar.py`` holds the two equal over generated rows, invalid ones included.
+names and the wire bytes (message id included; ``_wire.one_event`` builds them) that the batch
+path (the pandera schema of ``_events.schema``, then ``_wire.events``) gives for a one-row
+table of the same values; ``tests/track/test_scalar.py`` holds the two equal over generated
+rows, invalid ones included.
 
 The common spellings are checked here in plain Python, in a few microseconds: a string id, a
 snake_case event type, an aware ``datetime`` or an RFC 3339 text with its offset, dicts of
@@ -28,17 +29,17 @@ import pandas as pd
 from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
 from .._core.exceptions import DataValidationError
 from .._core.types import IdFormat
-from .._events import ids as _ids
 from .._events.schema import EVENT_TYPE_PATTERN, build_schema
 from .._json import timestamps as _timestamps
 from .._json.timestamps import TimestampProblem
-from .._json.values import RepeatedKeyError, canonical, is_missing, object_value
+from .._json.values import RepeatedKeyError, is_missing, object_value
 from .._options.events import EventOptions
 from .._options.table import utc_now
 from .._validate import columns as _columns
 from .._validate.schema import explanations
+from .._wire.one_event import Event, one_event
 
-__all__ = ["Event", "Window", "event_of", "options_for", "problems"]
+__all__ = ["Window", "event_of", "options_for", "problems"]
 
 _EVENT_TYPE = re.compile(EVENT_TYPE_PATTERN)
 # the text grammar of ``_json.timestamp_text`` where a zone is written (RFC 3339 and its
@@ -61,15 +62,6 @@ _CODES = {
 }
 _PAST_MS = int(PAST_WINDOW / _MS)
 _FUTURE_MS = int(FUTURE_WINDOW / _MS)
-
-
-@dataclass(frozen=True)
-class Event:
-    """A valid one-off event: its message id, its exact wire bytes, occurred_at in epoch ms."""
-
-    message_id: str
-    body: bytes
-    ms: int
 
 
 @dataclass(frozen=True)
@@ -276,26 +268,8 @@ def problems(
     assert user is not None
     assert kind is not None
     assert ms is not None
-    wire = {
-        "context": ctx,
-        "event_type": kind,
-        "external_user_id": user,
-        "occurred_at": _ms_text(ms),
-        "properties": props,
-    }
-    row = canonical(wire)
-    if given is not None:
-        return found, Event(given, _ids.with_id(row, canonical(given)), ms)
-    text = _ids.one_id(row, options.namespace, options.id_format)
-    return found, Event(text, _ids.with_id(row, b'"' + text.encode() + b'"'), ms)
-
-
-def _ms_text(ms: int) -> str:
-    """The wire spelling of an instant (``_json.timestamps.ms_text`` for one value)."""
-    t = _EPOCH + ms * _MS
-    return (
-        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:"
-        f"{t.second:02d}.{t.microsecond // 1000:03d}Z"
+    return found, one_event(
+        user, kind, ms, props, ctx, given, namespace=options.namespace, id_format=options.id_format
     )
 
 

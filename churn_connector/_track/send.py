@@ -23,7 +23,7 @@ from .._core.contract import TRACK_PATH
 from .._core.exceptions import DeliveryError, Interrupted, TransportError
 from .._delivery.transport import HttpPoster, Outcome
 from .._run import signal_of, sigterm_raises
-from .scalar import Event
+from .._wire.one_event import Event
 
 if TYPE_CHECKING:
     import requests

@@ -23,10 +23,8 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._core.types import Decimals, EpochUnit, ExtraColumns, IdFormat
-from churn_connector._events import columnar
 from churn_connector._events.api import validate_events
 from churn_connector._events.stream import EventStream
-from churn_connector._events.wire import build_events, build_events_per_row
 from churn_connector._json import parsed
 from churn_connector._json.arrow import floats, quote
 from churn_connector._json.arrow import format_ms as format_ms_arrow
@@ -42,6 +40,8 @@ from churn_connector._validate.columns import (
     struct_problems,
     text_objects_ok,
 )
+from churn_connector._wire import column_wise as columnar
+from churn_connector._wire.events import build_events, build_events_per_row
 
 TEXT = st.text(
     alphabet=st.one_of(

@@ -21,10 +21,10 @@ import churn_connector as cc
 from churn_connector._cli import main
 from churn_connector._core.book import RowBook
 from churn_connector._core.types import RowState
-from churn_connector._events.natural import of_slice
 from churn_connector._ledger import NATURAL_KIND, Guard, LedgerStage, ScopedLedger
-from churn_connector._stream import WireBatch
 from churn_connector._validate.report import FailureLog
+from churn_connector._wire.batch import WireBatch
+from churn_connector._wire.natural_keys import of_slice
 from tests.ledger.conftest import location
 
 ROOT = Path(__file__).parents[2]

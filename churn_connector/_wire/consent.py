@@ -17,7 +17,7 @@ address; an opt-out there is said in a note, because the API never hears of it. 
 a note, or refused with ``require_consent=True``.
 
 This module decides over whole columns (numpy arrays) and words the notes; ``channels``
-reads the cells, ``schema`` checks them, ``wire`` builds the items.
+reads the cells, ``_identities.schema`` checks them, ``identities`` builds the items.
 """
 
 from __future__ import annotations

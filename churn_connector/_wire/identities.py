@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._json.values import canonical, is_missing
+from .._json.values import is_missing
 from .._options.identities import USER_ID, IdentityOptions
 from .._validate import columns as _columns
+from .canonical import canonical
 from .channels import convenience_items, explicit_items
 from .consent import EXPLICIT, Marks
 

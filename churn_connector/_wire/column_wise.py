@@ -1,4 +1,4 @@
-"""The column-wise wire path: validated rows -> the exact bytes of the per-row path (wire.py).
+"""The column-wise events path: validated rows -> the exact bytes of the per-row path (events).
 
 For every field a column of JSON fragments (``"key":value``, null where the key is omitted)
 is built with Arrow/numpy kernels and the fragments are joined row-wise in C, in canonical
@@ -17,14 +17,14 @@ Which slices take this path (``fallback_reason`` declares it, from the columns a
 ``properties`` / ``context`` as flat ``<kind>.<key>`` columns of integers, booleans, floats,
 strings or datetimes; or as one Arrow struct column whose fields are integers, booleans,
 floats, strings, zoned timestamps or structs of them; or as one column of JSON-object text
-(parsed, validation checked it, and written back sorted). Id format v2 (``_values``):
+(parsed, validation checked it, and written back sorted). Id format v2 (``_json.values``):
 integral floats are written as integers and a struct's null fields are omitted; v1 keeps
 0.1's spelling. Both paths follow ``options.id_format``.
 
 Everything else takes the per-row path, which stays the reference: ``message_id`` columns,
 ``id_columns``, object or categorical columns (dicts, mixed values), an object column beside
 flat columns of the same kind, struct fields of other types (lists, maps, naive timestamps,
-decimals, ...). ``wire.build_events`` logs the reason at DEBUG and counts the paths.
+decimals, ...). ``events.build_events`` logs the reason at DEBUG and counts the paths.
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ from .._json.arrow import (
     with_nulls,
 )
 from .._json.timestamps import TimestampProblem
-from .._json.values import json_numbers
 from .._options.events import EventOptions
 from .._validate import columns as _columns
 from . import ids as _ids
+from .canonical import json_numbers
 
 _ID_OPEN = _ids.ID_OPEN + b'"'  # the id is a UUID: its JSON is the text in quotes
 

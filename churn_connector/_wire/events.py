@@ -1,4 +1,4 @@
-"""Valid rows -> exact wire objects and their serialised bytes.
+"""Valid event rows -> exact wire bytes: the per-row path, and which path a slice takes.
 
 Only rows that passed validation reach this module, so it converts without re-checking.
 Each event is serialised once, canonically (sorted keys, compact, UTF-8); its message id is
@@ -19,12 +19,12 @@ import pandas as pd
 import pyarrow as pa
 
 from .._json import timestamps as _timestamps
-from .._json.values import canonical
 from .._options.events import EventOptions
 from .._validate import columns as _columns
-from . import columnar
+from . import column_wise as columnar
 from . import ids as _ids
-from .natural import NATURAL_PREFIX
+from .canonical import canonical
+from .natural_keys import NATURAL_PREFIX
 
 _BLOCK = 1024
 log = logging.getLogger("churn_connector")
@@ -91,7 +91,7 @@ def build_events(
     the rest (object columns, given message ids, ``id_columns``, ...) the per-row one, with
     the reason logged at DEBUG. Both produce the same bytes; ``path`` says which ran.
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
-    ``natural``: with ``id_columns``, also hash the natural keys (``natural.py``) the id
+    ``natural``: with ``id_columns``, also hash the natural keys (``natural_keys``) the id
     columns' values make, while their canonical form is at hand.
     """
     if len(work) == 0:
