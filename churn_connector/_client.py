@@ -26,7 +26,7 @@ from ._core.types import (
     Partitioning,
 )
 from ._delivery.chunking import Request, chunk_events, identify_requests
-from ._delivery.options import SendOptions
+from ._delivery.send_options import SendOptions
 from ._events.stream import EventStream
 from ._identities.stream import IdentityStream
 from ._ledger import Guard, LedgerArg

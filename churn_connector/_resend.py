@@ -28,7 +28,7 @@ from ._core.declare import options_of
 from ._core.exceptions import ConfigurationError, InputError, RunStopped
 from ._core.types import STATE_NAMES, DataSource, Kind
 from ._core.words import on_command_line
-from ._delivery.options import SendOptions
+from ._delivery.send_options import SendOptions
 from ._events.stream import EventStream
 from ._identities.stream import IdentityStream
 from ._options.events import EventOptions
@@ -38,7 +38,7 @@ from ._read.tables import table_format
 from ._read.text import DEFAULT_TEXT
 from ._results.result import SendResult
 from ._results.runs import HEADER, ROWS_FORMAT, header_of, read_rows_file, stored_header
-from ._stream import batches
+from ._slices import batches
 
 if TYPE_CHECKING:
     import requests

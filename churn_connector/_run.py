@@ -29,7 +29,7 @@ from ._delivery.transport import DryRunPoster, HttpPoster, Poster
 from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
 from ._read import read_by_caller, row_count, unread_labels
 from ._results.result import SendResult
-from ._stream import Stream, batches
+from ._slices import Stream, batches
 from ._wire.batch import WireBatch
 
 if TYPE_CHECKING:

@@ -35,15 +35,15 @@ from .._core.words import command_line, text_table
 from .._results.result import check_result_path, not_read_row, write_frames
 from .._results.runs import now_utc
 from .._run import Terminated, signal_of
-from .ledger import add_ledger_parser
-from .ledger import run as ledger_command
-from .options import (
+from .flags import (
     add_data_arguments,
     add_send_arguments,
     client_options,
     data_options,
     send_options,
 )
+from .ledger import add_ledger_parser
+from .ledger import run as ledger_command
 from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
 from .track import add_track_parser, run_track
 from .validate import add_validate, run_validate

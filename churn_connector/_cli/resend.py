@@ -22,7 +22,7 @@ from .._resend import merged_rows, plan_resend, send_plan
 from .._results.result import SendResult, append_line, check_result_path, write_frame, write_frames
 from .._results.runs import now_utc, receipt_line, receipts_path, stored_header
 from .._results.runs import stopped_receipt as receipt_of_stopped
-from .options import (
+from .flags import (
     add_data_arguments,
     add_send_arguments,
     client_options,

@@ -37,7 +37,7 @@ from .._json.repeats import repeat_in
 from .._json.values import repeated_text_key
 from .._read.ndjson import repeat_of
 from .._track.handles import TrackHandle
-from .options import add_client_arguments, client_options
+from .flags import add_client_arguments, client_options
 
 __all__ = ["add_track_parser", "run_track"]
 

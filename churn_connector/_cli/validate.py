@@ -25,7 +25,7 @@ from .._validate.ci import GITHUB_CAP, github_lines, junit_xml
 from .._validate.document import FIRST_FAILURES, document, dumps
 from .._validate.gate import GateOptions
 from .._validate.report import ValidationReport, write_rows
-from .options import _given, add_data_arguments, add_flag, data_options
+from .flags import _given, add_data_arguments, add_flag, data_options
 
 FORMATS = ("text", "json", "github")
 INPUT_FORMATS: tuple[str, ...] = get_args(Format)

@@ -20,7 +20,7 @@ from .._options.events import EventOptions
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
-from .._stream import batches, report
+from .._slices import batches, report
 from .._validate.report import ValidationReport
 from .stream import EventStream
 

@@ -24,7 +24,7 @@ from .._core.words import option, rows_text
 from .._options.events import EventOptions
 from .._read import iter_frames, pinned
 from .._read.names import word_styler
-from .._stream import SliceStream, paused_gc
+from .._slices import SliceStream, paused_gc
 from .._validate.schema import timestamp_cache
 from .._wire.batch import WireBatch
 from .._wire.events import build_events

@@ -17,7 +17,7 @@ from .._options.identities import IdentityOptions
 from .._read import DEFAULT_SLICE_ROWS
 from .._read.names import NameStyle
 from .._read.text import Format
-from .._stream import report
+from .._slices import report
 from .._validate.report import ValidationReport
 from .stream import IdentityStream
 

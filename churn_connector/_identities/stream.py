@@ -19,7 +19,7 @@ from .._core.types import DataSource, Kind, Note, RowState
 from .._core.words import option, rows_text
 from .._options.identities import USER_ID, IdentityOptions
 from .._read import ReadSpec, iter_frames, pinned, replayable
-from .._stream import SliceStream
+from .._slices import SliceStream
 from .._validate import columns as _columns
 from .._wire.batch import WireBatch
 from .._wire.consent import ConsentTally

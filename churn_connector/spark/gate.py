@@ -31,8 +31,8 @@ from .._options.identities import IdentityOptions
 from .._validate.checks import CHECKS
 from .._validate.document import check_counts, column_counts
 from .._validate.gate import GateOptions, ThresholdArg, check_of_kind, counted_rows, judge
-from .options import ORDER_COLUMN
 from .partition import PartitionInput
+from .settings import ORDER_COLUMN
 
 COUNT_SCHEMA = StructType(
     [

@@ -24,7 +24,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("options", {"_options"}),  # the table options, declared once
     # validated rows -> exact bytes: the canonical form, message ids, natural keys, bodies
     ("wire", {"_wire"}),
-    ("stream", {"_stream"}),  # slices -> validated wire batches (what both wings share)
+    ("slices", {"_slices"}),  # slices -> validated wire batches (what both wings share)
     ("resources", {"_events", "_identities"}),  # one wing per resource (never each other)
     # what the API acknowledged, to skip it on re-runs: one API (base, scoped, stage) over
     # a SQLite file, a PostgreSQL table or object-storage segments

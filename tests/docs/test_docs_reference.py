@@ -26,7 +26,7 @@ import churn_connector as cc
 from churn_connector import _cli
 from churn_connector._client import IdentifyOptions, SendEventsOptions
 from churn_connector._core.declare import Option, options_of
-from churn_connector._delivery.options import SendOptions
+from churn_connector._delivery.send_options import SendOptions
 from churn_connector._sandbox import _cli as sandbox_cli
 from churn_connector._validate.checks import markdown_table, readme_with_table
 from churn_connector._validate.gate import GateOptions

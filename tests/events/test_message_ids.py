@@ -19,7 +19,7 @@ import churn_connector as cc
 from churn_connector._core.types import IdFormat
 from churn_connector._events.stream import EventStream
 from churn_connector._options.events import EventOptions
-from churn_connector._stream import batches
+from churn_connector._slices import batches
 from churn_connector._wire import column_wise as columnar
 from churn_connector._wire import ids as id_module
 from churn_connector._wire.batch import WireBatch

@@ -33,7 +33,7 @@ from churn_connector._json.values import ValueRules, json_number, object_value, 
 from churn_connector._options.events import WIRE_FIELDS, EventOptions
 from churn_connector._read.arrow import arrow_to_pandas
 from churn_connector._read.names import NameStyle
-from churn_connector._stream import batches
+from churn_connector._slices import batches
 from churn_connector._validate.columns import (
     column_problems,
     scalar_column,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from churn_connector import identities_to_wire, validate_identities
 from churn_connector._identities.stream import IdentityStream
 from churn_connector._options.identities import IdentityOptions
-from churn_connector._stream import batches
+from churn_connector._slices import batches
 from churn_connector._wire.identities import body_bytes
 
 WHEN = pd.Timestamp("2026-11-20T09:30:00.123987Z")

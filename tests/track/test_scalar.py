@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import churn_connector as cc
 from churn_connector._events.stream import EventStream
 from churn_connector._options.events import EventOptions
-from churn_connector._stream import batches
+from churn_connector._slices import batches
 from churn_connector._track.scalar import Window, event_of, options_for, problems
 from churn_connector._wire.ids import message_ids, one_id
 

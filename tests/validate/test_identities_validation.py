@@ -19,7 +19,7 @@ from churn_connector._core.types import Duplicates
 from churn_connector._identities.stream import IdentityStream, duplicate_users
 from churn_connector._options.identities import IdentityOptions
 from churn_connector._read import ReadSpec
-from churn_connector._stream import batches
+from churn_connector._slices import batches
 from churn_connector._validate.pandera import schema_errors
 
 

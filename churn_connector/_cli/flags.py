@@ -21,7 +21,7 @@ from .._core.declare import FLAGS, Option, options_of
 from .._core.exceptions import ConfigurationError
 from .._core.types import Kind
 from .._core.words import alternatives
-from .._delivery.options import SendOptions
+from .._delivery.send_options import SendOptions
 from .._options.events import EventOptions
 from .._options.identities import IdentityOptions
 from .._read.text import TextFormat

@@ -1,10 +1,12 @@
-"""The one shape both resources share: slices in, validated wire batches out.
+"""A resource's input, slice by slice: what both wings' streams share (slices in, wire out).
 
-A stream reads its input in slices; for each slice it extends the row book, runs the schema,
-records failures and marks invalid rows (``SliceStream.begin``, the same for events and
-identities), then turns the valid rows into a ``WireBatch``. What spans slices (ids already
-seen, duplicate users, table-level failures) lives on the stream, so a streamed input gives
-the same results as one whole frame. The ledger and the sender take batches from here.
+A stream (the ``Stream`` protocol; each wing's ``stream``) reads its input in slices; for
+each slice it extends the row book, runs the schema, records failures and marks invalid rows
+(``SliceStream.begin``, the same for events and identities), then turns the valid rows into
+a ``WireBatch`` (``_wire``). What spans slices (ids already seen, duplicate users,
+table-level failures) lives on the stream, so a streamed input gives the same results as one
+whole frame. ``batches`` hands a send its batches (the ledger and the sender take them from
+here); ``report`` validates every slice and sends nothing.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from .._core.exceptions import DeliveryError
 from .._tasks import describe, undelivered
-from .options import SparkSettings
+from .settings import SparkSettings
 from .source import ChurnCommitMessage, ChurnWriter, retries_said
 
 

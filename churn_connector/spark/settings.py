@@ -18,7 +18,7 @@ from .._core.config import ClientConfig, Secret
 from .._core.exceptions import ConfigurationError
 from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from, from_text
 from .._core.types import KINDS, Kind
-from .._delivery.options import SendOptions
+from .._delivery.send_options import SendOptions
 from .._ledger import without_password
 from .._options.events import EventOptions
 from .._options.identities import IdentityOptions
