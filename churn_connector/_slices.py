@@ -160,7 +160,7 @@ class SliceStream:
             work = df.set_axis(pd.RangeIndex(n), axis=0)
         else:
             work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
-            _parsed.carry(df, work, valid)
+            _parsed.carry_parsed(df, work, valid)
         return SliceStart(start, valid, work)
 
 

@@ -29,7 +29,7 @@ from .._validate.schema import timestamp_cache
 from .._wire.batch import WireBatch
 from .._wire.events import build_events
 from .._wire.ids import GivenIds, HashedIds, IdTexts
-from .._wire.natural_keys import of_slice
+from .._wire.natural_keys import natural_keys_of
 from .schema import build_schema
 from .seen import SeenIds
 
@@ -123,7 +123,7 @@ class EventStream(SliceStream):
             natural=self.natural_keys,
         )
         natural = (
-            of_slice(begun.work, wire.ms, wire.natural)
+            natural_keys_of(begun.work, wire.ms, wire.natural)
             if self.natural_keys and wire.given is None
             else None
         )

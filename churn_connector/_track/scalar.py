@@ -202,7 +202,7 @@ def _occurred_ms(value: Any, naive_timezone: str | None, found: list[str]) -> in
             return int(value.value) // 1_000_000
         except OverflowError:
             pass
-    norm = _timestamps.normalize(_one(value), naive_timezone)
+    norm = _timestamps.normalize_timestamps(_one(value), naive_timezone)
     code = TimestampProblem(int(norm.problem[0]))
     if code != TimestampProblem.OK:
         found.append(_CODES[code])

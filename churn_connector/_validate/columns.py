@@ -151,7 +151,7 @@ def scalar_column(s: pd.Series, path: str, rules: ValueRules) -> tuple[list[Any]
     dtype = s.dtype
     values: list[Any]
     if isinstance(dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(dtype):
-        norm = _timestamps.normalize(s, rules.naive_timezone)
+        norm = _timestamps.normalize_timestamps(s, rules.naive_timezone)
         texts = _timestamps.format_ms(norm.ms)
         values = [MISSING] * n
         for i in range(n):
@@ -335,7 +335,7 @@ def text_objects(
     hand_over = hand_over and _parsed.arrow_backed(s)
     # plain texts (most exports' objects) are valid by their form and written by Arrow's
     # JSON reader; the others, and all of them if Arrow refuses the column, parsed here
-    plain = _flat_text.plain(arr)
+    plain = _flat_text.plain_texts(arr)
     fast = np.flatnonzero(plain)
     fast_members = None
     if len(fast):
@@ -383,7 +383,7 @@ def text_objects(
         elif hand_over:
             members[k] = dumps(parsed, option=sort)[1:-1]
     if hand_over and fast_members is not None and len(fast) == len(arr):
-        _parsed.keep(arr, fast_members)  # every text plain: the members are in row order
+        _parsed.keep_parsed(arr, fast_members)  # every text plain: the members are in row order
     elif hand_over:
         # row i's members: from Arrow for a plain text, from the loop for the rest
         where = np.full(len(arr), -1, dtype=np.int64)
@@ -392,7 +392,7 @@ def text_objects(
         if fast_members is not None:
             where[fast] = len(rest) + np.arange(len(fast))
             slow_members = pa.concat_arrays([slow_members, fast_members])
-        _parsed.keep(arr, slow_members.take(pa.array(where, mask=where < 0)))
+        _parsed.keep_parsed(arr, slow_members.take(pa.array(where, mask=where < 0)))
     return TextObjects(ok, repeated)
 
 

@@ -30,7 +30,7 @@ from .consent import ConsentTally
 from .events import build_events
 from .identities import body_bytes, build_identities
 from .ids import GivenIds, HashedIds, IdTexts, message_id
-from .natural_keys import of_slice
+from .natural_keys import natural_keys_of
 from .one_event import Event, one_event
 
 __all__ = [
@@ -54,8 +54,8 @@ __all__ = [
     "has_both_push_columns",
     "items_without_consent",
     "message_id",
+    "natural_keys_of",
     "no_duplicate_items",
-    "of_slice",
     "one_event",
     "phone_addresses",
 ]

@@ -46,7 +46,7 @@ from .._json.arrow import (
     field_problem,
     fixed_width,
     floats,
-    format_ms,
+    format_ms_binary,
     needs_escape,
     quote,
     struct_members,
@@ -129,8 +129,8 @@ def value_json(
     integral floats are integers."""
     kind = _flat_kind(s.dtype)
     if kind == "time":
-        norm = _timestamps.normalize(s, naive_timezone)
-        return with_nulls(format_ms(norm.ms), norm.problem != TimestampProblem.OK), b'"'
+        norm = _timestamps.normalize_timestamps(s, naive_timezone)
+        return with_nulls(format_ms_binary(norm.ms), norm.problem != TimestampProblem.OK), b'"'
     if kind == "float":
         arr = s.to_numpy(dtype="float64", na_value=np.nan)
         return with_nulls(floats(arr, whole_as_int=v2), np.isnan(arr)), b""
@@ -203,7 +203,7 @@ def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
     # validation refused integers beyond 64 bits, so orjson reads every integer exactly
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
     arr = contiguous(s)
-    members = _parsed.take(arr)  # validation's parse, when these are the texts it read
+    members = _parsed.take_parsed(arr)  # validation's parse, when these are the texts it read
     if members is None:
         members = pa.array(
             [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in arr.to_pylist()],
@@ -264,7 +264,7 @@ def build(
     v2 = options.id_format == "v2"
     context = _object_fragments(work, "context", tz, v2=v2)
     properties = _object_fragments(work, "properties", tz, v2=v2)
-    times = format_ms(occurred_ms)
+    times = format_ms_binary(occurred_ms)
     user_ids, quote = _user_ids(work["external_user_id"])
     tails = pc.binary_join_element_wise(
         *context,

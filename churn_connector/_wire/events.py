@@ -98,7 +98,7 @@ def build_events(
         return WireEvents(pa.array([], pa.binary()), _EMPTY, None, _EMPTY, np.empty(0, np.int64))
     if ms is None:
         tz = options.rules.naive_timezone
-        ms = _timestamps.normalize(work["occurred_at"], tz, options.epoch_unit).ms
+        ms = _timestamps.normalize_timestamps(work["occurred_at"], tz, options.epoch_unit).ms
     try:
         body, digests = columnar.build(work, options, ms)
     except columnar.Unsupported as exc:

@@ -32,7 +32,7 @@ from .._json.arrow import contiguous
 from .._validate import columns as _columns
 from . import ids as _ids
 
-__all__ = ["NATURAL_PREFIX", "NaturalKeys", "column_digest", "hex_keys", "of_slice"]
+__all__ = ["NATURAL_PREFIX", "NaturalKeys", "column_digest", "hex_keys", "natural_keys_of"]
 
 # a compatibility promise, like the message ids': a changed prefix forgets every guard
 NATURAL_PREFIX = b"churn-connector/natural-key/v1\n"
@@ -115,7 +115,7 @@ def _user_texts(s: pd.Series) -> pa.Array:
     return pa.array(_columns.ids_to_wire(s), pa.string())
 
 
-def of_slice(work: pd.DataFrame, ms: np.ndarray, hashed: np.ndarray | None) -> NaturalKeys:
+def natural_keys_of(work: pd.DataFrame, ms: np.ndarray, hashed: np.ndarray | None) -> NaturalKeys:
     """The natural keys of validated rows (``work``, a RangeIndex frame; ``ms``: their
     occurred_at in epoch ms; ``hashed``: the id columns' keys, when ``id_columns`` made
     them). Only references are kept: nothing is hashed until asked."""
