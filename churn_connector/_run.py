@@ -18,22 +18,32 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._core.config import ClientConfig
-from ._core.exceptions import InputError, Interrupted, RunStopped
-from ._core.types import RowState
-from ._delivery.chunking import Request, SizeLimit
-from ._delivery.prefetch import Handoff
-from ._delivery.progress import Progress
-from ._delivery.sender import Sender
-from ._delivery.transport import DryRunPoster, HttpPoster, Poster
+from ._core import ClientConfig, InputError, Interrupted, RowState, RunStopped
+from ._delivery import (
+    DryRunPoster,
+    Handoff,
+    HttpPoster,
+    Poster,
+    Progress,
+    Request,
+    Sender,
+    SizeLimit,
+)
 from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
 from ._read import read_by_caller, row_count, unread_labels
-from ._results.result import SendResult
+from ._results import SendResult
 from ._slices import Stream, batches
-from ._wire.batch import WireBatch
+from ._wire import WireBatch
 
 if TYPE_CHECKING:
     import requests
+
+__all__ = [
+    "Run",
+    "Terminated",
+    "signal_of",
+    "sigterm_raises",
+]
 
 log = logging.getLogger("churn_connector")
 

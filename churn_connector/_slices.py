@@ -21,17 +21,19 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from ._core.book import RowBook
-from ._core.types import Kind, Note, RowState
-from ._json import parsed as _parsed
-from ._read.csv import ROW_PROBLEMS
-from ._read.ending import READ_NOTES
-from ._read.fingerprint import Fingerprinter
-from ._read.ndjson import ROW_REPEATS
-from ._read.text import DEFAULT_TEXT
-from ._validate.pandera import pa
-from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
-from ._wire.batch import WireBatch
+from ._core import Kind, Note, RowBook, RowState
+from ._json import carry_parsed
+from ._read import DEFAULT_TEXT, READ_NOTES, ROW_PROBLEMS, ROW_REPEATS, Fingerprinter
+from ._validate import FailureLog, ValidationReport, failures_frame, pa, run_schema
+from ._wire import WireBatch
+
+__all__ = [
+    "SliceStream",
+    "Stream",
+    "batches",
+    "paused_gc",
+    "report",
+]
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
 _NAMED_FILES = 3  # files without a final newline named one by one in the notes
@@ -160,7 +162,7 @@ class SliceStream:
             work = df.set_axis(pd.RangeIndex(n), axis=0)
         else:
             work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
-            _parsed.carry_parsed(df, work, valid)
+            carry_parsed(df, work, valid)
         return SliceStart(start, valid, work)
 
 

@@ -15,13 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from .._client import Client
-from .._core.config import ClientConfig
-from .._core.exceptions import RunStopped
-from .._core.types import Kind
+from .._core import ClientConfig, Kind, RunStopped
 from .._resend import merged_rows, plan_resend, send_plan
-from .._results.result import SendResult, append_line, check_result_path, write_frame, write_frames
-from .._results.runs import now_utc, receipt_line, receipts_path, stored_header
-from .._results.runs import stopped_receipt as receipt_of_stopped
+from .._results import (
+    SendResult,
+    append_line,
+    check_result_path,
+    now_utc,
+    receipt_line,
+    receipts_path,
+    stored_header,
+    write_frame,
+    write_frames,
+)
+from .._results import stopped_receipt as receipt_of_stopped
 from .flags import (
     add_data_arguments,
     add_send_arguments,

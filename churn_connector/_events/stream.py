@@ -17,19 +17,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._core.book import RowBook
-from .._core.columns import IdColumn
-from .._core.types import DataSource, Kind, Note
-from .._core.words import option, rows_text
-from .._options.events import EventOptions
-from .._read import iter_frames, pinned
-from .._read.names import word_styler
+from .._core import DataSource, IdColumn, Kind, Note, RowBook, option, rows_text
+from .._options import EventOptions
+from .._read import iter_frames, pinned, word_styler
 from .._slices import SliceStream, paused_gc
-from .._validate.schema import timestamp_cache
-from .._wire.batch import WireBatch
-from .._wire.events import build_events
-from .._wire.ids import GivenIds, HashedIds, IdTexts
-from .._wire.natural_keys import natural_keys_of
+from .._validate import timestamp_cache
+from .._wire import GivenIds, HashedIds, IdTexts, WireBatch, build_events, natural_keys_of
 from .schema import build_schema
 from .seen import SeenIds
 

@@ -28,8 +28,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .._core.types import Decimals, IdFormat
-from .._core.words import named, not_json, option
+from .._core import Decimals, IdFormat, named, not_json, option
 from .repeats import may_repeat, repeat_in
 from .timestamps import datetime_to_wire
 

@@ -3,7 +3,7 @@
 ``TableOptions`` (``table``) holds what every table is read and validated with;
 ``EventOptions`` (``events``) and ``IdentityOptions`` (``identities``, with the column
 vocabulary of an identities table) add their own. They sit below the wire and the wings,
-which all read them. Each field declares its option (``_core.declare``): the keywords of the
+which all read them. Each field declares its option (``_core.declarations``): the keywords of the
 public calls, the command line's flags, the names Spark and Airflow take, and the docs'
 options table all come from these fields. The text layout is one value,
 ``text=TextFormat(...)``, whose fields are keywords of their own.

@@ -11,15 +11,29 @@ from typing import Any, Self, get_args
 
 import pandas as pd
 
-from .._core.declare import Option, declare, options_of, registered
-from .._core.exceptions import ConfigurationError
-from .._core.types import Decimals, ExtraColumns, Partitioning
-from .._core.words import alternatives, named
-from .._json.values import ValueRules
-from .._read import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
-from .._read.names import NAME_STYLES, NameStyle
-from .._read.tables import At
-from .._read.text import DEFAULT_TEXT, DTYPES
+from .._core import (
+    ConfigurationError,
+    Decimals,
+    ExtraColumns,
+    Option,
+    Partitioning,
+    alternatives,
+    declare,
+    named,
+    options_of,
+    registered,
+)
+from .._json import ValueRules
+from .._read import (
+    DEFAULT_SLICE_ROWS,
+    DEFAULT_TEXT,
+    DTYPES,
+    NAME_STYLES,
+    At,
+    NameStyle,
+    ReadSpec,
+    TextFormat,
+)
 
 
 class Pairs(Mapping[str, str]):

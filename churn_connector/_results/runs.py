@@ -28,8 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..__version__ import __version__
-from .._core.exceptions import ConfigurationError, InputError, Interrupted, RunStopped
-from .._core.types import ExitCode
+from .._core import ConfigurationError, ExitCode, InputError, Interrupted, RunStopped
 
 HEADER = "churn_connector"  # the frame's attrs key, and the Parquet metadata key
 ROWS_FORMAT = "churn-connector rows"

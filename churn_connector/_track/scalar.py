@@ -26,18 +26,18 @@ from typing import Any
 
 import pandas as pd
 
-from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
-from .._core.exceptions import DataValidationError
-from .._core.types import IdFormat
-from .._events.schema import EVENT_TYPE_PATTERN, build_schema
-from .._json import timestamps as _timestamps
-from .._json.timestamps import TimestampProblem
-from .._json.values import RepeatedKeyError, is_missing, object_value
-from .._options.events import EventOptions
-from .._options.table import utc_now
-from .._validate import columns as _columns
-from .._validate.schema import explanations
-from .._wire.one_event import Event, one_event
+from .._core import FUTURE_WINDOW, PAST_WINDOW, DataValidationError, IdFormat
+from .._events import EVENT_TYPE_PATTERN, build_schema
+from .._json import (
+    RepeatedKeyError,
+    TimestampProblem,
+    is_missing,
+    normalize_timestamps,
+    object_value,
+)
+from .._options import EventOptions, utc_now
+from .._validate import explanations, fullmatch, id_type_ok, ids_to_wire, not_blank, strings_ok
+from .._wire import Event, make_event
 
 __all__ = ["Window", "event_of", "options_for", "problems"]
 
@@ -132,11 +132,11 @@ def _user(value: Any, found: list[str]) -> str | None:
         return str(value)
     column = _one(value)
     before = len(found)
-    if not _passes(_columns.id_type_ok, column):
+    if not _passes(id_type_ok, column):
         found.append("external_user_id_type")
-    if not _passes(_columns.not_blank, column):
+    if not _passes(not_blank, column):
         found.append("external_user_id_not_blank")
-    return _columns.ids_to_wire(column)[0] if len(found) == before else None
+    return ids_to_wire(column)[0] if len(found) == before else None
 
 
 def _event_type(value: Any, found: list[str]) -> str | None:
@@ -150,7 +150,7 @@ def _event_type(value: Any, found: list[str]) -> str | None:
         return value
     column = _one(value)
     before = len(found)
-    if not _passes(_columns.strings_ok, column):
+    if not _passes(strings_ok, column):
         found.append("event_type_type")
     if not _passes(_event_type_pattern, column):
         found.append("event_type_pattern")
@@ -158,7 +158,7 @@ def _event_type(value: Any, found: list[str]) -> str | None:
 
 
 def _event_type_pattern(column: pd.Series) -> pd.Series:
-    return _columns.fullmatch(column, EVENT_TYPE_PATTERN)
+    return fullmatch(column, EVENT_TYPE_PATTERN)
 
 
 def _zoned_ms(match: re.Match[str]) -> int | None:
@@ -202,7 +202,7 @@ def _occurred_ms(value: Any, naive_timezone: str | None, found: list[str]) -> in
             return int(value.value) // 1_000_000
         except OverflowError:
             pass
-    norm = _timestamps.normalize_timestamps(_one(value), naive_timezone)
+    norm = normalize_timestamps(_one(value), naive_timezone)
     code = TimestampProblem(int(norm.problem[0]))
     if code != TimestampProblem.OK:
         found.append(_CODES[code])
@@ -230,9 +230,9 @@ def _given_id(value: Any, found: list[str]) -> str | None:
         return None
     column = _one(value)
     before = len(found)
-    if not _passes(_columns.strings_ok, column):
+    if not _passes(strings_ok, column):
         found.append("message_id_type")
-    if not _passes(_columns.not_blank, column):
+    if not _passes(not_blank, column):
         found.append("message_id_not_blank")
     return str(value) if len(found) == before else None
 
@@ -268,7 +268,7 @@ def problems(
     assert user is not None
     assert kind is not None
     assert ms is not None
-    return found, one_event(
+    return found, make_event(
         user, kind, ms, props, ctx, given, namespace=options.namespace, id_format=options.id_format
     )
 

@@ -31,7 +31,7 @@ from .events import build_events
 from .identities import body_bytes, build_identities
 from .ids import GivenIds, HashedIds, IdTexts, message_id
 from .natural_keys import natural_keys_of
-from .one_event import Event, one_event
+from .one_event import Event, make_event
 
 __all__ = [
     "FLAG_SPELLINGS",
@@ -53,9 +53,9 @@ __all__ = [
     "has_address",
     "has_both_push_columns",
     "items_without_consent",
+    "make_event",
     "message_id",
     "natural_keys_of",
     "no_duplicate_items",
-    "one_event",
     "phone_addresses",
 ]

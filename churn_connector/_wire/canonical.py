@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from .._json.values import json_number
+from .._json import json_number
 
 _NESTED = (dict, list)
 

@@ -20,10 +20,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.types import CHANNELS, BlankConsent
-from .._json.repeats import repeat_in
-from .._json.values import is_missing
-from .._options.identities import (
+from .._core import CHANNELS, BlankConsent
+from .._json import is_missing, repeat_in
+from .._options import (
     ADDRESS_COLUMNS,
     CONSENT_COLUMNS,
     E164_PATTERN,

@@ -9,7 +9,7 @@ extra, else a hashlib loop over the rows.
     wire(row)      = ID_OPEN + b'"' + UUID + b'"' + [b","] + TAIL[row]
 
 Both paths share their primitives (``ids``: the hashing loop, the UUID bits and text, the
-context opening; ``_timestamps.ms_text``: the millisecond spelling); byte identity of the
+context opening; ``ms_text``: the millisecond spelling); byte identity of the
 values rests on the rules of ``_json.arrow`` (tests hold both paths to the same bytes).
 
 Which slices take this path (``fallback_reason`` declares it, from the columns alone):
@@ -37,24 +37,24 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._json import parsed as _parsed
-from .._json import timestamps as _timestamps
-from .._json.arrow import (
+from .._json import (
     BIN,
     NotColumnar,
+    TimestampProblem,
     contiguous,
     field_problem,
     fixed_width,
     floats,
     format_ms_binary,
     needs_escape,
+    normalize_timestamps,
     quote,
     struct_members,
+    take_parsed,
     with_nulls,
 )
-from .._json.timestamps import TimestampProblem
-from .._options.events import EventOptions
-from .._validate import columns as _columns
+from .._options import EventOptions
+from .._validate import flat_columns, ids_to_wire, is_int_dtype, is_text_dtype
 from . import ids as _ids
 from .canonical import json_numbers
 
@@ -75,12 +75,12 @@ def fallback_reason(work: pd.DataFrame, options: EventOptions) -> str | None:
     if "message_id" in work.columns:
         return "a message_id column"
     for kind in ("context", "properties"):
-        flat = _columns.flat_columns(work, kind)
+        flat = flat_columns(work, kind)
         if kind in work.columns:
             if flat:
                 return f"a {kind} column beside {kind}.<key> columns"
             cells = work[kind]
-            if _columns.is_text_dtype(cells):
+            if is_text_dtype(cells):
                 continue
             dtype = cells.dtype
             if not (isinstance(dtype, pd.ArrowDtype) and pa.types.is_struct(dtype.pyarrow_dtype)):
@@ -129,7 +129,7 @@ def value_json(
     integral floats are integers."""
     kind = _flat_kind(s.dtype)
     if kind == "time":
-        norm = _timestamps.normalize_timestamps(s, naive_timezone)
+        norm = normalize_timestamps(s, naive_timezone)
         return with_nulls(format_ms_binary(norm.ms), norm.problem != TimestampProblem.OK), b'"'
     if kind == "float":
         arr = s.to_numpy(dtype="float64", na_value=np.nan)
@@ -158,13 +158,13 @@ def _object_fragments(
     """
     if kind in work.columns:  # alone, as JSON text or an Arrow struct (fallback_reason)
         cells = work[kind]
-        if _columns.is_text_dtype(cells):
+        if is_text_dtype(cells):
             return [_text_members(cells, v2=v2)]
         struct = contiguous(cells)
         assert isinstance(struct, pa.StructArray)
         members = struct_members(struct, naive_timezone, v2=v2)
         return [members] if members is not None else []
-    keyed = sorted((c[len(kind) + 1 :], c) for c in _columns.flat_columns(work, kind))
+    keyed = sorted((c[len(kind) + 1 :], c) for c in flat_columns(work, kind))
     columns = []
     for key, column in keyed:
         values, quote = value_json(work[column], naive_timezone, v2=v2)
@@ -203,7 +203,7 @@ def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
     # validation refused integers beyond 64 bits, so orjson reads every integer exactly
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
     arr = contiguous(s)
-    members = _parsed.take_parsed(arr)  # validation's parse, when these are the texts it read
+    members = take_parsed(arr)  # validation's parse, when these are the texts it read
     if members is None:
         members = pa.array(
             [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in arr.to_pylist()],
@@ -228,13 +228,9 @@ _WHOLE_FLOAT = r"[0-9]\.0(?:[,}\]]|$)"
 
 def _user_ids(s: pd.Series) -> tuple[pa.BinaryArray, bytes]:
     """(values, quote) of the ids: JSON is quote + value + quote."""
-    if _columns.is_int_dtype(s):
+    if is_int_dtype(s):
         return pc.cast(contiguous(s), pa.string()).cast(BIN), b'"'
-    arr = (
-        contiguous(s)
-        if _columns.is_text_dtype(s)
-        else pa.array(_columns.ids_to_wire(s), pa.string())
-    )
+    arr = contiguous(s) if is_text_dtype(s) else pa.array(ids_to_wire(s), pa.string())
     if needs_escape(arr):
         return quote(arr), b""
     return arr.cast(BIN), b'"'

@@ -27,9 +27,8 @@ from typing import get_args
 
 import numpy as np
 
-from .._core.types import CHANNELS, BlankConsent, Note, NoteKind
-from .._core.words import option
-from .._options.identities import ADDRESS_COLUMNS, CONSENT_COLUMNS
+from .._core import CHANNELS, BlankConsent, Note, NoteKind, option
+from .._options import ADDRESS_COLUMNS, CONSENT_COLUMNS
 
 NoteKey = tuple[NoteKind, str]  # (kind, column)
 Marks = dict[NoteKey, np.ndarray]  # per row of a slice: the items (or rows) a note counts

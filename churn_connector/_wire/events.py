@@ -18,9 +18,9 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from .._json import timestamps as _timestamps
-from .._options.events import EventOptions
-from .._validate import columns as _columns
+from .._json import format_ms, normalize_timestamps
+from .._options import EventOptions
+from .._validate import ids_to_wire, merged_objects
 from . import column_wise as columnar
 from . import ids as _ids
 from .canonical import canonical
@@ -98,7 +98,7 @@ def build_events(
         return WireEvents(pa.array([], pa.binary()), _EMPTY, None, _EMPTY, np.empty(0, np.int64))
     if ms is None:
         tz = options.rules.naive_timezone
-        ms = _timestamps.normalize_timestamps(work["occurred_at"], tz, options.epoch_unit).ms
+        ms = normalize_timestamps(work["occurred_at"], tz, options.epoch_unit).ms
     try:
         body, digests = columnar.build(work, options, ms)
     except columnar.Unsupported as exc:
@@ -113,11 +113,11 @@ def build_events_per_row(
     """Wire events row by row, as dicts serialised canonically: any column type."""
     rules = options.rules
     n = len(work)
-    user_ids = _columns.ids_to_wire(work["external_user_id"])
+    user_ids = ids_to_wire(work["external_user_id"])
     event_types = work["event_type"].tolist()
-    times = _timestamps.format_ms(ms)
-    properties = _columns.merged_objects(work, "properties", rules)
-    context = _columns.merged_objects(work, "context", rules)
+    times = format_ms(ms)
+    properties = merged_objects(work, "properties", rules)
+    context = merged_objects(work, "context", rules)
     events = [
         {
             "context": c,

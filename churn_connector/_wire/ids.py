@@ -40,10 +40,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.columns import Spill
-from .._core.exceptions import ConfigurationError
-from .._core.types import IdFormat
-from .._json.arrow import data_bytes
+from .._core import ConfigurationError, IdFormat, Spill
+from .._json import data_bytes
 from .canonical import canonical, json_numbers
 
 PREFIXES: dict[IdFormat, bytes] = {

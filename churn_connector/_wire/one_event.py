@@ -12,11 +12,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from .._core.types import IdFormat
+from .._core import IdFormat
 from .canonical import canonical
 from .ids import one_id, with_id
 
-__all__ = ["Event", "one_event"]
+__all__ = ["Event", "make_event"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MS = dt.timedelta(milliseconds=1)
@@ -31,7 +31,7 @@ class Event:
     ms: int
 
 
-def one_event(
+def make_event(
     user: str,
     event_type: str,
     ms: int,

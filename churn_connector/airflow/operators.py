@@ -35,12 +35,23 @@ from airflow.sdk import Asset, BaseHook, BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from .._client import send_keywords
-from .._core.exceptions import ChurnConnectorError, ConfigurationError, DeliveryError, RunStopped
-from .._core.text_options import keyword_from_text
-from .._core.types import Kind
+from .._core import (
+    ChurnConnectorError,
+    ConfigurationError,
+    DeliveryError,
+    Kind,
+    RunStopped,
+    keyword_from_text,
+)
 from .._ledger import Ledger, redact, scheme_of, without_password
-from .._results.result import SendResult, append_line
-from .._results.runs import now_utc, receipt_line, receipts_path, stopped_receipt
+from .._results import (
+    SendResult,
+    append_line,
+    now_utc,
+    receipt_line,
+    receipts_path,
+    stopped_receipt,
+)
 from .._tasks import Recorded, record
 from .assets import asset_extra, churn_asset
 from .hook import ChurnHook, base_url_from, ledger_from_connection

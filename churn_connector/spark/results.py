@@ -27,7 +27,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from .._core.exceptions import ConfigurationError
+from .._core import ConfigurationError
 from .partition import PartitionInput, Where, send
 from .settings import ORDER_COLUMN, SparkSettings, refuse_token_on_connect
 

@@ -36,7 +36,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._core.exceptions import ConfigurationError, DeliveryError
+from .._core import ConfigurationError, DeliveryError
 from .._tasks import combine, describe, undelivered
 from .partition import PartitionInput, Where, reported_duplicates, send
 from .results import partition_by_user, task_parallelism

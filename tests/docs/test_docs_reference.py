@@ -4,7 +4,7 @@ by hand names everything the code has, and the README's links lead somewhere.
 Generated between markers, and checked here: the command line (docs/reference/cli.md, from
 the argparse parsers), the validation checks (docs/reference/checks.md, from
 ``churn_connector._validate.checks``) and the options' tables (docs/reference/options.md, from
-the options' declarations, ``churn_connector._core.declare``).
+the options' declarations, ``churn_connector._core.declarations``).
 ``python tests/docs/test_docs_reference.py`` rewrites them (``make docs-reference``).
 """
 
@@ -25,7 +25,7 @@ import pytest
 import churn_connector as cc
 from churn_connector import _cli
 from churn_connector._client import IdentifyOptions, SendEventsOptions
-from churn_connector._core.declare import Option, options_of
+from churn_connector._core.declarations import Option, options_of
 from churn_connector._delivery.send_options import SendOptions
 from churn_connector._sandbox import _cli as sandbox_cli
 from churn_connector._validate.checks import markdown_table, readme_with_table

@@ -22,7 +22,7 @@ from churn_connector._cli import main
 from churn_connector._core.book import RowBook
 from churn_connector._core.types import RowState
 from churn_connector._ledger import NATURAL_KIND, Guard, LedgerStage, ScopedLedger
-from churn_connector._validate.report import FailureLog
+from churn_connector._validate.failure_log import FailureLog
 from churn_connector._wire.batch import WireBatch
 from churn_connector._wire.natural_keys import natural_keys_of
 from tests.ledger.conftest import location
