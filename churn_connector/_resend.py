@@ -29,6 +29,7 @@ from ._core import (
     ConfigurationError,
     DataSource,
     InputError,
+    Interrupted,
     Kind,
     RunStopped,
     Secret,
@@ -102,7 +103,7 @@ def send_plan(plan: Resend, client: Client, **options: Any) -> SendResult:
     send = client.send_events if kind == "events" else client.identify
     try:
         result = send(plan.frames, **_send_keywords(kind, options))
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         if exc.rows is not None:
             exc.rows.attrs[HEADER] = {**exc.rows.attrs.get(HEADER, {}), **_subset(plan)}
         raise

@@ -80,9 +80,10 @@ class Run:
         self, requests: RequestsOf, ledger: LedgerArg, *, guard: Guard | None = None
     ) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row, also when the
-        run stops: an error, an interrupt or SIGTERM at any point from here on raises a
-        ``RunStopped`` that carries the accounting (every row ``failed`` "not sent" that was
-        not delivered, and the rows never read too, where the input's length is known).
+        run stops: an error raises a ``RunStopped``, an interrupt or SIGTERM at any point
+        from here on an ``Interrupted``, either carrying the accounting (every row ``failed``
+        "not sent" that was not delivered, and the rows never read too, where the input's
+        length is known).
         ``guard``: the events' re-id guard, when a ledger is open."""
         stream, config = self.stream, self.config
         sender: Sender | None = None
@@ -211,11 +212,13 @@ class Run:
             book.not_read = f"the input was not read to the end: {where} was read"
         return read
 
-    def _stopped(self, exc: BaseException, sender: Sender | None) -> RunStopped:
+    def _stopped(self, exc: BaseException, sender: Sender | None) -> RunStopped | Interrupted:
         """The error a stopped run raises: every row accounted for, the frames attached."""
         book = self.stream.book
         reason = (
-            f"the run stopped ({exc.message})" if isinstance(exc, RunStopped) else "interrupted"
+            f"the run stopped ({exc.message})"
+            if isinstance(exc, RunStopped | Interrupted)
+            else "interrupted"
         )
         read = self._unread(reason)
         elapsed = time.monotonic() - self.started
@@ -230,7 +233,7 @@ class Run:
             complete=False,  # a re-send also sends the rows it never read
         )
         counts = dict(partial.counts)
-        if isinstance(exc, RunStopped):
+        if isinstance(exc, RunStopped | Interrupted):
             message = exc.message
             # a reading error says itself after how many rows the input broke
             if book.not_read is not None and not isinstance(exc, InputError):

@@ -76,7 +76,7 @@ class Recorded:
 
     kind: str
     result: SendResult | None
-    error: RunStopped | None
+    error: RunStopped | Interrupted | None
     files: dict[str, str]
     elapsed_s: float
 
@@ -120,7 +120,7 @@ def record(kind: str, send: Callable[[], SendResult], results_dir: str | Path | 
     started = time.monotonic()
     try:
         result = send()
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         files = write_results(kind, exc.chunks, exc.rows, results_dir)
         return Recorded(kind, None, exc, files, time.monotonic() - started)
     files = write_results(kind, result.chunks, result.rows, results_dir)

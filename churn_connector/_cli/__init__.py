@@ -152,7 +152,7 @@ def _send(args: argparse.Namespace) -> int:
             **send_options(args),
             **data_options(args),
         )
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
         rows = None if exc.rows is None else [exc.rows]
         if rows is not None and exc.not_read is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._client import Client
-from .._core import ClientConfig, Kind, RunStopped
+from .._core import ClientConfig, Interrupted, Kind, RunStopped
 from .._resend import merged_rows, plan_resend, send_plan
 from .._results import (
     SendResult,
@@ -99,7 +99,7 @@ def run_resend(args: argparse.Namespace) -> int:
         result = send_plan(
             plan, Client(config=config), progress=False if quiet else None, **options
         )
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         if args.results is not None and exc.chunks is not None:
             write_frame(exc.chunks, args.results)
         stopped_receipt(args, "resend", kind, exc, started)
@@ -130,7 +130,11 @@ def result_receipt(args: argparse.Namespace, command: str, result: SendResult) -
 
 
 def stopped_receipt(
-    args: argparse.Namespace, command: str, kind: str, exc: RunStopped, started: dt.datetime
+    args: argparse.Namespace,
+    command: str,
+    kind: str,
+    exc: RunStopped | Interrupted,
+    started: dt.datetime,
 ) -> None:
     """Append the receipt of a run that stopped part way (``--receipts``)."""
     if getattr(args, "receipts", None) is None:

@@ -174,7 +174,7 @@ def receipts_path(path: str | Path) -> Path:
 
 
 def stopped_receipt(
-    command: str, kind: str, error: RunStopped, started_at: dt.datetime
+    command: str, kind: str, error: RunStopped | Interrupted, started_at: dt.datetime
 ) -> dict[str, Any]:
     """The receipt of a run that stopped part way (its exit code: 3, or 128 + the signal)."""
     chunks = error.chunks if error.chunks is not None else pd.DataFrame({"attempts": []})

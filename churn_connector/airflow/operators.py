@@ -39,6 +39,7 @@ from .._core import (
     ChurnConnectorError,
     ConfigurationError,
     DeliveryError,
+    Interrupted,
     Kind,
     RunStopped,
     keyword_from_text,
@@ -421,7 +422,7 @@ def _refuse_ledger_password(send_options: dict[str, Any]) -> None:
         raise AirflowFailException(str(exc)) from None
 
 
-def _with_note(error: RunStopped, note: str) -> RunStopped:
+def _with_note(error: RunStopped | Interrupted, note: str) -> RunStopped | Interrupted:
     if note:
         error.add_note(note.strip())
     return error
