@@ -1,10 +1,10 @@
-"""Exceptions raised by churn_connector: one tree, drawn here (``tests/core/
-test_exceptions.py`` holds the drawing to the classes).
+"""Exceptions raised by churn_connector: one tree, drawn below and held to the classes by a test.
 
 Every error the package raises on purpose is a ``ChurnConnectorError`` (an ``Exception``),
 each class with one public parent. The one exception to that is ``Interrupted``: an
 interrupt is a ``KeyboardInterrupt``, not an error, so a caller's ``except Exception:``
-never swallows Ctrl-C, a notebook's stop button or an orchestrator's kill::
+never swallows Ctrl-C, a notebook's stop button or an orchestrator's kill (the drawing is
+checked against the classes by ``tests/core/test_exceptions.py``)::
 
     Exception
     └── ChurnConnectorError          every error raised on purpose                  retryable

@@ -10,39 +10,42 @@ never ``from .._ledger.stage import LedgerStage``). Tests are no room: they may 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-PACKAGE = Path(__file__).parents[2] / "churn_connector"
+ROOT = Path(__file__).parents[2]
+PACKAGE = ROOT / "churn_connector"
 
 # the floors of the house, from the ground up: a module may import its own floor and the
 # floors below it, never one above (the flow read → validate → wire → ledger → chunk → send
-# → results, standing on the shared ground)
-FLOORS: list[tuple[str, set[str]]] = [
-    ("core", {"_core", "__version__"}),  # vocabulary, exceptions, config, words, row book
-    ("json", {"_json"}),  # values, timestamps and Arrow columns made JSON-exact
-    ("notebook", {"_notebook"}),  # how reports and results look in Jupyter
-    ("read", {"_read"}),  # anything a user hands in -> labelled slices
-    ("validate", {"_validate"}),  # pandera, the check registry, schema blocks, the report
-    ("options", {"_options"}),  # the table options, declared once
+# → results, standing on the shared ground). The contributing page's map follows this order.
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("core", ("__version__", "_core")),  # vocabulary, exceptions, config, words, row book
+    ("json", ("_json",)),  # values, timestamps and Arrow columns made JSON-exact
+    ("notebook", ("_notebook",)),  # how reports and results look in Jupyter
+    ("read", ("_read",)),  # anything a user hands in -> labelled slices
+    ("validate", ("_validate",)),  # pandera, the check registry, schema blocks, the report
+    ("options", ("_options",)),  # the table options, declared once
     # validated rows -> exact bytes: the canonical form, message ids, natural keys, bodies
-    ("wire", {"_wire"}),
-    ("slices", {"_slices"}),  # slices -> validated wire batches (what both wings share)
-    ("resources", {"_events", "_identities"}),  # one wing per resource (never each other)
+    ("wire", ("_wire",)),
+    ("slices", ("_slices",)),  # slices -> validated wire batches (what both wings share)
+    ("resources", ("_events", "_identities")),  # one wing per resource (never each other)
     # what the API acknowledged, to skip it on re-runs: one API (base, scoped, stage) over
     # a SQLite file, a PostgreSQL table or object-storage segments
-    ("ledger", {"_ledger"}),
-    ("delivery", {"_delivery"}),  # chunking, retry, connections, transport, the sender
-    ("results", {"_results"}),  # the SendResult and the result files
-    ("run", {"_run"}),  # one send, stage by stage
-    ("track", {"_track"}),  # one-off events: the scalar engine, the tracker, its spool
-    ("client", {"_client"}),  # the Client and the one-call forms
-    ("tasks", {"_tasks", "_resend"}),  # what every orchestrator task does around a send
-    ("top", {"_cli", "__init__", "airflow", "spark", "dagster", "samples"}),
+    ("ledger", ("_ledger",)),
+    ("delivery", ("_delivery",)),  # chunking, retry, connections, transport, the sender
+    ("results", ("_results",)),  # the SendResult and the result files
+    ("run", ("_run",)),  # one send, stage by stage
+    ("track", ("_track",)),  # one-off events: the scalar engine, the tracker, its spool
+    ("client", ("_client",)),  # the Client and the one-call forms
+    ("tasks", ("_tasks", "_resend")),  # what every orchestrator task does around a send
+    ("top", ("__init__", "_cli", "airflow", "spark", "dagster", "samples")),
 ]
 FLOOR_NAMES = [name for name, _ in FLOORS]
 WINGS = {"_events", "_identities"}
@@ -295,3 +298,20 @@ def test_the_console_scripts_entry_module_takes_the_signals_before_loading_the_p
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[] False"
+
+
+def _tool(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_contributing_pages_map_of_the_package_is_the_code() -> None:
+    # each module's docstring, floor by floor: make docs-reference writes it
+    tool = _tool(ROOT / "docs" / "_tools" / "package_map.py")
+    page = tool.PAGE.read_text()
+    made = tool.page_with_map(page, tool.package_map(tool.floors()))
+    assert made == page, "docs/contributing.md's map is stale: run make docs-reference"

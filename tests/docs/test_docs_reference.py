@@ -14,6 +14,7 @@ import argparse
 import ast
 import json
 import re
+import runpy
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -356,10 +357,12 @@ def test_no_docstring_cites_a_file_the_repository_does_not_have() -> None:
 
 
 def main() -> int:
-    """Rewrite the generated parts of the reference pages."""
+    """Rewrite the generated parts of the reference pages, and the contributing page's map
+    of the package (checked by tests/core/test_layout.py)."""
     CLI_PAGE.write_text(cli_page_with_reference(CLI_PAGE.read_text()))
     CHECKS_PAGE.write_text(readme_with_table(CHECKS_PAGE.read_text()))
     OPTIONS_PAGE.write_text(options_page_with_tables(OPTIONS_PAGE.read_text()))
+    runpy.run_path(str(DOCS / "_tools" / "package_map.py"))["main"]()
     return 0
 
 
