@@ -1,4 +1,5 @@
-"""The delivery wing: ledger stage → requests → sender over a Poster → results."""
+"""Delivery: wire batches → requests (chunking) → the sender, over a Poster (HTTP or a dry
+run), with retries, progress and the knobs of one send."""
 
 from __future__ import annotations
 
