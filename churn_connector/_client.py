@@ -12,10 +12,10 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ._core.config import ClientConfig, ClientOptions, Secret, as_secret
-from ._core.declare import Option, options_of
-from ._core.types import (
+from ._core import (
     BlankConsent,
+    ClientConfig,
+    ClientOptions,
     DataSource,
     Decimals,
     Duplicates,
@@ -23,27 +23,35 @@ from ._core.types import (
     ExtraColumns,
     IdFormat,
     Kind,
+    Option,
     Partitioning,
+    Secret,
+    as_secret,
+    options_of,
 )
-from ._delivery.chunking import Request, chunk_events, identify_requests
-from ._delivery.options import SendOptions
-from ._events.options import EventOptions
-from ._events.stream import EventStream
-from ._identities.options import IdentityOptions
-from ._identities.stream import IdentityStream
+from ._delivery import Request, SendOptions, chunk_events, identify_requests
+from ._events import EventStream
+from ._identities import IdentityStream
 from ._ledger import Guard, LedgerArg
-from ._read import DEFAULT_SLICE_ROWS
-from ._read.names import NameStyle
-from ._read.text import Format, TextOptions
-from ._results.result import SendResult
+from ._options import EventOptions, IdentityOptions
+from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextOptions
+from ._results import SendResult
 from ._run import Run
-from ._stream import WireBatch
-from ._track.scalar import event_of
-from ._track.send import OneOff, TrackResult
-from ._track.tracker import OnFull, Tracker
+from ._track import OneOff, OnFull, Tracker, TrackResult, event_of
+from ._wire import WireBatch
 
 if TYPE_CHECKING:
     import requests
+
+__all__ = [
+    "Client",
+    "IdentifyOptions",
+    "SendEventsOptions",
+    "identify",
+    "send_events",
+    "send_keywords",
+    "track",
+]
 
 
 _ONE_OFF_LOCK = threading.Lock()
@@ -77,7 +85,7 @@ class Client:
         )
         if session is not None:
             # lazy: requests is only needed for this path, not to import the package
-            from ._delivery.session import check_session  # noqa: PLC0415
+            from ._delivery import check_session  # noqa: PLC0415
 
             check_session(session, self.config)
         # held here, not in the config: a session is neither hashable nor a plain value

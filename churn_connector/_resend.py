@@ -23,22 +23,27 @@ import numpy as np
 import pandas as pd
 
 from ._client import Client, send_keywords
-from ._core.config import ClientConfig, Secret, as_secret
-from ._core.declare import options_of
-from ._core.exceptions import ConfigurationError, InputError, RunStopped
-from ._core.types import STATE_NAMES, DataSource, Kind
-from ._core.words import on_command_line
-from ._delivery.options import SendOptions
-from ._events.options import EventOptions
-from ._events.stream import EventStream
-from ._identities.options import IdentityOptions
-from ._identities.stream import IdentityStream
-from ._read.fingerprint import Fingerprinter
-from ._read.tables import table_format
-from ._read.text import DEFAULT_TEXT
-from ._results.result import SendResult
-from ._results.runs import HEADER, ROWS_FORMAT, header_of, read_rows_file, stored_header
-from ._stream import batches
+from ._core import (
+    STATE_NAMES,
+    ClientConfig,
+    ConfigurationError,
+    DataSource,
+    InputError,
+    Interrupted,
+    Kind,
+    RunStopped,
+    Secret,
+    as_secret,
+    on_command_line,
+    options_of,
+)
+from ._delivery import SendOptions
+from ._events import EventStream
+from ._identities import IdentityStream
+from ._options import EventOptions, IdentityOptions
+from ._read import DEFAULT_TEXT, Fingerprinter, table_format
+from ._results import HEADER, ROWS_FORMAT, SendResult, header_of, read_rows_file, stored_header
+from ._slices import batches
 
 if TYPE_CHECKING:
     import requests
@@ -98,7 +103,7 @@ def send_plan(plan: Resend, client: Client, **options: Any) -> SendResult:
     send = client.send_events if kind == "events" else client.identify
     try:
         result = send(plan.frames, **_send_keywords(kind, options))
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         if exc.rows is not None:
             exc.rows.attrs[HEADER] = {**exc.rows.attrs.get(HEADER, {}), **_subset(plan)}
         raise

@@ -28,25 +28,32 @@ import pyarrow
 
 from ..__version__ import __version__
 from .._client import Client
-from .._core.config import ClientConfig
-from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped, StorageError
-from .._core.types import ExitCode
-from .._core.words import command_line, text_table
-from .._results.result import check_result_path, not_read_row, write_frames
-from .._results.runs import now_utc
+from .._core import (
+    ChurnConnectorError,
+    ClientConfig,
+    ExitCode,
+    Interrupted,
+    RunStopped,
+    StorageError,
+    command_line,
+    text_table,
+)
+from .._results import check_result_path, not_read_row, now_utc, write_frames
 from .._run import Terminated, signal_of
-from .ledger import add_ledger_parser
-from .ledger import run as ledger_command
-from .options import (
+from .flags import (
     add_data_arguments,
     add_send_arguments,
     client_options,
     data_options,
     send_options,
 )
+from .ledger import add_ledger_parser
+from .ledger import run as ledger_command
 from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
 from .track import add_track_parser, run_track
 from .validate import add_validate, run_validate
+
+__all__ = ["build_parser", "main", "run"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -145,7 +152,7 @@ def _send(args: argparse.Namespace) -> int:
             **send_options(args),
             **data_options(args),
         )
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
         rows = None if exc.rows is None else [exc.rows]
         if rows is not None and exc.not_read is not None:
@@ -232,8 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["sandbox"]:
         # a separate program with its own options, loaded only when asked for
-        sandbox_cli = importlib.import_module("churn_connector._sandbox._cli")
-        return int(sandbox_cli.main(args_list[1:]))
+        from .._sandbox import main as sandbox_main  # noqa: PLC0415
+
+        return int(sandbox_main(args_list[1:]))
     args = build_parser().parse_args(args_list)
     if args.verbose and args.quiet:
         print("churn-connector: error: -v and -q contradict each other", file=sys.stderr)

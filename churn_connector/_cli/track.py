@@ -23,21 +23,20 @@ from typing import IO, Any
 import orjson
 
 from .._client import Client
-from .._core.config import ClientConfig
-from .._core.exceptions import (
+from .._core import (
     ChurnConnectorError,
+    ClientConfig,
     ConfigurationError,
     DataValidationError,
     DeliveryError,
+    ExitCode,
     InputError,
     TransportError,
 )
-from .._core.types import ExitCode
-from .._json.repeats import repeat_in
-from .._json.values import repeated_text_key
-from .._read.ndjson import repeat_of
-from .._track.handles import TrackHandle
-from .options import add_client_arguments, client_options
+from .._json import repeat_in, repeated_text_key
+from .._read import repeat_of
+from .._track import TrackHandle
+from .flags import add_client_arguments, client_options
 
 __all__ = ["add_track_parser", "run_track"]
 

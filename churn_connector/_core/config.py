@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, Unpack
 
 from .contract import MAX_BATCH_SIZE
-from .declare import declare, meta, registered
+from .declarations import declare, meta, registered
 from .exceptions import ConfigurationError
 from .types import AuthHeader
 from .urls import check_proxy, endpoint_of, is_loopback

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .._core.types import (
+from .._core import (
     DataSource,
     Decimals,
     EpochUnit,
@@ -16,12 +16,10 @@ from .._core.types import (
     IdFormat,
     Partitioning,
 )
-from .._read import DEFAULT_SLICE_ROWS
-from .._read.names import NameStyle
-from .._read.text import Format
-from .._stream import batches, report
-from .._validate.report import ValidationReport
-from .options import EventOptions
+from .._options import EventOptions
+from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle
+from .._slices import batches, report
+from .._validate import ValidationReport
 from .stream import EventStream
 
 

@@ -17,20 +17,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._core.book import RowBook
-from .._core.columns import IdColumn
-from .._core.types import DataSource, Kind, Note
-from .._core.words import option, rows_text
-from .._read import iter_frames, pinned
-from .._read.names import word_styler
-from .._stream import SliceStream, WireBatch, paused_gc
-from .._validate.schema import timestamp_cache
-from .ids import GivenIds, HashedIds, IdTexts
-from .natural import of_slice
-from .options import EventOptions
+from .._core import DataSource, IdColumn, Kind, Note, RowBook, option, rows_text
+from .._options import EventOptions
+from .._read import iter_frames, pinned, word_styler
+from .._slices import SliceStream, paused_gc
+from .._validate import timestamp_cache
+from .._wire import GivenIds, HashedIds, IdTexts, WireBatch, build_events, natural_keys_of
 from .schema import build_schema
 from .seen import SeenIds
-from .wire import build_events
 
 _SHOWN = 10  # rewritten event types a note names; the rest are counted
 
@@ -122,7 +116,7 @@ class EventStream(SliceStream):
             natural=self.natural_keys,
         )
         natural = (
-            of_slice(begun.work, wire.ms, wire.natural)
+            natural_keys_of(begun.work, wire.ms, wire.natural)
             if self.natural_keys and wire.given is None
             else None
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._core.types import (
+from .._core import (
     BlankConsent,
     DataSource,
     Decimals,
@@ -13,12 +13,10 @@ from .._core.types import (
     ExtraColumns,
     Partitioning,
 )
-from .._read import DEFAULT_SLICE_ROWS
-from .._read.names import NameStyle
-from .._read.text import Format
-from .._stream import report
-from .._validate.report import ValidationReport
-from .options import IdentityOptions
+from .._options import IdentityOptions
+from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle
+from .._slices import report
+from .._validate import ValidationReport
 from .stream import IdentityStream
 
 

@@ -15,15 +15,13 @@ import numpy as np
 import pandas as pd
 import pyarrow
 
-from .._core.types import DataSource, Kind, Note, RowState
-from .._core.words import option, rows_text
+from .._core import DataSource, Kind, Note, RowState, option, rows_text
+from .._options import USER_ID, IdentityOptions
 from .._read import ReadSpec, iter_frames, pinned, replayable
-from .._stream import SliceStream, WireBatch
-from .._validate import columns as _columns
-from .consent import ConsentTally
-from .options import USER_ID, IdentityOptions
+from .._slices import SliceStream
+from .._validate import id_type_ok, ids_to_wire, not_blank
+from .._wire import ConsentTally, WireBatch, body_bytes, build_identities
 from .schema import build_schema
-from .wire import body_bytes, build_identities
 
 
 class IdentityStream(SliceStream):
@@ -138,8 +136,8 @@ def duplicate_users(data: DataSource, reading: ReadSpec) -> dict[str, list[int]]
     for df in iter_frames(data, reading, columns=[USER_ID]):
         if USER_ID in df.columns:
             s = df[USER_ID]
-            ok = (_columns.id_type_ok(s) & s.notna() & _columns.not_blank(s)).to_numpy(bool)
-            ids.append(pyarrow.array(_columns.ids_to_wire(s[ok]), type=pyarrow.string()))
+            ok = (id_type_ok(s) & s.notna() & not_blank(s)).to_numpy(bool)
+            ids.append(pyarrow.array(ids_to_wire(s[ok]), type=pyarrow.string()))
             positions.append(offset + np.flatnonzero(ok))
         offset += len(df)
     if not ids:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .arrow import contiguous
 
-__all__ = ["LIMIT", "arrow_backed", "carry", "keep", "take"]
+__all__ = ["LIMIT", "arrow_backed", "carry_parsed", "keep_parsed", "take_parsed"]
 
 LIMIT = 4  # a slice's properties and context, and the next slice's, in flight at once
 
@@ -43,7 +43,7 @@ def arrow_backed(s: pd.Series) -> bool:
     return isinstance(s.array, pd.arrays.ArrowExtensionArray)
 
 
-def keep(arr: pa.Array, members: pa.BinaryArray) -> None:
+def keep_parsed(arr: pa.Array, members: pa.BinaryArray) -> None:
     """Remember the sorted members (``members[i]``: row i's object without its braces,
     null for a null or refused text) parsed from ``arr``."""
     with _lock:
@@ -52,14 +52,14 @@ def keep(arr: pa.Array, members: pa.BinaryArray) -> None:
             _kept.popitem(last=False)
 
 
-def take(arr: pa.Array) -> pa.BinaryArray | None:
+def take_parsed(arr: pa.Array) -> pa.BinaryArray | None:
     """The members kept for exactly these buffers (and forget them); None if none."""
     with _lock:
         found = _kept.pop(_key(arr), None)
     return None if found is None else found[1]
 
 
-def carry(before: pd.DataFrame, after: pd.DataFrame, rows: np.ndarray) -> None:
+def carry_parsed(before: pd.DataFrame, after: pd.DataFrame, rows: np.ndarray) -> None:
     """Re-key the entries of ``before``'s columns to ``after``'s, which holds ``rows`` of
     them (a slice's valid rows), so the wire step finds them."""
     for j in range(after.shape[1]):  # by position: a name may repeat
@@ -69,6 +69,6 @@ def carry(before: pd.DataFrame, after: pd.DataFrame, rows: np.ndarray) -> None:
         ):
             continue
         old_arr, new_arr = contiguous(old), contiguous(new)
-        members = take(old_arr)
+        members = take_parsed(old_arr)
         if members is not None and len(new_arr) == len(rows):
-            keep(new_arr, members.take(pa.array(rows, pa.int64())))
+            keep_parsed(new_arr, members.take(pa.array(rows, pa.int64())))

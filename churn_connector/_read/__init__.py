@@ -30,27 +30,65 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._core.exceptions import ChurnConnectorError, InputError
-from .._core.words import named
-from .arrow import arrow_batches, arrow_to_pandas, is_arrow, is_one_shot, one_column
+from .._core import ChurnConnectorError, InputError, named
+from .arrow import (
+    arrow_batches,
+    arrow_to_pandas,
+    is_arrow,
+    is_one_shot,
+    marked_pylist,
+    one_column,
+)
 from .counts import row_count, unread_labels
+from .csv import ROW_PROBLEMS
+from .ending import READ_NOTES
 from .files import Parts, expand, format_of, partitions, read_paths
+from .fingerprint import Fingerprinter, Source
 from .hive import PARTITION_COLUMNS
-from .names import NameStyle, styler
+from .names import NAME_STYLES, NameStyle, near_misses, styler, word_styler
+from .ndjson import ROW_REPEATS, repeat_of
 from .spool import SpooledArrow, replayable
 from .tables import NOW, At, PinnedTable, pin, refuse_versions, table_format
-from .text import DEFAULT_TEXT, TEXT_ONLY, TextFormat, typed
+from .text import (
+    DEFAULT_TEXT,
+    DTYPES,
+    TEXT_ONLY,
+    Format,
+    TextFormat,
+    TextOptions,
+    header_hint,
+    typed,
+)
 
 __all__ = [
     "DEFAULT_SLICE_ROWS",
+    "DEFAULT_TEXT",
+    "DTYPES",
+    "NAME_STYLES",
+    "READ_NOTES",
+    "ROW_PROBLEMS",
+    "ROW_REPEATS",
+    "At",
+    "Fingerprinter",
+    "Format",
+    "NameStyle",
     "ReadSpec",
+    "Source",
     "TextFormat",
+    "TextOptions",
+    "header_hint",
     "iter_frames",
+    "marked_pylist",
+    "near_misses",
     "pinned",
     "read_by_caller",
+    "repeat_of",
     "replayable",
     "row_count",
+    "styler",
+    "table_format",
     "unread_labels",
+    "word_styler",
 ]
 
 DEFAULT_SLICE_ROWS = 50_000

@@ -34,8 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .._core.exceptions import InputError
-from .._core.types import Note
+from .._core import InputError, Note
 from .arrow import arrow_to_pandas
 from .compression import open_stream
 from .csv_bytes import (

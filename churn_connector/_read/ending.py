@@ -16,7 +16,7 @@ there (the newline they add before the parser sees the bytes, the last line's pa
 
 from __future__ import annotations
 
-from .._core.types import Note
+from .._core import Note
 
 __all__ = ["READ_NOTES", "cut_cells", "cut_json", "cut_quote", "unterminated"]
 

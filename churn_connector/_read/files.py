@@ -35,8 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._core.exceptions import InputError
-from .._core.words import option
+from .._core import InputError, option
 from .arrow import arrow_to_pandas
 from .avro import read_avro
 from .columnar import read_arrow, read_orc

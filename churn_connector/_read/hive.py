@@ -36,8 +36,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._core.exceptions import InputError
-from .._core.words import named, on_command_line, shown
+from .._core import InputError, named, on_command_line, shown
 from .arrow import arrow_to_pandas
 from .csv import ROW_PROBLEMS
 

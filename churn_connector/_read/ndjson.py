@@ -27,9 +27,16 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .._core.exceptions import InputError
-from .._json.repeats import Repeat, first_repeat, key_count, names_per_line, repeat_in
-from .._json.values import loads_exact, repeated_text_key
+from .._core import InputError
+from .._json import (
+    Repeat,
+    first_repeat,
+    key_count,
+    loads_exact,
+    names_per_line,
+    repeat_in,
+    repeated_text_key,
+)
 from .compression import open_stream
 from .csv import ROW_PROBLEMS
 from .ending import READ_NOTES, cut_json, unterminated

@@ -16,22 +16,31 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
-from .._core.types import EpochUnit
-from .._core.words import AsShown, Placeholder, alternatives, option, shown, type_name
-from .._json.repeats import repeat_in
-from .._json.timestamps import EXAMPLE, NormalizeCache, TimestampProblem
-from .._json.values import (
+from .._core import (
+    FUTURE_WINDOW,
+    PAST_WINDOW,
+    AsShown,
+    EpochUnit,
+    Placeholder,
+    alternatives,
+    option,
+    shown,
+    type_name,
+)
+from .._json import (
+    EXAMPLE,
+    NormalizeCache,
     RepeatedKeyError,
+    TimestampProblem,
     ValueRules,
     is_missing,
     object_value,
     problem_of,
+    repeat_in,
     repeated_text_key,
     to_json,
 )
-from .._read.names import NAME_STYLES, near_misses, styler
-from .._read.text import header_hint
+from .._read import NAME_STYLES, header_hint, near_misses, styler
 from . import columns as _columns
 from .checks import require
 from .pandera import pa

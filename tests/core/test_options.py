@@ -1,5 +1,5 @@
 """Options are values validated at the boundary: a bad one fails at once, never silently;
-and each is declared once (``churn_connector._core.declare``): a public keyword, a flag of
+and each is declared once (``churn_connector._core.declarations``): a public keyword, a flag of
 the command line or an option of Spark and Airflow that drifts from its declaration fails
 here."""
 
@@ -17,12 +17,12 @@ import pytest
 
 import churn_connector as cc
 from churn_connector import _cli
-from churn_connector._cli.options import data_flags
+from churn_connector._cli.flags import data_flags
 from churn_connector._client import IdentifyOptions, SendEventsOptions, send_keywords
 from churn_connector._core.config import ClientOptions
-from churn_connector._core.declare import FLAGS, Option, options_of
+from churn_connector._core.declarations import FLAGS, Option, options_of
 from churn_connector._core.types import Kind
-from churn_connector._delivery.options import SendOptions
+from churn_connector._delivery.send_options import SendOptions
 from churn_connector._read.text import TextOptions
 from churn_connector._track.async_client import AsyncTracker
 from churn_connector._track.scalar import event_of

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from churn_connector._events.options import EventOptions
 from churn_connector._json import flat_text, parsed
 from churn_connector._json.arrow import contiguous
+from churn_connector._options.events import EventOptions
 from churn_connector._validate.columns import text_objects_ok
 
 ARROW_STR = pd.ArrowDtype(pa.string())
@@ -49,7 +49,7 @@ def columns(draw: st.DrawFn) -> list[str]:
 @given(columns())
 def test_plain_texts_are_orjsons_objects_with_orjsons_sorted_members(texts: list[str]) -> None:
     arr = pa.array(texts, pa.large_string())
-    plain = flat_text.plain(arr)
+    plain = flat_text.plain_texts(arr)
     members = flat_text.plain_members(arr.filter(pa.array(plain)))
     for text, is_plain in zip(texts, plain.tolist(), strict=True):
         assert type(orjson.loads(text)) is dict
@@ -74,7 +74,7 @@ def test_texts_outside_the_form_are_not_plain() -> None:
         "[]",
         None,
     ]
-    assert not flat_text.plain(pa.array(texts)).any()
+    assert not flat_text.plain_texts(pa.array(texts)).any()
 
 
 def test_arrow_refusing_the_column_gives_no_members() -> None:
@@ -99,7 +99,7 @@ def test_validation_hands_over_plain_and_other_texts_in_row_order(*, repeated: b
     s = pd.Series(texts, dtype=ARROW_STR)
     ok = text_objects_ok(s, "properties", EventOptions().rules, hand_over=True)
     assert ok is not None and ok.tolist() == [True, False, True, True, True] + [False] * repeated
-    members = parsed.take(contiguous(s))
+    members = parsed.take_parsed(contiguous(s))
     assert members is not None
     expected = [b'"a":"x","b":1', None, None, b'"z":[1]', b'"c":true']
     assert members.to_pylist() == expected + [None] * repeated

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from churn_connector._events.options import EventOptions
 from churn_connector._json import parsed
 from churn_connector._json.arrow import contiguous
+from churn_connector._options.events import EventOptions
 from churn_connector._validate.columns import text_objects_ok
 
 ARROW_STR = pd.ArrowDtype(pa.string())
@@ -17,10 +17,10 @@ ARROW_STR = pd.ArrowDtype(pa.string())
 def test_kept_members_are_found_for_the_same_buffers_only_and_once() -> None:
     arr = pa.array(['{"b":1,"a":2}'])
     members = pa.array([b'"a":2,"b":1'])
-    parsed.keep(arr, members)
-    assert parsed.take(pa.array(['{"b":1,"a":2}'])) is None  # equal text, other buffers
-    assert parsed.take(arr) is members
-    assert parsed.take(arr) is None
+    parsed.keep_parsed(arr, members)
+    assert parsed.take_parsed(pa.array(['{"b":1,"a":2}'])) is None  # equal text, other buffers
+    assert parsed.take_parsed(arr) is members
+    assert parsed.take_parsed(arr) is None
 
 
 def test_validation_leaves_each_valid_objects_sorted_members() -> None:
@@ -28,7 +28,7 @@ def test_validation_leaves_each_valid_objects_sorted_members() -> None:
     s = pd.Series(texts, dtype=ARROW_STR)
     ok = text_objects_ok(s, "properties", EventOptions().rules, hand_over=True)
     assert ok is not None and ok.tolist() == [True, True, False, True]
-    members = parsed.take(contiguous(s))
+    members = parsed.take_parsed(contiguous(s))
     assert members is not None
     assert members.to_pylist() == [b'"a":[2,{"c":4,"d":3}],"b":1', b'"y":null,"z":true', None, None]
 
@@ -41,6 +41,6 @@ def test_the_members_follow_a_slices_valid_rows() -> None:
     assert ok is not None
     rows = np.flatnonzero(ok)
     work = df.iloc[rows].reset_index(drop=True)
-    parsed.carry(df, work, rows)
-    members = parsed.take(contiguous(work["properties"]))
+    parsed.carry_parsed(df, work, rows)
+    members = parsed.take_parsed(contiguous(work["properties"]))
     assert members is not None and members.to_pylist() == [b'"a":1', b'"c":3']

@@ -1,86 +1,42 @@
-"""The one shape both resources share: slices in, validated wire batches out.
+"""A resource's input, slice by slice: what both wings' streams share (slices in, wire out).
 
-A stream reads its input in slices; for each slice it extends the row book, runs the schema,
-records failures and marks invalid rows (``SliceStream.begin``, the same for events and
-identities), then turns the valid rows into a ``WireBatch``. What spans slices (ids already
-seen, duplicate users, table-level failures) lives on the stream, so a streamed input gives
-the same results as one whole frame. The ledger and the sender take batches from here.
+A stream (the ``Stream`` protocol; each wing's ``stream``) reads its input in slices; for
+each slice it extends the row book, runs the schema, records failures and marks invalid rows
+(``SliceStream.begin``, the same for events and identities), then turns the valid rows into
+a ``WireBatch`` (``_wire``). What spans slices (ids already seen, duplicate users,
+table-level failures) lives on the stream, so a streamed input gives the same results as one
+whole frame. ``batches`` hands a send its batches (the ledger and the sender take them from
+here); ``report`` validates every slice and sends nothing.
 """
 
 from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
-import pyarrow
 
-from ._core.book import RowBook
-from ._core.types import Kind, Note, RowState
-from ._json import parsed as _parsed
-from ._read.csv import ROW_PROBLEMS
-from ._read.ending import READ_NOTES
-from ._read.fingerprint import Fingerprinter
-from ._read.ndjson import ROW_REPEATS
-from ._read.text import DEFAULT_TEXT
-from ._validate.pandera import pa
-from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
+from ._core import Kind, Note, RowBook, RowState
+from ._json import carry_parsed
+from ._read import DEFAULT_TEXT, READ_NOTES, ROW_PROBLEMS, ROW_REPEATS, Fingerprinter
+from ._validate import FailureLog, ValidationReport, failures_frame, pa, run_schema
+from ._wire import WireBatch
+
+__all__ = [
+    "SliceStream",
+    "Stream",
+    "batches",
+    "paused_gc",
+    "report",
+]
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
 _NAMED_FILES = 3  # files without a final newline named one by one in the notes
-
-
-class NaturalKeyed(Protocol):
-    """An events batch's natural keys (``_events.natural.NaturalKeys``): what the ledger's
-    re-id guard looks up, hashed only when it asks."""
-
-    columns: str  # a digest of the slice's properties/context column names
-
-    def __len__(self) -> int: ...
-
-    def take(self, indices: np.ndarray | list[int]) -> NaturalKeyed: ...
-
-    def hex(self) -> list[str]: ...
-
-
-@dataclass
-class WireBatch:
-    """The rows of one slice that are to be sent, in row order, as wire bytes."""
-
-    positions: list[int]
-    keys: Sequence[str]  # message ids (events) or user ids: what a ledger records
-    bodies: pyarrow.BinaryArray | list[bytes]  # serialised events (Arrow), or identify bodies
-    content: np.ndarray | None = None  # events: 64-bit content keys (the ledger's digests)
-    always_send: set[int] = field(default_factory=set)  # positions a ledger must not skip
-    times: np.ndarray | None = None  # events: occurred_at in epoch ms (send-time window)
-    # events with hashed ids: their natural keys, for a ledger's re-id guard (None: given
-    # message ids, identities, or no ledger to guard)
-    natural: NaturalKeyed | None = None
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def select(self, keep: list[int], *, natural: bool = True) -> WireBatch:
-        """The batch restricted to the entries at indices ``keep`` (without its natural
-        keys unless ``natural``: past the ledger nothing needs them)."""
-        keys = list(self.keys)  # one pass: ids may be formatted as they are read
-        bodies = self.bodies
-        return WireBatch(
-            [self.positions[i] for i in keep],
-            [keys[i] for i in keep],
-            bodies.take(pyarrow.array(keep, pyarrow.int64()))
-            if isinstance(bodies, pyarrow.Array)
-            else [bodies[i] for i in keep],
-            None if self.content is None else self.content[keep],
-            self.always_send,
-            None if self.times is None else self.times[keep],
-            self.natural.take(keep) if natural and self.natural is not None else None,
-        )
 
 
 class Stream(Protocol):
@@ -206,7 +162,7 @@ class SliceStream:
             work = df.set_axis(pd.RangeIndex(n), axis=0)
         else:
             work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
-            _parsed.carry(df, work, valid)
+            carry_parsed(df, work, valid)
         return SliceStart(start, valid, work)
 
 

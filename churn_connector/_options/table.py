@@ -1,16 +1,5 @@
-"""Options as values, declared once: small frozen objects, validated at the boundary.
-
-``TableOptions`` holds what every table is read and validated with; ``EventOptions`` and
-``IdentityOptions`` (their wings' ``options``) add their own. Each field declares its option
-(``_core.declare``): the keywords of the public calls, the command line's flags, the names
-Spark and Airflow take, and the docs' options table all come from these fields. The text
-layout is one value, ``text=TextFormat(...)``, whose fields are keywords of their own.
-
-The public calls keep explicit keywords (IDEs and type checkers see them) and make one
-options value of them per call, ``EventOptions.given(locals())``, or take one whole
-(``options=``); a bad value (a typo in ``extra_columns``, an unknown zone, a naive ``now``)
-fails at once with ``ConfigurationError`` instead of deep inside a run.
-"""
+"""TableOptions: what every table (events or identities) is read and validated with, and the
+checks every option value shares (``one_of``, ``utc_now``, ``pairs``)."""
 
 from __future__ import annotations
 
@@ -22,15 +11,29 @@ from typing import Any, Self, get_args
 
 import pandas as pd
 
-from ._core.declare import Option, declare, options_of, registered
-from ._core.exceptions import ConfigurationError
-from ._core.types import Decimals, ExtraColumns, Partitioning
-from ._core.words import alternatives, named
-from ._json.values import ValueRules
-from ._read import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
-from ._read.names import NAME_STYLES, NameStyle
-from ._read.tables import At
-from ._read.text import DEFAULT_TEXT, DTYPES
+from .._core import (
+    ConfigurationError,
+    Decimals,
+    ExtraColumns,
+    Option,
+    Partitioning,
+    alternatives,
+    declare,
+    named,
+    options_of,
+    registered,
+)
+from .._json import ValueRules
+from .._read import (
+    DEFAULT_SLICE_ROWS,
+    DEFAULT_TEXT,
+    DTYPES,
+    NAME_STYLES,
+    At,
+    NameStyle,
+    ReadSpec,
+    TextFormat,
+)
 
 
 class Pairs(Mapping[str, str]):

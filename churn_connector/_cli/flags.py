@@ -1,4 +1,4 @@
-"""The command line's flags, derived from the options' declarations (``_core.declare``).
+"""The command line's flags, derived from the options' declarations (``_core.declarations``).
 
 The data flags of ``validate`` and ``send`` say what the input is and how it is read and
 validated: one flag per keyword of the Python calls, spelled, explained and checked as that
@@ -16,15 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._core.config import ClientConfig
-from .._core.declare import FLAGS, Option, options_of
-from .._core.exceptions import ConfigurationError
-from .._core.types import Kind
-from .._core.words import alternatives
-from .._delivery.options import SendOptions
-from .._events.options import EventOptions
-from .._identities.options import IdentityOptions
-from .._read.text import TextFormat
+from .._core import FLAGS, ClientConfig, ConfigurationError, Kind, Option, alternatives, options_of
+from .._delivery import SendOptions
+from .._options import EventOptions, IdentityOptions
+from .._read import TextFormat
 
 _TEXT_GROUP = "text exports (CSV/TSV as warehouses write them)"
 _TABLES: dict[Kind, type[EventOptions] | type[IdentityOptions]] = {

@@ -12,10 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-from .._core.contract import MAX_BATCH_SIZE
-from .._core.declare import declare, options_of, registered
-from .._core.exceptions import ConfigurationError
-from .._core.words import named
+from .._core import MAX_BATCH_SIZE, ConfigurationError, declare, named, options_of, registered
 from .._ledger import Ledger, LedgerArg, command_line_location  # noqa: F401
 
 __all__ = ["SendOptions"]
