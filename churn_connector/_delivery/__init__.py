@@ -18,10 +18,12 @@ from .sender import Sender
 from .transport import DryRunPoster, HttpPoster, Outcome, OutcomeStatus, Poster, trim, what_it_said
 
 if TYPE_CHECKING:
+    from .async_poster import AsyncPoster
     from .session import check_session
 
 __all__ = [
     "BODY_LIMIT",
+    "AsyncPoster",
     "ChunkRecord",
     "DryRunPoster",
     "Handoff",
@@ -48,6 +50,9 @@ __all__ = [
     "what_it_said",
 ]
 
-# session: loaded on first use (see _core.lazy); type checkers read the imports above
+# session (requests) and the async transport (httpx): loaded on first use (see _core.lazy);
+# type checkers read the imports above
 if not TYPE_CHECKING:
-    __getattr__ = lazy_names(__name__, {"check_session": ".session"})
+    __getattr__ = lazy_names(
+        __name__, {"AsyncPoster": ".async_poster", "check_session": ".session"}
+    )

@@ -36,7 +36,7 @@ from .._core import (
     TransportError,
     as_secret,
 )
-from .aio_poster import AsyncPoster
+from .._delivery import AsyncPoster
 from .book import Book, Entry, FlushReport, State
 from .handles import AsyncTrackHandle
 from .scalar import event_of
