@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._core import lazy_names
+from .answers import Outcome, OutcomeStatus, trim, what_it_said
 from .chunking import Request, SizeLimit, chunk_events, identify_requests
 from .chunklog import ChunkRecord
 from .connections import ssl_context
@@ -15,7 +16,7 @@ from .progress import Progress
 from .retry import RetryLog, decide, instant_retries, next_wait, retry_testing, set_retry_testing
 from .send_options import SendOptions
 from .sender import Sender
-from .transport import DryRunPoster, HttpPoster, Outcome, OutcomeStatus, Poster, trim, what_it_said
+from .transport import DryRunPoster, HttpPoster, Poster
 
 if TYPE_CHECKING:
     from .async_poster import AsyncPoster

@@ -21,10 +21,10 @@ from typing import Any, overload
 
 from ..__version__ import __version__
 from .._core import AuthenticationError, ClientConfig, ConfigurationError, TransportError
+from .answers import Outcome, OutcomeStatus, trim, what_it_said
 from .connections import ssl_context
 from .pool import BODY_LIMIT
 from .retry import RetryLog, decide, next_wait, retry_testing
-from .transport import Outcome, OutcomeStatus, trim, what_it_said
 
 try:  # httpx: the optional async extra
     import httpx

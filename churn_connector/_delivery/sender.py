@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from .._core import PAST_WINDOW, ChunkStatus, RowBook, RowState, TransportError
+from .answers import Outcome
 from .chunking import Request, SizeLimit
 from .chunklog import ChunkLog
 from .prefetch import DeadlinePassed, Handoff, Prefetch, get_feeding
 from .progress import Progress
-from .transport import Outcome, Poster
+from .transport import Poster
 
 # statuses that say "something in this body": splitting can isolate it
 SPLIT_STATUSES = frozenset({400, 413, 422})
