@@ -1,59 +1,55 @@
-"""Delivery: wire batches → requests (chunking) → the sender, over a Poster (HTTP or a dry
-run), with retries, progress and the knobs of one send."""
+"""Delivery: wire batches → requests (chunking) → the sender, over a Poster (HTTP, async
+HTTP or a dry run) that the one delivery policy drives, with progress and the knobs of one
+send."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .._core import lazy_names
-from .answers import Outcome, OutcomeStatus, trim, what_it_said
+from .answers import Outcome
 from .chunking import Request, SizeLimit, chunk_events, identify_requests
 from .chunklog import ChunkRecord
-from .connections import ssl_context
-from .pool import BODY_LIMIT
 from .prefetch import Handoff
 from .progress import Progress
-from .retry import RetryLog, decide, instant_retries, next_wait, retry_testing, set_retry_testing
+from .retry import instant_retries, set_retry_testing
 from .send_options import SendOptions
 from .sender import Sender
 from .transport import DryRunPoster, HttpPoster, Poster
 
 if TYPE_CHECKING:
-    from .async_poster import AsyncPoster
+    from .async_poster import AsyncConnections, AsyncPoster
     from .session import check_session
 
 __all__ = [
-    "BODY_LIMIT",
+    "AsyncConnections",
     "AsyncPoster",
     "ChunkRecord",
     "DryRunPoster",
     "Handoff",
     "HttpPoster",
     "Outcome",
-    "OutcomeStatus",
     "Poster",
     "Progress",
     "Request",
-    "RetryLog",
     "SendOptions",
     "Sender",
     "SizeLimit",
     "check_session",
     "chunk_events",
-    "decide",
     "identify_requests",
     "instant_retries",
-    "next_wait",
-    "retry_testing",
     "set_retry_testing",
-    "ssl_context",
-    "trim",
-    "what_it_said",
 ]
 
 # session (requests) and the async transport (httpx): loaded on first use (see _core.lazy);
 # type checkers read the imports above
 if not TYPE_CHECKING:
     __getattr__ = lazy_names(
-        __name__, {"AsyncPoster": ".async_poster", "check_session": ".session"}
+        __name__,
+        {
+            "AsyncConnections": ".async_poster",
+            "AsyncPoster": ".async_poster",
+            "check_session": ".session",
+        },
     )

@@ -1,30 +1,36 @@
-"""The async network seam: one POST with the client's retry policy, over httpx.
+"""The async network seam: each attempt the delivery policy asks for, made over httpx.
 
-The same decisions as the thread sender's ``HttpPoster``, from the same core: ``decide`` reads
-each answer (``_delivery.retry``'s table), ``next_wait`` gives the back-off or the honoured
-``Retry-After``, ``RetryLog`` says what was retried, ``what_it_said`` reads an error body
-with the key masked. Only the transport differs: httpx's ``AsyncClient`` (an optional extra,
-``churn-connector[async]``), so an ASGI handler awaits instead of blocking its event loop.
+The decisions are ``policy``'s, as for the thread poster (``transport``): how an answer is
+judged, the back-off and ``Retry-After``, the 429 pause shared by the client's requests,
+the request budget (``max_requests_per_second``), the breaker for a host that cannot be
+reached (``fail_fast_after``) and the deadlines, with the same messages and exceptions. A
+failed attempt is named by ``failures``, in the thread poster's words; trust and proxies
+are ``connections``' (the same CAs; a proxy only as a CONNECT tunnel to an https base URL).
+Only the transport and the waiting differ: httpx's ``AsyncClient`` (an optional extra,
+``churn-connector[async]``), so an ASGI handler awaits instead of blocking its event loop,
+and ``asyncio.sleep``.
 
 A cancelled call (``asyncio.timeout``, a task cancelled) raises ``CancelledError`` at once;
 httpx closes the connection of the request it interrupted, so nothing half-read is reused.
+A stop (a refused key, the breaker) ends every wait within ``_WAKE`` seconds and prevents
+new attempts; an attempt already in flight on another task runs on, within its timeout
+(httpx owns it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import random
-import time
+import ssl
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from ..__version__ import __version__
-from .._core import AuthenticationError, ClientConfig, ConfigurationError, TransportError
-from .answers import Outcome, OutcomeStatus, trim, what_it_said
-from .connections import ssl_context
-from .pool import BODY_LIMIT
-from .retry import RetryLog, decide, next_wait, retry_testing
+from .._core import ClientConfig, ConfigurationError
+from .answers import Outcome
+from .connections import proxy_for, ssl_context
+from .failures import NetworkFailure, classify, root_of
+from .policy import Attempt, Done, Policy, Wait
+from .pool import BODY_LIMIT, Answer
+from .transport import request_headers
 
 try:  # httpx: the optional async extra
     import httpx
@@ -32,9 +38,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     httpx = None  # type: ignore[assignment]
 
 
-__all__ = ["AsyncPoster"]
+__all__ = ["AsyncConnections", "AsyncPoster"]
 
-log = logging.getLogger("churn_connector")
+_WAKE = 0.25  # seconds: the longest a wait goes without looking whether the run stopped
 
 
 def _require_httpx() -> None:
@@ -49,13 +55,7 @@ class _Headers(Sequence[tuple[str, str]]):
     __slots__ = ("_items",)
 
     def __init__(self, config: ClientConfig) -> None:
-        self._items = [
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json"),
-            ("Accept-Encoding", "identity"),
-            ("User-Agent", f"churn-connector/{__version__}"),
-            *config.api_key.auth_headers(config.auth_header).items(),
-        ]
+        self._items = list(request_headers(config).items())
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._items)
@@ -76,21 +76,22 @@ class _Headers(Sequence[tuple[str, str]]):
         return f"_Headers({', '.join(name for name, _ in self._items)})"
 
 
-class AsyncPoster:
-    """POSTs JSON bytes with retries over one ``httpx.AsyncClient`` (made at first use,
-    in the running event loop)."""
+class AsyncConnections:
+    """The connections to the API: one ``httpx.AsyncClient``, made at first use in the
+    running event loop, of at most ``max_concurrency`` connections. One attempt at a time
+    per call of ``post``; ``transport``: an httpx transport to send through (tests,
+    mounts)."""
 
     def __init__(self, config: ClientConfig, transport: Any = None) -> None:
         _require_httpx()
         self.config = config
         self.transport = transport
         self.headers = _Headers(config)
-        self.retries = RetryLog(log)
+        # decided (and refused) as for the thread poster, never by httpx from the environment
+        self.proxy = proxy_for(config)
         self._http: httpx.AsyncClient | None = None
-        self._paused_until = 0.0  # one 429 pause shared by every request of this client
-        self._rng = random.Random()
 
-    def _client(self) -> httpx.AsyncClient:
+    def client(self) -> httpx.AsyncClient:
         if self._http is None:
             config = self.config
             https = config.base_url.startswith("https://")
@@ -103,8 +104,8 @@ class AsyncPoster:
                     pool=config.request_timeout,
                 ),
                 verify=ssl_context(config) if https else True,
-                trust_env=config.trust_env,
-                proxy=config.proxy,
+                trust_env=False,  # the environment's proxy was read (or not) by proxy_for
+                proxy=self.proxy,
                 follow_redirects=False,  # a redirect would carry the key elsewhere
                 limits=httpx.Limits(max_connections=config.max_concurrency),
                 transport=self.transport,
@@ -115,108 +116,101 @@ class AsyncPoster:
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()
-        self.retries.flush()
 
-    async def _attempt(
-        self, path: str, body: bytes, limit: float
-    ) -> tuple[int, str | None, str | None]:
-        """One POST: (status, body text, Retry-After), or an httpx/timeout error."""
-        async with asyncio.timeout(limit):
-            async with self._client().stream(
-                "POST", path, content=body, headers=self.headers
-            ) as answer:
-                data = b""
+    async def post(self, path: str, body: bytes, attempt: Attempt, where: str) -> Answer:
+        """One POST within ``attempt.timeout``: the answer (its first ``BODY_LIMIT`` bytes),
+        or ``NetworkFailure`` named as the thread poster names it."""
+        failure: NetworkFailure | None = None
+        data = bytearray()
+        try:
+            async with (
+                asyncio.timeout(attempt.timeout),
+                self.client().stream("POST", path, content=body, headers=self.headers) as answer,
+            ):
                 async for part in answer.aiter_raw():
                     data += part
                     if len(data) >= BODY_LIMIT:
-                        data = data[:BODY_LIMIT]
-                        break
-        text = data.decode("utf-8", "replace") if data else None
-        return answer.status_code, text, answer.headers.get("Retry-After")
+                        break  # a huge or endless body is cut off (its connection goes)
+        except TimeoutError:
+            failure = NetworkFailure(attempt.reason, unreachable=False)
+        except httpx.TransportError as exc:
+            failure = _failure(exc, attempt, where)
+        if failure is not None:
+            failure.message = self.config.api_key.scrub(failure.message)
+            raise failure  # outside the except block: no context of httpx's frames
+        cut = len(data) >= BODY_LIMIT
+        text = bytes(data[:BODY_LIMIT]).decode("utf-8", "replace") if data else None
+        return Answer(answer.status_code, text, answer.headers.get("Retry-After"), cut)
+
+
+def _failure(exc: httpx.TransportError, attempt: Attempt, where: str) -> NetworkFailure:
+    """An httpx error as the package names a failed attempt (``failures.classify``)."""
+    if isinstance(exc, httpx.PoolTimeout):  # no connection free within the attempt's time
+        return NetworkFailure(attempt.reason, unreachable=False)
+    if isinstance(exc, httpx.TimeoutException):
+        kind = "read"
+        if isinstance(exc, httpx.ConnectTimeout):
+            kind = "connect"
+        elif isinstance(exc, httpx.WriteTimeout):  # a server that stopped reading the request
+            kind = "write"
+        return NetworkFailure(f"{kind} timeout", unreachable=False)
+    if isinstance(exc, httpx.ProxyError):
+        code = str(exc).split()[:1]  # "502 Bad Gateway"; a 5xx may heal
+        return NetworkFailure(
+            f"the proxy refused the tunnel to {where} ({exc})",
+            unreachable=True,
+            retryable=bool(code) and code[0].startswith("5"),
+        )
+    if isinstance(exc, httpx.RemoteProtocolError) and "without sending" in str(exc):
+        return NetworkFailure(
+            "the server closed the connection without an answer", unreachable=False
+        )
+    phase = "answer"
+    if isinstance(exc, httpx.ConnectError):
+        phase = "tls" if isinstance(root_of(exc), ssl.SSLError) else "connect"
+    elif isinstance(exc, httpx.WriteError):
+        phase = "send"
+    return classify(exc, where, phase=phase)
+
+
+class AsyncPoster:
+    """Posts JSON bytes as the delivery ``policy`` decides, over ``connections``; the
+    ``Poster`` of async code. ``policy``: whose shared state (pause, budget, breaker) the
+    requests count against (the async client's one-off calls share one; each tracker has
+    its own, as the thread client's do)."""
+
+    def __init__(self, connections: AsyncConnections, policy: Policy | None = None) -> None:
+        self.connections = connections
+        self.policy = policy or Policy(connections.config, deadline="call")
+
+    def stop(self, reason: str) -> None:
+        """Make no new attempts, and end every wait (the run is ending)."""
+        self.policy.stop(reason)
+
+    def flush(self) -> None:
+        """Log the retries counted but not yet logged."""
+        self.policy.retries.flush()
 
     async def post(self, path: str, body: bytes) -> Outcome:
-        """POST ``body`` with retries, within the configured deadline; raise
-        AuthenticationError on 401/403, TransportError when the API cannot be used."""
-        config, policy = self.config, self.config.retry
-        started = time.monotonic()
-        deadline = None if config.deadline is None else started + config.deadline
-        scrub = config.api_key.scrub
-        attempt, status, text, error = 0, None, None, None
-        unreachable_only = True
-        events: tuple[tuple[int, str], ...] = ()
-        while attempt < policy.max_attempts:
-            pause = self._paused_until - time.monotonic()
-            if pause > 0 and not retry_testing():
-                await asyncio.sleep(pause)
-            left = float("inf") if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                error = "deadline exceeded before the request could be delivered"
-                break
-            attempt += 1
-            retry_after = None
-            unreachable = False
-            try:
-                status, raw, retry_after = await self._attempt(
-                    path, body, min(config.request_timeout, left)
-                )
-            except TimeoutError:
-                status, text = None, None
-                error = cause = (
-                    "deadline exceeded"
-                    if left < config.request_timeout
-                    else f"no complete answer within request_timeout ({config.request_timeout:g} s)"
-                )
-                verdict = decide(None, "network")
-            except httpx.TransportError as exc:
-                status, text = None, None
-                unreachable = isinstance(exc, httpx.ConnectError)
-                error = cause = f"{type(exc).__name__}: {scrub(str(exc)) or 'no answer'}"
-                verdict = decide(None, "network")
+        """POST ``body`` until the policy is done with it; raise what stops the run
+        (``AuthenticationError`` on 401/403, ``TransportError`` when the host cannot be
+        used), as the thread poster does."""
+        policy = self.policy
+        delivery = policy.delivery(path)
+        step = delivery.next()
+        while True:
+            if isinstance(step, Attempt):
+                try:
+                    answer = await self.connections.post(path, body, step, policy.where)
+                except NetworkFailure as exc:
+                    step = delivery.failed(exc)
+                else:
+                    step = delivery.answered(answer)
+            elif isinstance(step, Wait):
+                await asyncio.sleep(min(step.seconds, _WAKE))  # then asked again: a stop ends it
+                step = delivery.next()
+            elif isinstance(step, Done):
+                return step.outcome
             else:
-                text = scrub(raw) if raw is not None else None
-                verdict = decide(status)
-                said = what_it_said(text, scrub) if verdict != "sent" else None
-                cause = f"HTTP {status}"
-                error = f"{cause}: {said.message}" if said and said.message else cause
-                events = tuple((i, f"{cause}: {m}") for i, m in said.events) if said else ()
-            elapsed = time.monotonic() - started
-            if verdict == "sent":
-                return Outcome("sent", status, attempt, elapsed, None, trim(text))
-            if verdict == "stop_auth":
-                raise AuthenticationError(
-                    f"the API refused the key (HTTP {status}); check CHURN_API_KEY",
-                    status=status,
-                    attempts=attempt,
-                )
-            if verdict == "stop_endpoint":
-                raise TransportError(
-                    f"the API answered HTTP {status} for {path}: check base_url (redirects "
-                    "are not followed: they would carry the key elsewhere)",
-                    status=status,
-                    attempts=attempt,
-                    retryable=False,
-                )
-            if verdict in ("reject", "fail"):
-                state: OutcomeStatus = "rejected" if verdict == "reject" else "failed"
-                return Outcome(state, status, attempt, elapsed, error, trim(text), events)
-            unreachable_only = unreachable_only and unreachable
-            if attempt >= policy.max_attempts:
-                break
-            wait = next_wait(policy, attempt, retry_after, self._rng)
-            remaining = float("inf") if deadline is None else deadline - time.monotonic()
-            if wait > remaining:
-                error = f"{error}; deadline would pass before the next retry"
-                break
-            if status == 429:
-                self._paused_until = max(self._paused_until, time.monotonic() + wait)
-            self.retries.note(cause, wait, rate_limited=status == 429)
-            if not retry_testing():
-                await asyncio.sleep(wait)
-        if unreachable_only and attempt > 0 and status is None:
-            where = httpx.URL(self.config.base_url)
-            raise TransportError(
-                f"cannot reach the API at {where.host}:{where.port or ''}: {error}",
-                attempts=attempt,
-            )
-        elapsed = time.monotonic() - started
-        return Outcome("failed", status, attempt, elapsed, error, trim(text), events)
+                self.stop(step.reason)
+                raise step.error

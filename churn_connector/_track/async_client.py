@@ -36,7 +36,7 @@ from .._core import (
     TransportError,
     as_secret,
 )
-from .._delivery import AsyncPoster
+from .._delivery import AsyncConnections, AsyncPoster
 from .book import Book, Entry, FlushReport, State
 from .handles import AsyncTrackHandle
 from .scalar import event_of
@@ -69,7 +69,10 @@ class AsyncClient:
         self.config = (
             config if config is not None else ClientConfig.create(base_url, api_key, **options)
         )
-        self._poster = AsyncPoster(self.config, transport)
+        self._connections = AsyncConnections(self.config, transport)
+        # the one-off calls' delivery policy (their 429 pause, budget, breaker); a tracker
+        # has its own, as the thread client's trackers do
+        self._poster = AsyncPoster(self._connections)
 
     def __repr__(self) -> str:
         config = getattr(self, "config", None)
@@ -83,7 +86,8 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Close the connections."""
-        await self._poster.aclose()
+        self._poster.flush()
+        await self._connections.aclose()
 
     async def track(
         self,
@@ -112,7 +116,14 @@ class AsyncClient:
             namespace=namespace,
             id_format=id_format,
         )
-        outcome = await self._poster.post(TRACK_PATH, event.body)
+        poster = self._poster
+        try:
+            outcome = await poster.post(TRACK_PATH, event.body)
+        except TransportError:
+            if self._poster is poster:  # it stopped itself: the next call starts afresh
+                poster.flush()
+                self._poster = AsyncPoster(self._connections)
+            raise
         if outcome.status != "sent":
             raise undelivered(event.message_id, outcome)
         return TrackResult(
@@ -172,6 +183,8 @@ class AsyncTracker:
         self.concurrency = max_concurrency or min(4, client.config.max_concurrency)
         self._spool = Spool(spool) if spool is not None else None
         self._book = Book(max_queue, self._spool, client.config.batch_size)
+        # its own delivery policy (pause, budget, breaker), on the client's connections
+        self._poster = AsyncPoster(client._connections)
         self._cond = asyncio.Condition()
         self._admit = asyncio.Lock()
         self._workers: list[asyncio.Task[None]] = []
@@ -317,8 +330,9 @@ class AsyncTracker:
 
     async def _send(self, chunk: list[Entry]) -> None:
         body = _OPEN + b",".join(e.body for e in chunk) + _CLOSE
+        poster = self._poster
         try:
-            outcome = await self.client._poster.post(EVENTS_PATH, body)
+            outcome = await poster.post(EVENTS_PATH, body)
         except asyncio.CancelledError:
             # in flight when the tracker was closed: outcome unknown, never in limbo
             error = DeliveryError(
@@ -327,6 +341,9 @@ class AsyncTracker:
             self._book.settle(chunk, None, "failed", error)
             raise
         except TransportError as exc:
+            if self._poster is poster:  # it stopped itself: the next request starts afresh
+                poster.flush()
+                self._poster = AsyncPoster(self.client._connections)
             await self._settle(chunk, None, "failed", exc)
             return
         if outcome.status == "sent":
@@ -375,5 +392,6 @@ class AsyncTracker:
                 self._book.abandon("the tracker was closed")
             if self._spool is not None:
                 self._spool.close()
+            self._poster.flush()
             self._closed = True
         return _merge(report, self._book.report())

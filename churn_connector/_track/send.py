@@ -1,9 +1,10 @@
 """One event sent now: ``client.track()`` posts to ``/v1/events/track`` and says how it ended.
 
-The request goes through the client's ``HttpPoster``: its retry policy, 429 pause, breaker
-and deadline (here per call, not per client), and Ctrl-C or SIGTERM while it waits ends the
-call with ``Interrupted`` (the event may or may not have been stored: its message id makes a
-re-send safe). Every failure raises; nothing is swallowed.
+The request goes through the client's ``HttpPoster``: the delivery policy's retries, 429
+pause, request budget, breaker and deadline (here per call, not per client), and Ctrl-C or
+SIGTERM while it waits ends the call with ``Interrupted`` (the event may or may not have
+been stored: its message id makes a re-send safe). Every failure raises; nothing is
+swallowed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .._wire import Event
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["CallPoster", "OneOff", "TrackResult", "undelivered"]
+__all__ = ["OneOff", "TrackResult", "undelivered"]
 
 log = logging.getLogger("churn_connector")
 
@@ -46,32 +47,7 @@ class TrackResult:
     elapsed_s: float
 
 
-class CallPoster(HttpPoster):
-    """An ``HttpPoster`` whose deadline belongs to the call (per thread), not to a run: a
-    client that lives for days gives each call its own ``deadline`` seconds."""
-
-    def __init__(
-        self, config: ClientConfig, pool_size: int, session: requests.Session | None = None
-    ) -> None:
-        self._local = threading.local()
-        super().__init__(config, pool_size, session=session)
-
-    @property
-    def deadline(self) -> float | None:
-        value: float | None = getattr(self._local, "deadline", None)
-        return value
-
-    @deadline.setter
-    def deadline(self, value: float | None) -> None:
-        self._local.deadline = value
-
-    def start_call(self) -> None:
-        """This thread's next post gets the configured deadline from now."""
-        seconds = self.config.deadline
-        self.deadline = None if seconds is None else time.monotonic() + seconds
-
-
-def _close_in(pid: int, poster: CallPoster) -> None:
+def _close_in(pid: int, poster: HttpPoster) -> None:
     if os.getpid() == pid:  # never the parent's connections from a forked child
         poster.close()
 
@@ -98,23 +74,25 @@ class OneOff:
         self.config = config
         self.session = session
         self._lock = threading.Lock()
-        self._poster: CallPoster | None = None
+        self._poster: HttpPoster | None = None
         self._pid = os.getpid()
         self._calls: collections.deque[float] = collections.deque(maxlen=NUDGE_RATE)
         self._nudged = False
 
-    def poster(self) -> CallPoster:
+    def poster(self) -> HttpPoster:
         with self._lock:
             if self._poster is None or self._pid != os.getpid():
                 # after a fork the parent's sockets are the parent's: never shared
-                poster = CallPoster(self.config, self.config.max_concurrency, self.session)
+                poster = HttpPoster(
+                    self.config, self.config.max_concurrency, session=self.session, deadline="call"
+                )
                 # a client dropped without close() must not leave its connections (and
                 # their watchdog thread) behind
                 weakref.finalize(self, _close_in, os.getpid(), poster)
                 self._poster, self._pid = poster, os.getpid()
             return self._poster
 
-    def _drop(self, poster: CallPoster) -> None:
+    def _drop(self, poster: HttpPoster) -> None:
         with self._lock:
             if self._poster is poster:
                 self._poster = None
@@ -130,7 +108,6 @@ class OneOff:
         """POST one event; its TrackResult, or the package's typed exception."""
         self._nudge()
         poster = self.poster()
-        poster.start_call()
         try:
             with sigterm_raises():
                 outcome = poster.post(TRACK_PATH, event.body)

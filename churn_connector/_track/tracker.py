@@ -39,10 +39,11 @@ from .._core import (
     QueueFull,
     TransportError,
 )
+from .._delivery import HttpPoster
 from .book import Book, Entry, FlushReport, State
 from .handles import _SLICE, TrackHandle
 from .scalar import event_of
-from .send import CallPoster, TrackResult, undelivered
+from .send import TrackResult, undelivered
 from .spool import Spool
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Tracker:
         self._book = book
         self._cond = threading.Condition(book.lock)
         self._admit = threading.Lock()
-        self._poster: CallPoster | None = None
+        self._poster: HttpPoster | None = None
         self._threads: list[threading.Thread] = []
         self._closing = False
         self._closed = False
@@ -223,10 +224,13 @@ class Tracker:
                     return
                 self._threads.append(thread)
 
-    def _sender(self) -> CallPoster:
+    def _sender(self) -> HttpPoster:
         with self._cond:
             if self._poster is None:
-                self._poster = CallPoster(self.config, self.concurrency, self.session)
+                # each request has the whole deadline: a tracker lives for as long as it runs
+                self._poster = HttpPoster(
+                    self.config, self.concurrency, session=self.session, deadline="call"
+                )
             return self._poster
 
     def _work(self) -> None:
@@ -255,7 +259,6 @@ class Tracker:
 
     def _send(self, chunk: list[Entry]) -> None:
         poster = self._sender()
-        poster.start_call()
         body = _OPEN + b",".join(e.body for e in chunk) + _CLOSE
         try:
             outcome = poster.post(EVENTS_PATH, body)
