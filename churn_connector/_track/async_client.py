@@ -2,7 +2,7 @@
 
 ``await client.track(...)`` and ``async with client.tracker() as t: await t.track(...)`` have
 the semantics of their thread counterparts (``Client.track``, ``Client.tracker``): the same
-scalar engine, the same wire bytes and ids, the same retry decisions, the same book of what
+checks, the same wire bytes and ids, the same delivery policy, the same states of what
 became of each event. Waiting happens in the event loop; the spool's disk writes run in a
 worker thread, so a handler never blocks the loop on an fsync.
 
