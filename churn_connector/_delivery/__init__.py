@@ -10,6 +10,7 @@ from .._core import lazy_names
 from .answers import Outcome
 from .chunking import Request, SizeLimit, chunk_events, identify_requests
 from .chunklog import ChunkRecord
+from .landing import Landing, Spend, deliver
 from .prefetch import Handoff
 from .progress import Progress
 from .retry import instant_retries, set_retry_testing
@@ -18,7 +19,7 @@ from .sender import Sender
 from .transport import DryRunPoster, HttpPoster, Poster
 
 if TYPE_CHECKING:
-    from .async_poster import AsyncConnections, AsyncPoster
+    from .async_poster import AsyncConnections, AsyncPoster, deliver_async
     from .session import check_session
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "DryRunPoster",
     "Handoff",
     "HttpPoster",
+    "Landing",
     "Outcome",
     "Poster",
     "Progress",
@@ -35,8 +37,11 @@ __all__ = [
     "SendOptions",
     "Sender",
     "SizeLimit",
+    "Spend",
     "check_session",
     "chunk_events",
+    "deliver",
+    "deliver_async",
     "identify_requests",
     "instant_retries",
     "set_retry_testing",
@@ -51,5 +56,6 @@ if not TYPE_CHECKING:
             "AsyncConnections": ".async_poster",
             "AsyncPoster": ".async_poster",
             "check_session": ".session",
+            "deliver_async": ".async_poster",
         },
     )

@@ -24,10 +24,12 @@ import ssl
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from .._core import ClientConfig, ConfigurationError
+from .._core import ClientConfig, ConfigurationError, TransportError
 from .answers import Outcome
+from .chunking import Request
 from .connections import proxy_for, ssl_context
 from .failures import NetworkFailure, classify, root_of
+from .landing import Landing
 from .policy import Attempt, Done, Policy, Wait
 from .pool import BODY_LIMIT, Answer
 from .transport import request_headers
@@ -38,7 +40,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     httpx = None  # type: ignore[assignment]
 
 
-__all__ = ["AsyncConnections", "AsyncPoster"]
+__all__ = ["AsyncConnections", "AsyncPoster", "deliver_async"]
 
 _WAKE = 0.25  # seconds: the longest a wait goes without looking whether the run stopped
 
@@ -214,3 +216,25 @@ class AsyncPoster:
             else:
                 self.stop(step.reason)
                 raise step.error
+
+
+async def deliver_async(landing: Landing, poster: AsyncPoster, req: Request) -> None:
+    """``landing.deliver`` in an event loop: one request (and, if it is split, its halves)
+    sent through ``poster`` as ``landing`` decides. What stops the run raises."""
+    kept = landing.unexpired(req)
+    if kept is None:
+        return
+    payload = kept.payload()
+    parts = landing.fit(kept, len(payload))
+    if parts is not None:
+        for part in parts:
+            await deliver_async(landing, poster, part)
+        return
+    number = landing.take_off(kept, len(payload))
+    try:
+        outcome = await poster.post(kept.path, payload)
+    except TransportError as exc:
+        landing.stopped(kept, number, len(payload), exc)
+        raise
+    for half in landing.landed(kept, number, len(payload), outcome):
+        await deliver_async(landing, poster, half)

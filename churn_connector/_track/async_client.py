@@ -18,31 +18,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Unpack
 
 from .._core import (
-    EVENTS_PATH,
     TRACK_PATH,
     ClientConfig,
     ClientOptions,
     ConfigurationError,
-    DeliveryError,
     IdFormat,
     QueueFull,
     Secret,
     TransportError,
     as_secret,
 )
-from .._delivery import AsyncConnections, AsyncPoster
-from .book import Book, Entry, FlushReport, State
+from .._delivery import AsyncConnections, AsyncPoster, deliver_async
+from .book import Book, Entry, FlushReport
 from .handles import AsyncTrackHandle
 from .scalar import event_of
 from .send import TrackResult, undelivered
 from .spool import Spool
-from .tracker import OnFull, _expired, _left_behind, _merge
+from .tracker import OnFull, _left_behind, _merge, spend_of
 
 __all__ = ["AsyncClient", "AsyncTrackHandle", "AsyncTracker"]
 
@@ -183,8 +180,10 @@ class AsyncTracker:
         self.concurrency = max_concurrency or min(4, client.config.max_concurrency)
         self._spool = Spool(spool) if spool is not None else None
         self._book = Book(max_queue, self._spool, client.config.batch_size)
-        # its own delivery policy (pause, budget, breaker), on the client's connections
+        # its own delivery policy (pause, budget, breaker), on the client's connections, and
+        # its own size limit and bisection budget, as a thread tracker's
         self._poster = AsyncPoster(client._connections)
+        self._spend = spend_of(client.config)
         self._cond = asyncio.Condition()
         self._admit = asyncio.Lock()
         self._workers: list[asyncio.Task[None]] = []
@@ -297,11 +296,10 @@ class AsyncTracker:
                     with book.lock:
                         if book.needs_load():
                             book.loading = True
-                            load, chunk, expired = True, list[Entry](), list[Entry]()
+                            load, chunk = True, list[Entry]()
                             break
                         if book.waiting:
-                            load = False
-                            chunk, expired = book.take(time.time_ns() // 1_000_000)
+                            load, chunk = False, book.take()
                             break
                         if self._closing and book.idle():
                             return
@@ -309,58 +307,31 @@ class AsyncTracker:
             if load:
                 await asyncio.to_thread(book.load)
                 continue
-            if expired:
-                await self._settle(expired, None, "expired", _expired())
             if chunk:
                 await self._send(chunk)
             async with self._cond:
                 self._cond.notify_all()
 
-    async def _settle(
-        self,
-        entries: list[Entry],
-        result: Any,
-        state: State | None = None,
-        error: BaseException | Callable[[Entry], BaseException] | None = None,
-    ) -> None:
-        if self._spool is not None:
-            await asyncio.to_thread(self._book.settle, entries, result, state, error)
-        else:
-            self._book.settle(entries, result, state, error)
-
     async def _send(self, chunk: list[Entry]) -> None:
-        body = _OPEN + b",".join(e.body for e in chunk) + _CLOSE
+        """One request for ``chunk``, sent and landed as a batch's requests are (``Trip``)."""
+        trip = Book.trip(chunk, self._spend)
         poster = self._poster
         try:
-            outcome = await poster.post(EVENTS_PATH, body)
+            await deliver_async(trip.landing, poster, trip.request)
         except asyncio.CancelledError:
             # in flight when the tracker was closed: outcome unknown, never in limbo
-            error = DeliveryError(
-                "cancelled in flight; outcome unknown, safe to re-send", counts={"failed": 1}
-            )
-            self._book.settle(chunk, None, "failed", error)
+            trip.stop(trip.cancelled())
+            self._book.land(chunk, trip)
             raise
         except TransportError as exc:
             if self._poster is poster:  # it stopped itself: the next request starts afresh
                 poster.flush()
                 self._poster = AsyncPoster(self.client._connections)
-            await self._settle(chunk, None, "failed", exc)
-            return
-        if outcome.status == "sent":
-            await self._settle(
-                chunk,
-                lambda e: TrackResult(
-                    e.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-                ),
-            )
-            return
-        if outcome.status == "rejected" and len(chunk) > 1 and self.client.config.bisect_rejected:
-            half = len(chunk) // 2
-            await self._send(chunk[:half])
-            await self._send(chunk[half:])
-            return
-        state: State = "rejected" if outcome.status == "rejected" else "failed"
-        await self._settle(chunk, None, state, lambda e: undelivered(e.message_id, outcome))
+            trip.stop(exc)
+        if self._spool is not None:  # its rows leave the spool: a disk write, off the loop
+            await asyncio.to_thread(self._book.land, chunk, trip)
+        else:
+            self._book.land(chunk, trip)
 
     # -- flushing and closing -------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> FlushReport:

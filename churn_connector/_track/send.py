@@ -27,7 +27,7 @@ from .._wire import Event
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["OneOff", "TrackResult", "undelivered"]
+__all__ = ["OneOff", "TrackResult", "not_delivered", "undelivered"]
 
 log = logging.getLogger("churn_connector")
 
@@ -56,12 +56,20 @@ def undelivered(message_id: str, outcome: Outcome) -> DeliveryError:
     """The error of an event the API refused (``rejected``) or that was never acknowledged
     (``failed``: outcome unknown, safe to re-send with the same id)."""
     state = "rejected" if outcome.status == "rejected" else "failed"
+    return not_delivered(message_id, state, outcome.error, outcome.attempts)
+
+
+def not_delivered(message_id: str, state: str, error: str | None, attempts: int) -> DeliveryError:
+    """The error of an event that ended ``state`` (a row state's label) with ``error`` (its
+    row's text) after ``attempts`` attempts of the request that carried it."""
     if state == "rejected":
-        text = f"the API refused event {message_id}: {outcome.error}"
+        text = f"the API refused event {message_id}: {error}"
+    elif state == "expired":
+        text = f"event {message_id} expired: {error}"
     else:
         text = (
-            f"event {message_id} was not acknowledged after {outcome.attempts} attempt(s): "
-            f"{outcome.error}; outcome unknown, safe to re-send with the same message id"
+            f"event {message_id} was not acknowledged after {attempts} attempt(s): "
+            f"{error}; outcome unknown, safe to re-send with the same message id"
         )
     return DeliveryError(text, counts={state: 1})
 

@@ -30,20 +30,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._core import (
-    EVENTS_PATH,
     ChurnConnectorError,
     ClientConfig,
     ConfigurationError,
-    DeliveryError,
     IdFormat,
     QueueFull,
     TransportError,
 )
-from .._delivery import HttpPoster
-from .book import Book, Entry, FlushReport, State
+from .._delivery import HttpPoster, SizeLimit, Spend, deliver
+from .book import Book, Entry, FlushReport
 from .handles import _SLICE, TrackHandle
 from .scalar import event_of
-from .send import TrackResult, undelivered
 from .spool import Spool
 
 if TYPE_CHECKING:
@@ -87,6 +84,7 @@ class Tracker:
         self.block_timeout = block_timeout
         self.flush_timeout = flush_timeout
         self.concurrency = max_concurrency or min(4, config.max_concurrency)
+        self._spend = spend_of(config)
         self._spool = Spool(spool) if spool is not None else None
         self._setup(Book(max_queue, self._spool, config.batch_size))
         _live.add(self)
@@ -246,47 +244,30 @@ class Tracker:
                     load = True
                 else:
                     load = False
-                    chunk, expired = book.take(time.time_ns() // 1_000_000)
+                    chunk = book.take()
             if load:
                 book.load()
                 continue
-            if expired:
-                book.settle(expired, None, "expired", _expired())
             if chunk:
                 self._send(chunk)
             with self._cond:
                 self._cond.notify_all()
 
     def _send(self, chunk: list[Entry]) -> None:
+        """One request for ``chunk``, sent and landed as a batch's requests are (``Trip``)."""
         poster = self._sender()
-        body = _OPEN + b",".join(e.body for e in chunk) + _CLOSE
+        trip = Book.trip(chunk, self._spend)
         try:
-            outcome = poster.post(EVENTS_PATH, body)
+            deliver(trip.landing, poster, trip.request)
         except TransportError as exc:
             with self._cond:
                 if self._poster is poster:
                     self._poster = None  # it stopped itself; the next request opens anew
-            self._book.settle(chunk, None, "failed", exc)
-            return
+            trip.stop(exc)
         except Exception as exc:  # a bug of ours must not kill the sender and hang flush()
             log.exception("tracker: sending a request failed")
-            self._book.settle(chunk, None, "failed", ChurnConnectorError(repr(exc)))
-            return
-        if outcome.status == "sent":
-            self._book.settle(
-                chunk,
-                lambda e: TrackResult(
-                    e.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-                ),
-            )
-            return
-        if outcome.status == "rejected" and len(chunk) > 1 and self.config.bisect_rejected:
-            half = len(chunk) // 2
-            self._send(chunk[:half])
-            self._send(chunk[half:])
-            return
-        state: State = "rejected" if outcome.status == "rejected" else "failed"
-        self._book.settle(chunk, None, state, lambda e: undelivered(e.message_id, outcome))
+            trip.stop(ChurnConnectorError(repr(exc)))
+        self._book.land(chunk, trip)
 
     # -- flushing and closing -------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> FlushReport:
@@ -390,11 +371,14 @@ def _left_behind(report: FlushReport) -> str:
     )
 
 
-def _expired() -> DeliveryError:
-    # a DeliveryError like every other undelivered event, not retryable: the data must change
-    return DeliveryError(
-        "expired: older than the API's 30-day window when its request was built; never sent",
-        counts={"expired": 1},
+def spend_of(config: ClientConfig) -> Spend:
+    """What a tracker's requests share, as a run's do: the size limit (``max_request_bytes``,
+    then what 413s teach) and the bisection budget (``bisect_rejected``,
+    ``max_split_requests``, for the tracker's whole life)."""
+    return Spend(
+        bisect=config.bisect_rejected,
+        split_budget=config.max_split_requests,
+        size_limit=SizeLimit(config.max_request_bytes),
     )
 
 
