@@ -1,9 +1,12 @@
 """The buffered tracker: ``t.track()`` validates and queues, background threads send batches.
 
 ``client.tracker()`` is for services and loops: each event is checked in the call (an
-invalid one raises there), queued, and sent to ``/v1/events/batch`` in requests of up to 500
-with the id ``track`` gave it. Requests leave as soon as a sender is free, so a quiet service
-sends each event at once and a busy one fills its batches. Nothing is ever dropped silently:
+invalid one raises there), queued, and sent to ``/v1/events/batch`` in requests of up to
+``batch_size`` with the id ``track`` gave it. Requests leave as soon as a sender is free, so a
+quiet service sends each event at once and a busy one fills its batches; each goes out and
+lands as a batch send's requests do (``trip``: the same expiry, size limit, bisection, states
+and texts), through a poster whose deadline is each request's. Nothing is ever dropped
+silently:
 
 - a full queue is a policy: ``block`` (up to ``block_timeout``, then ``QueueFull``),
   ``raise`` (``QueueFull`` at once) or ``spill`` (to the spool);
