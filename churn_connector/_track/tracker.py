@@ -87,7 +87,6 @@ class Tracker:
         self.block_timeout = block_timeout
         self.flush_timeout = flush_timeout
         self.concurrency = max_concurrency or min(4, config.max_concurrency)
-        self._spend = spend_of(config)
         self._spool = Spool(spool) if spool is not None else None
         self._setup(Book(max_queue, self._spool, config.batch_size))
         _live.add(self)
@@ -101,6 +100,8 @@ class Tracker:
 
     def _setup(self, book: Book) -> None:
         self._book = book
+        # what its requests share (made anew in a forked child: no lock of the parent's)
+        self._spend = spend_of(self.config)
         self._cond = threading.Condition(book.lock)
         self._admit = threading.Lock()
         self._poster: HttpPoster | None = None
