@@ -10,7 +10,7 @@ from .._core import lazy_names
 from .answers import Outcome
 from .chunking import Request, SizeLimit, chunk_events, identify_requests
 from .chunklog import ChunkRecord
-from .landing import Landing, Spend, deliver
+from .landing import Landing, Spend, alone, deliver
 from .prefetch import Handoff
 from .progress import Progress
 from .retry import instant_retries, set_retry_testing
@@ -38,6 +38,7 @@ __all__ = [
     "Sender",
     "SizeLimit",
     "Spend",
+    "alone",
     "check_session",
     "chunk_events",
     "deliver",

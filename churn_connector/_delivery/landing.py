@@ -192,15 +192,8 @@ class Landing:
                     return []
                 self._record(req, number, size, outcome, "split")
             return req.halves(parent=number)
-        if outcome.http_status == TOO_LARGE and len(req.positions) == 1:
-            outcome = Outcome(
-                outcome.status,
-                outcome.http_status,
-                outcome.attempts,
-                outcome.elapsed_s,
-                f"HTTP 413: this event alone ({size} bytes) is larger than the API accepts",
-                outcome.response,
-            )
+        if len(req.positions) == 1:
+            outcome = alone(outcome, size)
         self._finish(req, number, size, outcome)
         return []
 
@@ -247,6 +240,21 @@ class Landing:
             error = f"{reason}; outcome unknown, safe to re-send"
             self._record(req, number, size, Outcome("failed", None, 1, 0.0, error, None), "failed")
             self.book.set(req.positions, RowState.FAILED, error=error, chunk=number)
+
+
+def alone(outcome: Outcome, size: int) -> Outcome:
+    """The outcome of a request of one event, said for it: a 413 means that event alone is
+    larger than the API accepts (nothing to split)."""
+    if outcome.http_status != TOO_LARGE:
+        return outcome
+    return Outcome(
+        outcome.status,
+        outcome.http_status,
+        outcome.attempts,
+        outcome.elapsed_s,
+        f"HTTP 413: this event alone ({size} bytes) is larger than the API accepts",
+        outcome.response,
+    )
 
 
 def deliver(

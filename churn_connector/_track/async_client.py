@@ -33,7 +33,7 @@ from .._core import (
     TransportError,
     as_secret,
 )
-from .._delivery import AsyncConnections, AsyncPoster, deliver_async
+from .._delivery import AsyncConnections, AsyncPoster, alone, deliver_async
 from .book import Book, Entry, FlushReport
 from .handles import AsyncTrackHandle
 from .scalar import event_of
@@ -122,7 +122,7 @@ class AsyncClient:
                 self._poster = AsyncPoster(self._connections)
             raise
         if outcome.status != "sent":
-            raise undelivered(event.message_id, outcome)
+            raise undelivered(event.message_id, alone(outcome, len(event.body)))
         return TrackResult(
             event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._core import TRACK_PATH, ClientConfig, DeliveryError, Interrupted, TransportError
-from .._delivery import HttpPoster, Outcome
+from .._delivery import HttpPoster, Outcome, alone
 from .._run import signal_of, sigterm_raises
 from .._wire import Event
 
@@ -132,7 +132,7 @@ class OneOff:
                 counts={"failed": 1},
             ) from exc
         if outcome.status != "sent":
-            raise undelivered(event.message_id, outcome)
+            raise undelivered(event.message_id, alone(outcome, len(event.body)))
         return TrackResult(
             event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
         )

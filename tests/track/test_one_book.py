@@ -108,3 +108,23 @@ def test_a_request_too_large_for_the_api_is_split_as_a_batchs_would_be() -> None
     (refused,) = alone.undelivered
     assert refused.message_id == huge.message_id and refused.state == "rejected"
     assert refused.error.startswith("HTTP 413: this event alone (")
+
+
+@pytest.mark.parametrize("how", ["thread", "async"])
+def test_one_event_too_large_for_the_api_is_said_as_a_batch_row_says_it(how: str) -> None:
+    big = {"pad": "x" * 4000}
+    with cc.Sandbox(max_body_bytes=2048) as sandbox:
+        if how == "thread":
+            with pytest.raises(cc.DeliveryError) as caught:
+                cc.Client(sandbox.base_url, sandbox.api_key).track("u1", "login", properties=big)
+        else:
+
+            async def send() -> None:
+                async with cc.AsyncClient(sandbox.base_url, sandbox.api_key) as client:
+                    await client.track("u1", "login", properties=big)
+
+            with pytest.raises(cc.DeliveryError) as caught:
+                asyncio.run(send())
+    assert "HTTP 413: this event alone (" in str(caught.value)
+    assert "bytes) is larger than the API accepts" in str(caught.value)
+    assert str(caught.value).startswith("the API refused event ")
