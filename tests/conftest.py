@@ -49,8 +49,10 @@ OWN_PROCESS = tuple(Path(__file__).parent / name for name in ("airflow", "spark"
 
 
 # what the fault and interrupt tests saw (requests, retries, duplicates absorbed, seconds),
-# printed after the run: figures for reviewers, never asserted on as timings
-FIGURES: dict[str, str] = {}
+# printed after the run: figures for reviewers, never asserted on as timings. They travel
+# in the test's report (its user properties), so those seen in pytest-xdist's workers reach
+# the summary the main process prints
+FIGURE = "churn-figure"
 
 
 class Figures(Protocol):
@@ -62,7 +64,7 @@ def figures(request: pytest.FixtureRequest) -> Figures:
     """Note what this test saw; it is printed in the run's summary."""
 
     def note(text: str) -> None:
-        FIGURES[request.node.name] = text
+        request.node.user_properties.append((FIGURE, text))
 
     return note
 
@@ -81,9 +83,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if FIGURES:
+    seen = {
+        report.location[2]: value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == FIGURE
+    }
+    if seen:
         terminalreporter.write_sep("-", "what the fault and interrupt tests saw")
-        for name, text in FIGURES.items():
+        for name, text in sorted(seen.items()):
             terminalreporter.write_line(f"{name}: {text}")
 
 
