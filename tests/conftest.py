@@ -10,6 +10,7 @@ server) or run the program, a kernel or a server in a process of their own.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -95,6 +96,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "what the fault and interrupt tests saw")
         for name, text in sorted(seen.items()):
             terminalreporter.write_line(f"{name}: {text}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which
+    # tqdm 4.66 (make test-min) takes for a terminal's size, cutting the progress bars the
+    # tests read from captured output: the suite's output has no terminal, wherever it runs
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

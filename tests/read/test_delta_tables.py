@@ -100,7 +100,14 @@ def test_as_of_sends_the_version_current_at_that_instant(
     delta: tuple[Path, dict[int, pa.Table]],
 ) -> None:
     path, versions = delta
-    between = commit_times(path)[1] + pd.Timedelta(microseconds=500)  # before version 2
+    # delta-rs dates a version by its log file's modification time (the protocol's commit
+    # time), which trails commitInfo's timestamp by more than a millisecond on a loaded
+    # machine: an instant halfway between the files of versions 1 and 2
+    one, two = (
+        pd.Timestamp((path / "_delta_log" / f"{v:020d}.json").stat().st_mtime_ns, tz="UTC")
+        for v in (1, 2)
+    )
+    between = (one + (two - one) / 2).floor("us")  # as far as a datetime goes
     result = client.send_events(path, now=now, as_of=between.isoformat())
     assert result.fingerprint["version"] == 1
     assert stored(sandbox) == expected(versions[1], now)
