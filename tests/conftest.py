@@ -75,12 +75,32 @@ E2E_FIXTURES = frozenset({"sandbox", "client", "odd_server", "ca_file", "api"})
 SANDBOX_SUITE = Path(__file__).parent / "sandbox"  # the sandbox's own tests: HTTP throughout
 
 
+# make test-min runs the suite again on the oldest versions of the package's dependencies
+# (constraints-min.txt), to keep pyproject's lower bounds true: the tests marked
+# ``lower_bounds``, those that exercise how the package uses pandas, pyarrow, numpy, pandera,
+# orjson, requests, urllib3, tqdm and phonenumbers. That is every unit test (reading, dtypes,
+# validation, JSON, ids, the row book, displays: in process) and every end-to-end test but
+# those of these folders, whose subjects are processes, servers and documents (the CLI's
+# exit codes and signals, the ledger's SQLite, PostgreSQL and S3 servers, tasks' files, the
+# notebooks' kernels and Chromium, the docs' examples and build): their tools (psycopg,
+# s3fs, Jupyter, MkDocs) are the same versions in both environments, and what they reach
+# of the dependencies the end-to-end tests of reading, delivery, tracking and the sandbox
+# reach too.
+NOT_AT_LOWER_BOUNDS = tuple(
+    Path(__file__).parent / name for name in ("cli", "ledger", "tasks", "notebook", "docs")
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.is_relative_to(
             SANDBOX_SUITE
         ):
             item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("e2e") is None or not any(
+            item.path.is_relative_to(folder) for folder in NOT_AT_LOWER_BOUNDS
+        ):
+            item.add_marker(pytest.mark.lower_bounds)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
