@@ -302,15 +302,6 @@ def test_the_receipt_and_the_rows_file_record_the_version_read(
     assert header["input"] == receipt["input"]
 
 
-def test_the_programs_own_version_flag_still_prints_its_version(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["--version"])
-    assert info.value.code == 0
-    assert capsys.readouterr().out.startswith(f"churn-connector {cc.__version__}")
-
-
 def test_cli_refuses_a_naive_as_of_with_exit_3(
     delta: tuple[Path, dict[int, pa.Table]], capsys: pytest.CaptureFixture[str]
 ) -> None:
