@@ -106,5 +106,3 @@ def test_unsupported_inputs_raise_input_error(tmp_path: Path) -> None:
         cc.validate_events(tmp_path / "missing.csv")
     with pytest.raises(cc.InputError, match="unsupported input"):
         cc.validate_events(42)
-
-
