@@ -70,17 +70,21 @@ postgresql:
 XDIST ?= auto
 COVERED := --cov=churn_connector --cov-report=
 PYTEST_PARTS := pytest-main pytest-spark pytest-airflow pytest-dagster
+# make test checks for them once, first, and then runs its parts without them: a phony
+# prerequisite runs each time, and held the long parts back while short ones took the slots
+NEED_CHROMIUM := chromium
+NEED_POSTGRESQL := postgresql
 
-pytest-main: $(STAMP) chromium postgresql
+pytest-main: $(STAMP) $(NEED_CHROMIUM) $(NEED_POSTGRESQL)
 	COVERAGE_FILE=.coverage.main $(BIN)/python -m pytest -q -n $(XDIST) $(COVERED)
 
-pytest-airflow: $(STAMP) postgresql
+pytest-airflow: $(STAMP) $(NEED_POSTGRESQL)
 	COVERAGE_FILE=.coverage.airflow $(BIN)/python -m pytest -q tests/airflow $(COVERED)
 
 pytest-dagster: $(STAMP)
 	COVERAGE_FILE=.coverage.dagster $(BIN)/python -m pytest -q tests/dagster $(COVERED)
 
-pytest-spark: $(STAMP) postgresql
+pytest-spark: $(STAMP) $(NEED_POSTGRESQL)
 	COVERAGE_FILE=.coverage.spark PYSPARK_PYTHON=$(abspath $(BIN)/python) \
 		timeout --kill-after=30 600 $(BIN)/python -m pytest -q tests/spark $(COVERED)
 
@@ -107,12 +111,13 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(XDIST) -m lower_bounds
 
-# everything a contributor runs before a push, JOBS parts at once (longest first); each
-# part's output is printed whole when it ends. Installs come first, one at a time
+# everything a contributor runs before a push, JOBS parts at once: ruff and the docs first
+# (seconds; a mistake there stops the rest early), then the longest first. Each part's output
+# is printed whole when it ends. Installs come first, one at a time
 JOBS ?= 4
 test: $(STAMP) $(MIN_STAMP) chromium postgresql
-	+@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target \
-		pytest test-min typecheck docs lint
+	+@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target NEED_CHROMIUM= NEED_POSTGRESQL= \
+		lint docs pytest test-min typecheck
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, anchor or API
 # reference fails, in the changelog and the tutorials too. Not --quiet, which hides the
