@@ -22,19 +22,17 @@ from ._core import (
     EpochUnit,
     ExtraColumns,
     IdFormat,
-    Kind,
-    Option,
     Partitioning,
     Secret,
     as_secret,
-    options_of,
 )
 from ._delivery import Request, SendOptions, chunk_events, identify_requests
 from ._events import EventStream
 from ._identities import IdentityStream
+from ._keywords import IdentifyOptions, SendEventsOptions, send_keywords
 from ._ledger import Guard, LedgerArg
 from ._options import EventOptions, IdentityOptions
-from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextOptions
+from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle
 from ._results import SendResult
 from ._run import Run
 from ._track import OneOff, OnFull, Tracker, TrackResult, event_of
@@ -332,62 +330,6 @@ class Client:
         )
 
 
-class SendEventsOptions(TextOptions, total=False):
-    """The keywords of :meth:`Client.send_events` (for the one-call form and tasks)."""
-
-    dry_run: bool
-    now: Any
-    naive_timezone: str | None
-    extra_columns: ExtraColumns
-    namespace: str | None
-    id_columns: Sequence[str] | None
-    batch_size: int | None
-    max_concurrency: int | None
-    progress: bool | None
-    slice_rows: int
-    ledger: LedgerArg
-    new_ids: bool
-    rename: Mapping[str, str] | None
-    dtypes: Mapping[str, str] | None
-    encoding: str
-    decimals: Decimals
-    epoch_unit: EpochUnit | None
-    rename_style: NameStyle | None
-    version: int | None
-    as_of: Any
-    snapshot_id: int | None
-    partitioning: Partitioning | None
-    event_type_style: NameStyle | None
-    id_format: IdFormat
-    options: EventOptions | None
-
-
-class IdentifyOptions(TextOptions, total=False):
-    """The keywords of :meth:`Client.identify` (for the one-call form and tasks)."""
-
-    dry_run: bool
-    naive_timezone: str | None
-    extra_columns: ExtraColumns
-    phone_region: str | None
-    duplicates: Duplicates
-    max_concurrency: int | None
-    progress: bool | None
-    slice_rows: int
-    ledger: LedgerArg
-    rename: Mapping[str, str] | None
-    dtypes: Mapping[str, str] | None
-    encoding: str
-    decimals: Decimals
-    blank_consent: BlankConsent
-    require_consent: bool
-    rename_style: NameStyle | None
-    version: int | None
-    as_of: Any
-    snapshot_id: int | None
-    partitioning: Partitioning | None
-    options: IdentityOptions | None
-
-
 def send_events(
     data: DataSource,
     base_url: str | None = None,
@@ -456,12 +398,3 @@ def track(
         )
     finally:
         client.close()
-
-
-def send_keywords(kind: Kind) -> list[Option]:
-    """The declared keywords of :meth:`Client.send_events` (``"events"``) or
-    :meth:`Client.identify` (``"identities"``): the table's, then the send's. With
-    ``options``, these are what Airflow's ``send_options``, Spark's options and
-    ``send_partition`` take by name."""
-    table = EventOptions if kind == "events" else IdentityOptions
-    return [*table.keywords(), *(o for o in options_of(SendOptions) if kind in o.declared.kinds)]
