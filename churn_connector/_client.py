@@ -32,7 +32,7 @@ from ._identities import IdentityStream
 from ._keywords import IdentifyOptions, SendEventsOptions, send_keywords
 from ._ledger import Guard, LedgerArg
 from ._options import EventOptions, IdentityOptions
-from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle
+from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from ._results import SendResult
 from ._run import Run
 from ._track import OneOff, OnFull, Tracker, TrackResult, event_of
@@ -153,8 +153,47 @@ class Client:
         1) and ``batch_size`` default to the client's. Input that breaks part way raises
         InputError carrying what was delivered.
         """
-        keywords = locals()  # first: the keywords by name, checked as two values below
-        table, send = EventOptions.given(keywords), SendOptions.given(keywords)
+        # each keyword to its field: the table's options (or options=, whole), the send's
+        table = EventOptions.chosen(
+            options,
+            EventOptions(
+                now=now,
+                naive_timezone=naive_timezone,
+                extra_columns=extra_columns,
+                namespace=namespace,
+                id_columns=id_columns,
+                slice_rows=slice_rows,
+                rename=rename,
+                dtypes=dtypes,
+                encoding=encoding,
+                decimals=decimals,
+                epoch_unit=epoch_unit,
+                id_format=id_format,
+                rename_style=rename_style,
+                version=version,
+                as_of=as_of,
+                snapshot_id=snapshot_id,
+                partitioning=partitioning,
+                event_type_style=event_type_style,
+                text=TextFormat(
+                    delimiter=delimiter,
+                    header=header,
+                    columns=columns,
+                    escape=escape,
+                    null=null,
+                    quote=quote,
+                    format=format,
+                ),
+            ),
+        )
+        send = SendOptions(
+            dry_run=dry_run,
+            ledger=ledger,
+            new_ids=new_ids,
+            progress=progress,
+            batch_size=batch_size,
+            max_concurrency=max_concurrency,
+        )
         config = self.config
         if send.batch_size is not None:
             config = config.with_options(batch_size=send.batch_size)
@@ -227,8 +266,43 @@ class Client:
         for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
         client's ``identify_concurrency``.
         """
-        keywords = locals()  # first: the keywords by name, checked as two values below
-        table, send = IdentityOptions.given(keywords), SendOptions.given(keywords)
+        # each keyword to its field: the table's options (or options=, whole), the send's
+        table = IdentityOptions.chosen(
+            options,
+            IdentityOptions(
+                naive_timezone=naive_timezone,
+                extra_columns=extra_columns,
+                phone_region=phone_region,
+                duplicates=duplicates,
+                slice_rows=slice_rows,
+                rename=rename,
+                dtypes=dtypes,
+                encoding=encoding,
+                decimals=decimals,
+                blank_consent=blank_consent,
+                require_consent=require_consent,
+                rename_style=rename_style,
+                version=version,
+                as_of=as_of,
+                snapshot_id=snapshot_id,
+                partitioning=partitioning,
+                text=TextFormat(
+                    delimiter=delimiter,
+                    header=header,
+                    columns=columns,
+                    escape=escape,
+                    null=null,
+                    quote=quote,
+                    format=format,
+                ),
+            ),
+        )
+        send = SendOptions(
+            dry_run=dry_run,
+            ledger=ledger,
+            progress=progress,
+            max_concurrency=max_concurrency,
+        )
         stream = IdentityStream(data, table)
         concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
         run = Run(

@@ -103,5 +103,6 @@ class SendOptions:
 
     @classmethod
     def given(cls, values: Mapping[str, Any]) -> Self:
-        """The knobs of a send's keywords (its ``locals()``: other names are not looked at)."""
+        """The knobs named in ``values`` (other names are not looked at): for callers that
+        have them by name, as text configuration gives them (Spark's options)."""
         return cls(**{o.name: values[o.name] for o in options_of(cls) if o.name in values})

@@ -53,7 +53,15 @@ def events_schema(
     ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
     ``epoch_unit`` and ``decimals`` work as for ``validate_events``.
     """
-    return build_schema(EventOptions.given(locals()))
+    return build_schema(
+        EventOptions(
+            now=now,
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            epoch_unit=epoch_unit,
+            decimals=decimals,
+        )
+    )
 
 
 def build_schema(options: EventOptions) -> pa.DataFrameSchema:
