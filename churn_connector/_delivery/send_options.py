@@ -70,9 +70,10 @@ class SendOptions:
     max_concurrency: int | None = declare(
         None,
         doc="requests in flight for this call",
-        flag="--concurrency",  # the CLI sets the client's, by kind
+        help="requests in flight at most",
+        flag="--concurrency",
+        metavar="N",
         shown_default="the client's",
-        shown_flag="—",
     )
 
     def __post_init__(self) -> None:

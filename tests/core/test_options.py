@@ -190,6 +190,45 @@ def test_every_declared_flag_is_on_the_command_line_and_nothing_else_is_undeclar
     assert flags - declared == own, "a flag that sets an option must be declared with it"
 
 
+def _every_parser() -> list[argparse.ArgumentParser]:
+    found, todo = [], [_cli.build_parser()]
+    while todo:
+        parser = todo.pop()
+        found.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+def test_every_flag_that_sets_an_option_is_made_from_its_declaration() -> None:
+    # no command writes such a flag by hand (--concurrency, --base-url, track's
+    # --namespace were): one declaration per flag carries its help, the flag comes from it
+    helped: dict[str, Option] = {}
+    for cls in DECLARING:
+        for option in options_of(cls):
+            if option.flag is not None and option.declared.help is not None:
+                first = helped.setdefault(option.flag, option)
+                assert (first.owner, first.name) == (option.owner, option.name), option.flag
+    named = {o.flag for cls in DECLARING for o in options_of(cls) if o.flag is not None}
+    assert named <= set(helped), "a flag named by a declaration needs one with its help"
+    seen = set()
+    for parser in _every_parser():
+        for flag, action in _flags(parser).items():
+            if flag not in named or isinstance(action, argparse._VersionAction):
+                continue  # the program's --version is not a table's
+            if flag == "--format" and parser.prog.endswith(" validate"):
+                continue  # the input's format and the report's in one flag: tested below
+            option = helped[flag]
+            seen.add(flag)
+            assert action.dest == option.name, f"{parser.prog} {flag}"
+            assert str(option.declared.help) in str(action.help), f"{parser.prog} {flag}"
+            assert action.default is (
+                None if option.default is dataclasses.MISSING else option.default
+            ) or option.is_default(action.default)
+    assert {"--concurrency", "--base-url", "--namespace", "--naive-timezone"} <= seen
+
+
 def test_each_data_flag_is_spelled_and_checked_as_declared() -> None:
     for name, parser in _parsers().items():
         actions = _flags(parser)
