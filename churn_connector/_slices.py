@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ._core import Kind, Note, RowBook, RowState
-from ._json import carry_parsed
+from ._json import ParsedTexts
 from ._read import DEFAULT_TEXT, Fingerprinter, Slice, as_slice
 from ._validate import FailureLog, ValidationReport, failures_frame, pa, run_schema
 from ._wire import WireBatch
@@ -76,11 +76,13 @@ class Stream(Protocol):
 
 @dataclass
 class SliceStart:
-    """A slice after validation: where it starts in the book, and its valid rows."""
+    """A slice after validation: where it starts in the book, its valid rows, and what
+    validation parsed of them (for the wire step)."""
 
     start: int
     valid: np.ndarray  # positions within the slice
     work: pd.DataFrame  # the valid rows, relabelled 0..n-1
+    parsed: ParsedTexts  # ``work``'s JSON-object texts, as validation parsed them
 
 
 class SliceStream:
@@ -162,12 +164,13 @@ class SliceStream:
             self.failures.add(result.records, start, n)
         self.book.set(start + np.flatnonzero(result.invalid), RowState.INVALID)
         valid = np.flatnonzero(~result.invalid)
+        parsed = result.parsed
         if len(valid) == n:  # every row: no copy, and validation's parsed texts still match
             work = df.set_axis(pd.RangeIndex(n), axis=0)
         else:
             work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
-            carry_parsed(df, work, valid)
-        return SliceStart(start, valid, work)
+            parsed = parsed.of_rows(df, work, valid)
+        return SliceStart(start, valid, work, parsed)
 
 
 @contextmanager

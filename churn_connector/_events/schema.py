@@ -19,6 +19,7 @@ from .._options import EventOptions, utc_now
 from .._validate import (
     EXPLAIN_KEY,
     OWNERS_KEY,
+    PARSES_KEY,
     TIMESTAMPS_KEY,
     SchemaBuilder,
     elementwise,
@@ -138,6 +139,7 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
         metadata={
             EXPLAIN_KEY: checks.explain,
             OWNERS_KEY: checks.owners,
+            PARSES_KEY: checks.parses,
             TIMESTAMPS_KEY: checks.timestamps,
         },
     )

@@ -113,6 +113,7 @@ class EventStream(SliceStream):
             self.options,
             None if times is None else times[valid],
             natural=self.natural_keys,
+            parsed=begun.parsed,
         )
         natural = (
             natural_keys_of(begun.work, wire.ms, wire.natural)
