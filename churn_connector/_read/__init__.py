@@ -360,7 +360,7 @@ def _one(data: Any, spec: ReadSpec, columns: Sequence[str] | None, offset: int) 
             schema, batches = arrow_batches(data, spec.rows)  # a DuckDB relation runs here
     except Exception as exc:
         raise _read_failed(what, 0, exc) from exc
-    yield from _batch_frames(schema, batches, what, columns, offset)
+    yield from _batch_slices(schema, batches, what, columns, offset)
 
 
 def _table(
@@ -373,17 +373,17 @@ def _table(
         schema, batches = table.batches(spec.rows, columns)
     except Exception as exc:
         raise _read_failed(f"the {table.described}", 0, exc) from exc
-    yield from _batch_frames(schema, batches, f"the {table.described}", columns, offset)
+    yield from _batch_slices(schema, batches, f"the {table.described}", columns, offset)
 
 
-def _batch_frames(
+def _batch_slices(
     schema: pa.Schema | None,
     batches: Iterator[pa.RecordBatch],
     what: str,
     columns: Sequence[str] | None,
     offset: int,
 ) -> Iterator[Slice]:
-    """Arrow batches as DataFrames labelled by their row number from ``offset``; no batch
+    """Arrow batches as slices labelled by their row number from ``offset``; no batch
     at all: one empty frame with the schema's columns (a missing one is then reported)."""
     seen = 0
     batch: pa.RecordBatch | None = None
