@@ -154,11 +154,11 @@ def transform(args: argparse.Namespace, report: Report) -> None:
 
 def stage_times(path: Path) -> dict[str, float]:
     """Seconds per stage over the whole file, each stage timed on its own per slice."""
-    from churn_connector._events import ids  # noqa: PLC0415 - internals, guarded by the caller
-    from churn_connector._events.options import EventOptions  # noqa: PLC0415
     from churn_connector._events.stream import EventStream  # noqa: PLC0415
-    from churn_connector._events.wire import build_events  # noqa: PLC0415
-    from churn_connector._stream import paused_gc  # noqa: PLC0415
+    from churn_connector._options.events import EventOptions  # noqa: PLC0415
+    from churn_connector._slices import paused_gc  # noqa: PLC0415
+    from churn_connector._wire import ids  # noqa: PLC0415 - internals, guarded by the caller
+    from churn_connector._wire.events import build_events  # noqa: PLC0415
 
     options = EventOptions(now=pd.Timestamp.now(tz="UTC"))
     stream = EventStream(path, options)

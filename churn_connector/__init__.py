@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
 from ._client import Client, identify, send_events, track
-from ._core.config import ClientConfig, RetryPolicy, Secret, Timeouts
-from ._core.exceptions import (
+from ._core import (
     AuthenticationError,
     ChurnConnectorError,
+    ClientConfig,
     ConfigurationError,
     DataValidationError,
     DeliveryError,
@@ -22,36 +22,31 @@ from ._core.exceptions import (
     Interrupted,
     LedgerError,
     QueueFull,
+    RetryPolicy,
+    RowState,
     RunStopped,
+    Secret,
     StorageError,
+    Timeouts,
     TransportError,
 )
-from ._core.types import RowState
-from ._delivery.retry import instant_retries, set_retry_testing
-from ._events.api import events_to_wire, validate_events
-from ._events.ids import message_id
-from ._events.options import EventOptions
-from ._events.schema import EVENT_TYPE_PATTERN, events_schema
-from ._identities.api import identities_to_wire, validate_identities
-from ._identities.options import IdentityOptions
-from ._identities.schema import identities_schema
+from ._delivery import instant_retries, set_retry_testing
+from ._events import EVENT_TYPE_PATTERN, events_schema, events_to_wire, validate_events
+from ._identities import identities_schema, identities_to_wire, validate_identities
 from ._ledger import Ledger
-from ._read.text import TextFormat
+from ._options import EventOptions, IdentityOptions
+from ._read import TextFormat
 from ._resend import resend
-from ._results.result import SendResult
+from ._results import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
-from ._track.book import FlushReport, Undelivered
-from ._track.handles import TrackHandle
-from ._track.send import TrackResult
-from ._track.tracker import Tracker
-from ._validate.gate import GateVerdict
-from ._validate.report import ValidationReport
+from ._track import FlushReport, Tracker, TrackHandle, TrackResult, Undelivered
+from ._validate import GateVerdict, ValidationReport
+from ._wire import message_id
 
 if TYPE_CHECKING:
     from . import samples
     from ._sandbox import Fault, Sandbox
-    from ._track.async_client import AsyncClient, AsyncTracker
-    from ._track.handles import AsyncTrackHandle
+    from ._track import AsyncClient, AsyncTracker, AsyncTrackHandle
 
 # loaded on first use: most runs never start a sandbox or build sample data
 # (and httpx, an optional extra, only for the async client)
@@ -59,9 +54,9 @@ _LAZY = {
     "Sandbox": "._sandbox",
     "Fault": "._sandbox",
     "samples": ".samples",
-    "AsyncClient": "._track.async_client",
-    "AsyncTracker": "._track.async_client",
-    "AsyncTrackHandle": "._track.handles",
+    "AsyncClient": "._track",
+    "AsyncTracker": "._track",
+    "AsyncTrackHandle": "._track",
 }
 
 __all__ = [

@@ -23,22 +23,27 @@ import numpy as np
 import pandas as pd
 
 from ._client import Client, send_keywords
-from ._core.config import ClientConfig, Secret, as_secret
-from ._core.declare import options_of
-from ._core.exceptions import ConfigurationError, InputError, RunStopped
-from ._core.types import STATE_NAMES, DataSource, Kind
-from ._core.words import on_command_line
-from ._delivery.options import SendOptions
-from ._events.options import EventOptions
-from ._events.stream import EventStream
-from ._identities.options import IdentityOptions
-from ._identities.stream import IdentityStream
-from ._read.fingerprint import Fingerprinter
-from ._read.tables import table_format
-from ._read.text import DEFAULT_TEXT
-from ._results.result import SendResult
-from ._results.runs import HEADER, ROWS_FORMAT, header_of, read_rows_file, stored_header
-from ._stream import batches
+from ._core import (
+    STATE_NAMES,
+    ClientConfig,
+    ConfigurationError,
+    DataSource,
+    InputError,
+    Interrupted,
+    Kind,
+    RunStopped,
+    Secret,
+    as_secret,
+    on_command_line,
+    options_of,
+)
+from ._delivery import SendOptions
+from ._events import EventStream
+from ._identities import IdentityStream
+from ._options import EventOptions, IdentityOptions
+from ._read import DEFAULT_TEXT, Fingerprinter, Slice, table_format
+from ._results import HEADER, ROWS_FORMAT, SendResult, header_of, read_rows_file, stored_header
+from ._slices import batches
 
 if TYPE_CHECKING:
     import requests
@@ -98,7 +103,7 @@ def send_plan(plan: Resend, client: Client, **options: Any) -> SendResult:
     send = client.send_events if kind == "events" else client.identify
     try:
         result = send(plan.frames, **_send_keywords(kind, options))
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         if exc.rows is not None:
             exc.rows.attrs[HEADER] = {**exc.rows.attrs.get(HEADER, {}), **_subset(plan)}
         raise
@@ -220,7 +225,7 @@ def _table_options(kind: Kind, options: dict[str, Any]) -> EventOptions | Identi
 
 
 def _selected(
-    slices: Iterator[pd.DataFrame],
+    slices: Iterator[Slice],
     found: Fingerprinter,
     chosen: np.ndarray,
     recorded: int,
@@ -230,7 +235,8 @@ def _selected(
     """The chosen rows (and, after a stopped run, those past the recorded ones) of each
     slice, with their labels; every slice is fingerprinted on the way."""
     start = 0
-    for df in slices:
+    for part in slices:
+        df = part.frame
         found.add(df)
         n = len(df)
         lo, hi = np.searchsorted(chosen, [start, start + n])
@@ -238,9 +244,7 @@ def _selected(
         if not complete and start + n > recorded:
             local = np.concatenate([local, np.arange(max(recorded - start, 0), n)])
         if len(local):
-            part = df.iloc[local]
-            part.attrs = {}
-            yield part
+            yield df.iloc[local]
         start += n
 
 

@@ -18,21 +18,32 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._core.config import ClientConfig
-from ._core.exceptions import InputError, Interrupted, RunStopped
-from ._core.types import RowState
-from ._delivery.chunking import Request, SizeLimit
-from ._delivery.prefetch import Handoff
-from ._delivery.progress import Progress
-from ._delivery.sender import Sender
-from ._delivery.transport import DryRunPoster, HttpPoster, Poster
+from ._core import ClientConfig, InputError, Interrupted, RowState, RunStopped
+from ._delivery import (
+    DryRunPoster,
+    Handoff,
+    HttpPoster,
+    Poster,
+    Progress,
+    Request,
+    Sender,
+    SizeLimit,
+)
 from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
 from ._read import read_by_caller, row_count, unread_labels
-from ._results.result import SendResult
-from ._stream import Stream, WireBatch, batches
+from ._results import SendResult
+from ._slices import Stream, batches
+from ._wire import WireBatch
 
 if TYPE_CHECKING:
     import requests
+
+__all__ = [
+    "Run",
+    "Terminated",
+    "signal_of",
+    "sigterm_raises",
+]
 
 log = logging.getLogger("churn_connector")
 
@@ -69,9 +80,10 @@ class Run:
         self, requests: RequestsOf, ledger: LedgerArg, *, guard: Guard | None = None
     ) -> SendResult:
         """Deliver (with the ledger open if asked) and account for every row, also when the
-        run stops: an error, an interrupt or SIGTERM at any point from here on raises a
-        ``RunStopped`` that carries the accounting (every row ``failed`` "not sent" that was
-        not delivered, and the rows never read too, where the input's length is known).
+        run stops: an error raises a ``RunStopped``, an interrupt or SIGTERM at any point
+        from here on an ``Interrupted``, either carrying the accounting (every row ``failed``
+        "not sent" that was not delivered, and the rows never read too, where the input's
+        length is known).
         ``guard``: the events' re-id guard, when a ledger is open."""
         stream, config = self.stream, self.config
         sender: Sender | None = None
@@ -200,11 +212,13 @@ class Run:
             book.not_read = f"the input was not read to the end: {where} was read"
         return read
 
-    def _stopped(self, exc: BaseException, sender: Sender | None) -> RunStopped:
+    def _stopped(self, exc: BaseException, sender: Sender | None) -> RunStopped | Interrupted:
         """The error a stopped run raises: every row accounted for, the frames attached."""
         book = self.stream.book
         reason = (
-            f"the run stopped ({exc.message})" if isinstance(exc, RunStopped) else "interrupted"
+            f"the run stopped ({exc.message})"
+            if isinstance(exc, RunStopped | Interrupted)
+            else "interrupted"
         )
         read = self._unread(reason)
         elapsed = time.monotonic() - self.started
@@ -219,7 +233,7 @@ class Run:
             complete=False,  # a re-send also sends the rows it never read
         )
         counts = dict(partial.counts)
-        if isinstance(exc, RunStopped):
+        if isinstance(exc, RunStopped | Interrupted):
             message = exc.message
             # a reading error says itself after how many rows the input broke
             if book.not_read is not None and not isinstance(exc, InputError):

@@ -20,11 +20,32 @@ import pandas as pd
 import pyarrow as pa
 
 from ._client import Client, IdentifyOptions, SendEventsOptions, send_keywords
-from ._core.config import ClientConfig, Secret, as_secret
-from ._core.exceptions import ConfigurationError, DeliveryError, Interrupted, RunStopped
-from ._core.text_options import CLIENT_FIELDS
-from ._core.types import DataSource, ExitCode, Kind
-from ._results.result import SendResult, write_frame
+from ._core import (
+    CLIENT_FIELDS,
+    ClientConfig,
+    ConfigurationError,
+    DataSource,
+    DeliveryError,
+    ExitCode,
+    Interrupted,
+    Kind,
+    RunStopped,
+    Secret,
+    as_secret,
+)
+from ._results import SendResult, write_frame
+
+__all__ = [
+    "PARTITION_RESULT_META",
+    "Recorded",
+    "combine",
+    "describe",
+    "identify_task",
+    "record",
+    "send_events_task",
+    "send_partition",
+    "undelivered",
+]
 
 _SUMMARY_STATES = ("sent", "skipped", "invalid", "rejected", "failed")
 # the CLI's exit code for a run that stopped part way (transport, ledger, input); an
@@ -55,7 +76,7 @@ class Recorded:
 
     kind: str
     result: SendResult | None
-    error: RunStopped | None
+    error: RunStopped | Interrupted | None
     files: dict[str, str]
     elapsed_s: float
 
@@ -99,7 +120,7 @@ def record(kind: str, send: Callable[[], SendResult], results_dir: str | Path | 
     started = time.monotonic()
     try:
         result = send()
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         files = write_results(kind, exc.chunks, exc.rows, results_dir)
         return Recorded(kind, None, exc, files, time.monotonic() - started)
     files = write_results(kind, result.chunks, result.rows, results_dir)

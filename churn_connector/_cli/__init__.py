@@ -28,25 +28,32 @@ import pyarrow
 
 from ..__version__ import __version__
 from .._client import Client
-from .._core.config import ClientConfig
-from .._core.exceptions import ChurnConnectorError, Interrupted, RunStopped, StorageError
-from .._core.types import ExitCode
-from .._core.words import command_line, text_table
-from .._results.result import check_result_path, not_read_row, write_frames
-from .._results.runs import now_utc
+from .._core import (
+    ChurnConnectorError,
+    ClientConfig,
+    ExitCode,
+    Interrupted,
+    RunStopped,
+    StorageError,
+    command_line,
+    text_table,
+)
+from .._results import check_result_path, not_read_row, now_utc, write_frames
 from .._run import Terminated, signal_of
-from .ledger import add_ledger_parser
-from .ledger import run as ledger_command
-from .options import (
+from .flags import (
     add_data_arguments,
     add_send_arguments,
     client_options,
     data_options,
     send_options,
 )
+from .ledger import add_ledger_parser
+from .ledger import run as ledger_command
 from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
 from .track import add_track_parser, run_track
 from .validate import add_validate, run_validate
+
+__all__ = ["build_parser", "main", "run"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,9 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     send = sub.add_parser("send", help="validate, then send the valid rows")
     _add_verbosity(send, argparse.SUPPRESS)
     add_data_arguments(send)
-    send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    # one flag, max_concurrency or identify_concurrency by kind
-    send.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
     add_receipts(send)
@@ -130,12 +134,8 @@ def _send(args: argparse.Namespace) -> int:
     started = now_utc()
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
-    client = client_options(args)
-    if args.concurrency is not None:
-        key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
-        client[key] = args.concurrency
     # a dry run contacts nothing: it needs no base URL and no key
-    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client)
+    config = ClientConfig.create(api_key=None, dry_run=args.dry_run, **client_options(args))
     sender = Client(config=config)
     send = sender.send_events if args.kind == "events" else sender.identify
     try:
@@ -145,7 +145,7 @@ def _send(args: argparse.Namespace) -> int:
             **send_options(args),
             **data_options(args),
         )
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
         rows = None if exc.rows is None else [exc.rows]
         if rows is not None and exc.not_read is not None:
@@ -232,8 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["sandbox"]:
         # a separate program with its own options, loaded only when asked for
-        sandbox_cli = importlib.import_module("churn_connector._sandbox._cli")
-        return int(sandbox_cli.main(args_list[1:]))
+        from .._sandbox import main as sandbox_main  # noqa: PLC0415
+
+        return int(sandbox_main(args_list[1:]))
     args = build_parser().parse_args(args_list)
     if args.verbose and args.quiet:
         print("churn-connector: error: -v and -q contradict each other", file=sys.stderr)

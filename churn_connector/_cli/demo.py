@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from .._client import Client
-from .._core.words import text_table
-from .._events.api import validate_events
-from .._identities.api import validate_identities
-from .._results.result import SendResult
+from .._core import text_table
+from .._events import validate_events
+from .._identities import validate_identities
+from .._results import SendResult
 from .._sandbox import Sandbox
-from .._validate.report import ValidationReport
+from .._validate import ValidationReport
 from ..samples import sample_events, sample_users
 
 _CHUNK_COLUMNS = ["chunk", "events", "first_row", "last_row", "status", "http_status", "attempts"]

@@ -20,9 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .._core.exceptions import ConfigurationError
-from .._core.types import ExitCode
-from .._core.words import text_table
+from .._core import ConfigurationError, ExitCode, text_table
 from .._ledger import EVENT_RETENTION_DAYS, EXPORT_SCHEMA, Ledger, command_line_location
 
 _LOCATION_HELP = (

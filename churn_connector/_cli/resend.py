@@ -15,14 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from .._client import Client
-from .._core.config import ClientConfig
-from .._core.exceptions import RunStopped
-from .._core.types import Kind
+from .._core import ClientConfig, Interrupted, Kind, RunStopped
 from .._resend import merged_rows, plan_resend, send_plan
-from .._results.result import SendResult, append_line, check_result_path, write_frame, write_frames
-from .._results.runs import now_utc, receipt_line, receipts_path, stored_header
-from .._results.runs import stopped_receipt as receipt_of_stopped
-from .options import (
+from .._results import (
+    SendResult,
+    append_line,
+    check_result_path,
+    now_utc,
+    receipt_line,
+    receipts_path,
+    stored_header,
+    write_frame,
+    write_frames,
+)
+from .._results import stopped_receipt as receipt_of_stopped
+from .flags import (
     add_data_arguments,
     add_send_arguments,
     client_options,
@@ -62,8 +69,6 @@ def add_resend(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="re-send the rows the API rejected too (after fixing the API's side)",
     )
-    p.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    p.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     p.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     p.add_argument(
         "--rows", type=Path, help="write the whole input's per-row frame, updated (.csv/.parquet)"
@@ -83,16 +88,12 @@ def run_resend(args: argparse.Namespace) -> int:
     args.kind = kind
     options = {**send_options(args), **data_options(args)}
     plan = plan_resend(args.rows_file, args.file, include_rejected=args.include_rejected, **options)
-    client = client_options(args)
-    if args.concurrency is not None:
-        key = "max_concurrency" if kind == "events" else "identify_concurrency"
-        client[key] = args.concurrency
-    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client)
+    config = ClientConfig.create(api_key=None, dry_run=args.dry_run, **client_options(args))
     try:
         result = send_plan(
             plan, Client(config=config), progress=False if quiet else None, **options
         )
-    except RunStopped as exc:
+    except (RunStopped, Interrupted) as exc:
         if args.results is not None and exc.chunks is not None:
             write_frame(exc.chunks, args.results)
         stopped_receipt(args, "resend", kind, exc, started)
@@ -123,7 +124,11 @@ def result_receipt(args: argparse.Namespace, command: str, result: SendResult) -
 
 
 def stopped_receipt(
-    args: argparse.Namespace, command: str, kind: str, exc: RunStopped, started: dt.datetime
+    args: argparse.Namespace,
+    command: str,
+    kind: str,
+    exc: RunStopped | Interrupted,
+    started: dt.datetime,
 ) -> None:
     """Append the receipt of a run that stopped part way (``--receipts``)."""
     if getattr(args, "receipts", None) is None:

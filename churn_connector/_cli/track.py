@@ -23,21 +23,20 @@ from typing import IO, Any
 import orjson
 
 from .._client import Client
-from .._core.config import ClientConfig
-from .._core.exceptions import (
+from .._core import (
     ChurnConnectorError,
+    ClientConfig,
     ConfigurationError,
     DataValidationError,
     DeliveryError,
+    ExitCode,
     InputError,
     TransportError,
 )
-from .._core.types import ExitCode
-from .._json.repeats import repeat_in
-from .._json.values import repeated_text_key
-from .._read.ndjson import repeat_of
-from .._track.handles import TrackHandle
-from .options import add_client_arguments, client_options
+from .._json import repeat_in, repeated_text_key
+from .._read import repeat_of
+from .._track import TrackHandle
+from .flags import add_client_arguments, add_event_flags, client_options
 
 __all__ = ["add_track_parser", "run_track"]
 
@@ -78,10 +77,8 @@ def add_track_parser(sub: Any, add_verbosity: Any) -> None:
         "--message-id", metavar="ID", help="your own id for it (a webhook's event id)"
     )
     track.add_argument("--ndjson", metavar="FILE", help="send the events of FILE (- for stdin)")
-    track.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    track.add_argument("--naive-timezone", metavar="TZ", help="zone of a time without offset")
-    track.add_argument("--namespace", help="salt for hashed message ids")
-    add_client_arguments(track)  # --deadline, timeouts, retries, trust: as send takes them
+    add_event_flags(track, ("naive_timezone", "namespace"))
+    add_client_arguments(track)  # --base-url, --deadline, timeouts, retries: as send takes them
 
 
 def _properties(args: argparse.Namespace) -> dict[str, Any]:
@@ -145,7 +142,7 @@ def run_track(args: argparse.Namespace) -> int:
         raise ConfigurationError("give EVENT_TYPE --user ID, or --ndjson FILE, not both")
     if args.ndjson is None and (args.event_type is None or args.user is None):
         raise ConfigurationError("give EVENT_TYPE and --user ID (or --ndjson FILE)")
-    client = Client(config=ClientConfig.create(args.base_url, None, **client_options(args)))
+    client = Client(config=ClientConfig.create(api_key=None, **client_options(args)))
     options = {"naive_timezone": args.naive_timezone, "namespace": args.namespace}
     if args.ndjson is not None:
         return _ndjson(client, args, options)

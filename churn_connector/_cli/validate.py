@@ -14,18 +14,23 @@ import traceback
 from pathlib import Path
 from typing import Any, get_args
 
-from .._core.declare import options_of
-from .._core.exceptions import ChurnConnectorError, ConfigurationError
-from .._core.types import ExitCode
-from .._events.api import validate_events
-from .._identities.api import validate_identities
-from .._read.text import Format
-from .._results.result import check_result_path, write_frame, write_text
-from .._validate.ci import GITHUB_CAP, github_lines, junit_xml
-from .._validate.document import FIRST_FAILURES, document, dumps
-from .._validate.gate import GateOptions
-from .._validate.report import ValidationReport, write_rows
-from .options import _given, add_data_arguments, add_flag, data_options
+from .._core import ChurnConnectorError, ConfigurationError, ExitCode, options_of
+from .._events import validate_events
+from .._identities import validate_identities
+from .._read import Format
+from .._results import check_result_path, write_frame, write_text
+from .._validate import (
+    FIRST_FAILURES,
+    GITHUB_CAP,
+    GateOptions,
+    ValidationReport,
+    dumps,
+    github_lines,
+    junit_xml,
+    report_document,
+    write_rows,
+)
+from .flags import _given, add_data_arguments, add_flag, data_options
 
 FORMATS = ("text", "json", "github")
 INPUT_FORMATS: tuple[str, ...] = get_args(Format)
@@ -130,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
             say("the input holds no rows: nothing to validate")
         say(f"gate: {verdict.status}" + "".join(f"; {r}" for r in verdict.reasons))
     if args.output == "json" or args.json is not None:
-        text = dumps(document(report, verdict, first=max(args.first, 0)))
+        text = dumps(report_document(report, verdict, first=max(args.first, 0)))
         if args.output == "json":
             sys.stdout.write(text)
         if args.json is not None:

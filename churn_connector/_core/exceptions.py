@@ -1,27 +1,25 @@
-"""Exceptions raised by churn_connector.
+"""Exceptions raised by churn_connector: one tree, drawn below and held to the classes by a test.
 
-Every error the package raises on purpose derives from one root, ``ChurnConnectorError`` (an
-``Exception``). A send that stops part way raises a ``RunStopped``, which carries what the
-run did before it stopped; an interrupt is a ``RunStopped`` too, but a ``KeyboardInterrupt``
-rather than an ``Exception``, so a caller's ``except Exception:`` never swallows Ctrl-C, a
-notebook's stop button or an orchestrator's kill::
+Every error the package raises on purpose is a ``ChurnConnectorError`` (an ``Exception``),
+each class with one public parent. The one exception to that is ``Interrupted``: an
+interrupt is a ``KeyboardInterrupt``, not an error, so a caller's ``except Exception:``
+never swallows Ctrl-C, a notebook's stop button or an orchestrator's kill (the drawing is
+checked against the classes by ``tests/core/test_exceptions.py``)::
 
     Exception
-    └── ChurnConnectorError          every error raised on purpose              retryable
-        ├── ConfigurationError       bad options; key or base URL missing       no
-        ├── DataValidationError      some rows invalid     .n_invalid .n_rows   no
-        ├── InputError ─────────┐    the input unreadable  .path .line          no*
-        ├── TransportError ─────┤    the API unusable      .status .attempts    yes*
-        │   └── AuthenticationError  401/403: the key refused; stops at once    no
-        ├── LedgerError ────────┤    the ledger unwritable .path                no*
-        ├── StorageError ───────┤    a local file unwritable .path .errno       no*
-        ├── QueueFull           │    a tracker's queue full .max_queue          yes
-        └── DeliveryError       │    rows not delivered  .counts .rows .chunks  *
-    KeyboardInterrupt           │
-    └── Interrupted ────────────┤    Ctrl-C, SIGTERM, an orchestrator's kill    yes
-                                │                          .signal
-                                ▼
-    RunStopped (a BaseException)     a send stopped part way: .counts .rows .chunks
+    └── ChurnConnectorError          every error raised on purpose                  retryable
+        ├── ConfigurationError       bad options; key or base URL missing           no
+        ├── DataValidationError      rows invalid  .n_invalid .n_rows .checks       no
+        ├── QueueFull                a tracker's queue full  .max_queue             yes
+        ├── DeliveryError            rows not delivered  .counts .rows .chunks      *
+        └── RunStopped               a run stopped  .counts .rows .chunks           no
+            ├── InputError           the input unreadable  .path .line              no*
+            ├── TransportError       the API unusable  .status .attempts            yes*
+            │   └── AuthenticationError  401/403: the key refused; stops at once    no
+            ├── LedgerError          the ledger unwritable  .path                   no*
+            └── StorageError         a local file unwritable  .path .errno          no*
+    KeyboardInterrupt
+    └── Interrupted                  Ctrl-C, SIGTERM, a kill  .signal .counts .rows .chunks  yes
 
 ``retryable`` says whether making the same call again can succeed without changing the data,
 the options or the environment first. The starred classes decide per instance, from the
@@ -34,11 +32,14 @@ were only ``rejected`` or invalid. An ``Interrupted`` is retryable (nothing was 
 an interrupt is someone's decision to stop: it is no ``Exception``, so a retry helper that
 catches ``Exception`` never sees it.
 
-``RunStopped``'s ``.counts`` (rows per state), ``.rows`` and ``.chunks`` (the result frames
-of what happened before the run stopped) let a caller still write them down:
-``except cc.RunStopped as exc: exc.rows.to_parquet(...)``. ``Interrupted`` stands outside the
-``ChurnConnectorError`` tree: ``except cc.ChurnConnectorError`` does not catch it; catch it by
-name (``except cc.Interrupted``) or as a ``RunStopped``.
+``RunStopped`` is the error that stops a send part way, and the parent of the errors that
+can: its ``.counts`` (rows per state), ``.rows`` and ``.chunks`` (the result frames of what
+happened before the run stopped) let a caller still write them down:
+``except cc.RunStopped as exc: exc.rows.to_parquet(...)``. Raised where no run was going
+(an unreadable file given to ``validate_events``, a refused key on ``track()``), the
+frames are ``None`` and ``counts`` is empty. An ``Interrupted`` carries the same four
+attributes (``.not_read`` too) but is no ``RunStopped``: it cannot be an ``Exception``.
+``except (cc.RunStopped, cc.Interrupted) as exc:`` keeps the record of any stopped run.
 
 Each class declares its attributes as keyword-only constructor arguments. All of them pickle
 and unpickle to an equal message and attributes (``__reduce__``), because Airflow and Spark
@@ -47,7 +48,7 @@ move exceptions between processes. None of them ever holds the API key.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,8 +88,8 @@ class _Described(BaseException):
         return self.message
 
 
-def _rebuild(cls: type[_Described], message: str, state: dict[str, Any]) -> Any:
-    exc = cls.__new__(cls)
+def _rebuild(cls: type[Any], message: str, state: dict[str, Any]) -> Any:
+    exc = BaseException.__new__(cls)
     BaseException.__init__(exc, message)
     exc.__dict__.update(state)
     return exc
@@ -102,8 +103,10 @@ class ChurnConnectorError(_Described, Exception):
 
 
 class _RunResults:
-    """What a stopped or failed run leaves behind: rows per state and the result frames."""
+    """What a stopped or failed run leaves behind: rows per state and the result frames
+    (shared by ``RunStopped``, ``Interrupted`` and ``DeliveryError``)."""
 
+    message: str
     counts: dict[str, int]
     rows: pd.DataFrame | None
     chunks: pd.DataFrame | None
@@ -120,17 +123,26 @@ class _RunResults:
         self.rows = rows
         self.chunks = chunks
 
+    def with_results(
+        self, counts: dict[str, int], rows: pd.DataFrame, chunks: pd.DataFrame
+    ) -> Self:
+        """The same exception, carrying what the stopped run delivered."""
+        state = {**vars(self), "counts": counts, "rows": rows, "chunks": chunks}
+        rebuilt: Self = _rebuild(type(self), self.message, state)
+        return rebuilt
 
-class RunStopped(_RunResults, _Described):
-    """A send that stopped part way: an error (``InputError``, ``TransportError``,
-    ``LedgerError``) or an interrupt (``Interrupted``).
+
+class RunStopped(_RunResults, ChurnConnectorError):
+    """A send that stopped part way, and the parent of the errors that stop one
+    (``InputError``, ``TransportError``, ``LedgerError``, ``StorageError``).
 
     ``counts`` (rows per state), ``rows`` and ``chunks`` (the per-row and per-request result
     frames) say what the run did before it stopped: every row is accounted for, those never
     sent are ``failed`` with "not sent", the rows never read too where the input's length
     is known (a DataFrame, an Arrow table, a Parquet file); where it is not (a generator, a
-    CSV file), ``not_read`` says from which row on the input was not read. Catch it to keep
-    the record of any stopped run::
+    CSV file), ``not_read`` says from which row on the input was not read. Raised where no
+    run was going (validation, ``track()``), ``rows`` and ``chunks`` are None and ``counts``
+    is empty. Catch it to keep the record of any stopped run::
 
         try:
             client.send_events(path)
@@ -138,16 +150,22 @@ class RunStopped(_RunResults, _Described):
             exc.rows.to_parquet("rows.parquet")
             raise
 
-    Not an ``Exception`` itself (an interrupt must pass ``except Exception``); the errors
-    among its subclasses are ``ChurnConnectorError`` too.
+    An interrupt (``Interrupted``) carries the same attributes but is a
+    ``KeyboardInterrupt``, not a ``RunStopped``: catch ``(cc.RunStopped, cc.Interrupted)``
+    to keep the record of an interrupted run too.
     """
 
-    def with_results(
-        self, counts: dict[str, int], rows: pd.DataFrame, chunks: pd.DataFrame
-    ) -> RunStopped:
-        """The same error, carrying what the stopped run delivered."""
-        state = {**vars(self), "counts": counts, "rows": rows, "chunks": chunks}
-        return _rebuild(type(self), self.message, state)  # type: ignore[no-any-return]
+    def __init__(
+        self,
+        message: str,
+        *,
+        counts: dict[str, int] | None = None,
+        rows: pd.DataFrame | None = None,
+        chunks: pd.DataFrame | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable)
+        self._set_results(counts, rows, chunks)
 
 
 _RunStopped = RunStopped  # its name before it was public (for code written against it)
@@ -170,7 +188,7 @@ class DataValidationError(ChurnConnectorError):
         self.checks = checks
 
 
-class InputError(ChurnConnectorError, RunStopped):
+class InputError(RunStopped):
     """The input cannot be read (unsupported type, unreadable or broken file).
 
     ``path`` and ``line`` say where; raised part way through a send, it also carries what
@@ -190,13 +208,12 @@ class InputError(ChurnConnectorError, RunStopped):
         chunks: pd.DataFrame | None = None,
         retryable: bool | None = None,
     ) -> None:
-        super().__init__(message, retryable=retryable)
+        super().__init__(message, counts=counts, rows=rows, chunks=chunks, retryable=retryable)
         self.path = path
         self.line = line
-        self._set_results(counts, rows, chunks)
 
 
-class TransportError(ChurnConnectorError, RunStopped):
+class TransportError(RunStopped):
     """The API could not be reached or used at all; the run stopped.
 
     ``status`` is the HTTP status that stopped it (None for network failures); when raised
@@ -218,10 +235,9 @@ class TransportError(ChurnConnectorError, RunStopped):
         chunks: pd.DataFrame | None = None,
         retryable: bool | None = None,
     ) -> None:
-        super().__init__(message, retryable=retryable)
+        super().__init__(message, counts=counts, rows=rows, chunks=chunks, retryable=retryable)
         self.status = status
         self.attempts = attempts
-        self._set_results(counts, rows, chunks)
 
 
 class AuthenticationError(TransportError):
@@ -231,7 +247,7 @@ class AuthenticationError(TransportError):
     retryable = False
 
 
-class LedgerError(ChurnConnectorError, RunStopped):
+class LedgerError(RunStopped):
     """The ledger could not be written (read-only, corrupt, disk full); ``path`` names it.
 
     The run stops at the first failed write: a ledger that silently stops recording would
@@ -249,12 +265,11 @@ class LedgerError(ChurnConnectorError, RunStopped):
         chunks: pd.DataFrame | None = None,
         retryable: bool | None = None,
     ) -> None:
-        super().__init__(message, retryable=retryable)
+        super().__init__(message, counts=counts, rows=rows, chunks=chunks, retryable=retryable)
         self.path = path
-        self._set_results(counts, rows, chunks)
 
 
-class StorageError(ChurnConnectorError, RunStopped):
+class StorageError(RunStopped):
     """A local file could not be written: the temporary file that holds the message ids of
     a long send (in the temp folder: ``TMPDIR``), or a result file (``--rows``,
     ``--results``). ``path`` names it, ``errno`` says why (``ENOSPC``: the disk is full;
@@ -276,19 +291,19 @@ class StorageError(ChurnConnectorError, RunStopped):
         chunks: pd.DataFrame | None = None,
         retryable: bool | None = None,
     ) -> None:
-        super().__init__(message, retryable=retryable)
+        super().__init__(message, counts=counts, rows=rows, chunks=chunks, retryable=retryable)
         self.path = path
         self.errno = errno
-        self._set_results(counts, rows, chunks)
 
 
-class Interrupted(RunStopped, KeyboardInterrupt):
+class Interrupted(_RunResults, _Described, KeyboardInterrupt):
     """The run was interrupted (Ctrl-C, a notebook's stop button, SIGTERM, an orchestrator
     stopping the task).
 
-    A ``KeyboardInterrupt`` (and a ``RunStopped``), not an ``Exception``: a caller's
-    ``except Exception:`` lets it through, as it lets Ctrl-C through. Catch it by name to
-    keep the results::
+    A ``KeyboardInterrupt``, not an ``Exception`` (the one class of the package outside the
+    ``ChurnConnectorError`` tree): a caller's ``except Exception:`` lets it through, as it
+    lets Ctrl-C through. It carries what a ``RunStopped`` carries (``counts``, ``rows``,
+    ``chunks``, ``not_read``); catch it by name to keep the results::
 
         try:
             result = client.send_events(path)

@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .declare import FLAGS  # keyword -> flag, from the options' declarations
+from .declarations import FLAGS  # keyword -> flag, from the options' declarations
 
 _COMMAND_LINE: ContextVar[bool] = ContextVar("churn_connector_command_line", default=False)
 

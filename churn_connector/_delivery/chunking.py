@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.contract import EVENTS_PATH, IDENTIFY_PATH
-from .._stream import WireBatch
+from .._core import EVENTS_PATH, IDENTIFY_PATH
+from .._wire import WireBatch
 
 
 @dataclass(slots=True)  # an identify run holds a slice of them ahead of the network

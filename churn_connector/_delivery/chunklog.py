@@ -7,8 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from .._core.columns import Labels
-from .._core.types import ChunkStatus
+from .._core import ChunkStatus, Labels
 
 _NONE = -1  # parent_chunk, http_status: none
 _INTS = 8  # chunk, parent, events, first position, last position, http status, attempts, bytes

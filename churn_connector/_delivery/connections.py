@@ -38,9 +38,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-from .._core.config import ClientConfig, SecretHeaders
-from .._core.exceptions import ConfigurationError
-from .._core.urls import check_proxy, endpoint_of
+from .._core import ClientConfig, ConfigurationError, SecretHeaders, check_proxy, endpoint_of
 from .failures import NetworkFailure, classify, closed_without_answer
 from .pool import BODY_LIMIT, Abort, Answer, Flight, Flights, current_flight
 

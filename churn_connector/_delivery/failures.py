@@ -12,7 +12,7 @@ import http.client
 import socket
 import ssl
 
-from .._core.words import Placeholder, named, option
+from .._core import Placeholder, named, option
 
 # resources of this machine, not of the API: retrying each request cannot help
 _EXHAUSTED = {

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._core.config import SecretHeaders
+from .._core import SecretHeaders
 
 BODY_LIMIT = 64 * 1024  # only a trimmed excerpt is kept; a huge or endless body is cut off
 _WATCH_EVERY = 0.1  # seconds between the watchdog's looks at requests in flight

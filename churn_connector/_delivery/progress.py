@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._notebook.palette import COLOURS, MARKS, ORDER, WORST_FIRST
+from .._notebook import COLOURS, MARKS, ORDER, WORST_FIRST
 
 log = logging.getLogger("churn_connector")
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from .._core.config import RetryPolicy
+from .._core import RetryPolicy
 
 Verdict = Literal["sent", "retry", "reject", "fail", "stop_auth", "stop_endpoint"]
 """sent: acknowledged · retry: try again after a wait · reject: the API refused the content

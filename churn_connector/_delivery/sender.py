@@ -21,10 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._core.book import RowBook
-from .._core.contract import PAST_WINDOW
-from .._core.exceptions import TransportError
-from .._core.types import ChunkStatus, RowState
+from .._core import PAST_WINDOW, ChunkStatus, RowBook, RowState, TransportError
 from .chunking import Request, SizeLimit
 from .chunklog import ChunkLog
 from .prefetch import DeadlinePassed, Handoff, Prefetch, get_feeding

@@ -26,9 +26,16 @@ from typing import Any
 
 import requests  # this module is imported only when a caller hands in a session
 
-from .._core.config import KEY_HEADERS, ClientConfig, SecretHeaders
-from .._core.exceptions import ChurnConnectorError, ConfigurationError, TransportError
-from .._core.urls import endpoint_of, is_loopback
+from .._core import (
+    KEY_HEADERS,
+    ChurnConnectorError,
+    ClientConfig,
+    ConfigurationError,
+    SecretHeaders,
+    TransportError,
+    endpoint_of,
+    is_loopback,
+)
 from .failures import NetworkFailure, classify, closed_without_answer
 from .pool import BODY_LIMIT, Abort, Answer, Flight, Flights
 

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from ..__version__ import __version__
-from .._core.config import ClientConfig, SecretHeaders
-from .._core.exceptions import AuthenticationError, TransportError
+from .._core import AuthenticationError, ClientConfig, SecretHeaders, TransportError
 from .connections import ConnectionPool
 from .failures import NetworkFailure
 from .pool import Abort, Answer, Pool

@@ -13,20 +13,25 @@ from typing import Any
 
 import pandas as pd
 
-from .._core.types import Decimals, EpochUnit, ExtraColumns
-from .._json.values import InexactValue, ValueRules, object_value
-from .._options import utc_now
-from .._validate import columns as _columns
-from .._validate.pandera import pa
-from .._validate.schema import (
+from .._core import Decimals, EpochUnit, ExtraColumns
+from .._json import InexactValue, ValueRules, object_value
+from .._options import EventOptions, utc_now
+from .._validate import (
     EXPLAIN_KEY,
     OWNERS_KEY,
+    PARSES_KEY,
     TIMESTAMPS_KEY,
     SchemaBuilder,
+    elementwise,
+    fullmatch,
+    is_struct,
     message,
+    not_blank,
+    pa,
+    strings_ok,
+    struct_lacks,
     unknown_column,
 )
-from .options import EventOptions
 
 EVENT_TYPE_PATTERN = r"[a-z0-9]+(?:_[a-z0-9]+)*"
 """What an ``event_type`` must match as a whole (``re.fullmatch``): lower-case snake_case."""
@@ -49,7 +54,15 @@ def events_schema(
     ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
     ``epoch_unit`` and ``decimals`` work as for ``validate_events``.
     """
-    return build_schema(EventOptions.given(locals()))
+    return build_schema(
+        EventOptions(
+            now=now,
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            epoch_unit=epoch_unit,
+            decimals=decimals,
+        )
+    )
 
 
 def build_schema(options: EventOptions) -> pa.DataFrameSchema:
@@ -60,21 +73,21 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
     message_id_checks = [
         checks.add(
             "message_id_type",
-            _columns.strings_ok,
+            strings_ok,
             message("message_id must be a string, got {value!r}"),
         ),
         checks.add(
             "message_id_not_blank",
-            _columns.not_blank,
+            not_blank,
             message("message_id must not be empty: fill it, or drop the column to use hashed ids"),
         ),
     ]
     reserved_context = checks.add(
         "context_reserved_key",
         lambda s: (
-            _columns.struct_lacks(s, "$message_id")
-            if _columns.is_struct(s)
-            else _columns.elementwise(s, lambda v: "$message_id" not in _object_or_empty(v, tz))
+            struct_lacks(s, "$message_id")
+            if is_struct(s)
+            else elementwise(s, lambda v: "$message_id" not in _object_or_empty(v, tz))
         ),
         message("context must not carry '$message_id': put it in a message_id column instead"),
     )
@@ -87,12 +100,12 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
             checks=[
                 checks.add(
                     "event_type_type",
-                    _columns.strings_ok,
+                    strings_ok,
                     message("event_type must be a string, got {value!r}"),
                 ),
                 checks.add(
                     "event_type_pattern",
-                    lambda s: _columns.fullmatch(s, EVENT_TYPE_PATTERN),
+                    lambda s: fullmatch(s, EVENT_TYPE_PATTERN),
                     lambda c, v: (
                         f"event_type {v!r} must be lowercase snake_case matching "
                         f"^{EVENT_TYPE_PATTERN}$ (whole value; no spaces, capitals or newlines)"
@@ -126,6 +139,7 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
         metadata={
             EXPLAIN_KEY: checks.explain,
             OWNERS_KEY: checks.owners,
+            PARSES_KEY: checks.parses,
             TIMESTAMPS_KEY: checks.timestamps,
         },
     )

@@ -20,7 +20,7 @@ from typing import IO
 
 import numpy as np
 
-from .._core.storage import temp_file_error
+from .._core import temp_file_error
 
 __all__ = ["SeenIds", "fingerprints"]
 

@@ -8,12 +8,39 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from .._core.types import ADDRESS_WORDS, CHANNELS, BlankConsent, ExtraColumns
-from .._core.words import named, option, shown, type_name
-from .._validate import columns as _columns
-from .._validate.pandera import pa
-from .._validate.schema import EXPLAIN_KEY, OWNERS_KEY, Explain, SchemaBuilder, unknown_column
-from .channels import (
+from .._core import (
+    ADDRESS_WORDS,
+    CHANNELS,
+    BlankConsent,
+    ExtraColumns,
+    named,
+    option,
+    shown,
+    type_name,
+)
+from .._options import (
+    ADDRESS_COLUMNS,
+    CONSENT_COLUMNS,
+    EMAIL_PATTERN,
+    FLAGS,
+    PUSH_COLUMNS,
+    USER_ID,
+    IdentityOptions,
+)
+from .._validate import (
+    EXPLAIN_KEY,
+    OWNERS_KEY,
+    Explain,
+    SchemaBuilder,
+    elementwise,
+    fullmatch,
+    is_text_dtype,
+    not_blank,
+    pa,
+    strings_ok,
+    unknown_column,
+)
+from .._wire import (
     FLAG_SPELLINGS,
     blank_cells,
     channels_problems,
@@ -26,15 +53,6 @@ from .channels import (
     items_without_consent,
     no_duplicate_items,
     phone_addresses,
-)
-from .options import (
-    ADDRESS_COLUMNS,
-    CONSENT_COLUMNS,
-    EMAIL_PATTERN,
-    FLAGS,
-    PUSH_COLUMNS,
-    USER_ID,
-    IdentityOptions,
 )
 
 _FLAT_TRAITS = r"^traits\..+$"
@@ -60,7 +78,7 @@ def _texts_only(test: Callable[[pd.Series], pd.Series]) -> Callable[[pd.Series],
     reported once, by its ``_type`` check, not as a check that could not run."""
 
     def check(s: pd.Series) -> pd.Series:
-        if _columns.is_text_dtype(s) or pd.api.types.is_object_dtype(s.dtype):
+        if is_text_dtype(s) or pd.api.types.is_object_dtype(s.dtype):
             return test(s)
         return pd.Series(True, index=s.index)
 
@@ -71,7 +89,7 @@ def _texts_only(test: Callable[[pd.Series], pd.Series]) -> Callable[[pd.Series],
 def _emails_ok(s: pd.Series) -> pd.Series:
     """Valid addresses once surrounding white space is trimmed (non-strings pass here)."""
     trimmed = pd.Series(email_addresses(s), index=s.index, dtype=object)
-    matched = _columns.fullmatch(trimmed, EMAIL_PATTERN).to_numpy(dtype=bool)
+    matched = fullmatch(trimmed, EMAIL_PATTERN).to_numpy(dtype=bool)
     is_str = s.map(lambda v: isinstance(v, str)).to_numpy(dtype=bool)
     return pd.Series(matched | ~is_str, index=s.index)
 
@@ -84,7 +102,7 @@ def _channel_in(s: pd.Series) -> pd.Series:
 def _strings(checks: SchemaBuilder, prefix: str, explain: Explain | None = None) -> pa.Check:
     return checks.add(
         f"{prefix}_type",
-        _columns.strings_ok,
+        strings_ok,
         explain or (lambda c, v: f"{c} must be text, got {shown(v)} ({type_name(v)})"),
     )
 
@@ -143,7 +161,7 @@ def _push_column(checks: SchemaBuilder) -> pa.Column:
             _strings(checks, "push_token"),
             checks.add(
                 "push_token_not_blank",
-                _columns.not_blank,
+                not_blank,
                 lambda c, v: f"{c} must not be empty or blank: fill it, or leave the cell null",
             ),
         ],
@@ -173,7 +191,7 @@ def _channels_column(checks: SchemaBuilder, *, require_consent: bool) -> pa.Colu
         required.append(
             checks.add(
                 "channels_opted_in_required",
-                lambda s: _columns.elementwise(s, lambda v: not items_without_consent(v)),
+                lambda s: elementwise(s, lambda v: not items_without_consent(v)),
                 lambda c, v: "; ".join(
                     f"channels[{i}] ({channel}) has no opted_in and "
                     f"{option('require_consent')}: give it opted_in true or false, or drop "
@@ -189,7 +207,7 @@ def _channels_column(checks: SchemaBuilder, *, require_consent: bool) -> pa.Colu
             *required,
             checks.add(
                 "channels_type",
-                lambda s: _columns.elementwise(s, lambda v: channels_shape(v) is None),
+                lambda s: elementwise(s, lambda v: channels_shape(v) is None),
                 lambda c, v: (
                     f"{channels_shape(v)}; each item is an object with channel, "
                     "address and optionally opted_in, verified"
@@ -197,12 +215,12 @@ def _channels_column(checks: SchemaBuilder, *, require_consent: bool) -> pa.Colu
             ),
             checks.add(
                 "channels_item",
-                lambda s: _columns.elementwise(s, lambda v: not channels_problems(v)),
+                lambda s: elementwise(s, lambda v: not channels_problems(v)),
                 lambda c, v: "; ".join(channels_problems(v)),
             ),
             checks.add(
                 "repeated_key",
-                lambda s: _columns.elementwise(s, lambda v: not channels_repeat(v)),
+                lambda s: elementwise(s, lambda v: not channels_repeat(v)),
                 checks.repeated_key_message,
             ),
         ],
@@ -324,7 +342,15 @@ def identities_schema(
     region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
     ``blank_consent`` and ``require_consent`` as for ``validate_identities``.
     """
-    return build_schema(IdentityOptions.given(locals()))
+    return build_schema(
+        IdentityOptions(
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            phone_region=phone_region,
+            blank_consent=blank_consent,
+            require_consent=require_consent,
+        )
+    )
 
 
 def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:

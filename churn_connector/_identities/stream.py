@@ -15,15 +15,13 @@ import numpy as np
 import pandas as pd
 import pyarrow
 
-from .._core.types import DataSource, Kind, Note, RowState
-from .._core.words import option, rows_text
-from .._read import ReadSpec, iter_frames, pinned, replayable
-from .._stream import SliceStream, WireBatch
-from .._validate import columns as _columns
-from .consent import ConsentTally
-from .options import USER_ID, IdentityOptions
+from .._core import DataSource, Kind, Note, RowState, option, rows_text
+from .._options import USER_ID, IdentityOptions
+from .._read import ReadSpec, Slice, iter_frames, iter_slices, pinned, replayable
+from .._slices import SliceStream
+from .._validate import id_type_ok, ids_to_wire, not_blank
+from .._wire import ConsentTally, WireBatch, body_bytes, build_identities
 from .schema import build_schema
-from .wire import body_bytes, build_identities
 
 
 class IdentityStream(SliceStream):
@@ -43,12 +41,12 @@ class IdentityStream(SliceStream):
         self._dup_positions = np.array(sorted(self._user_at), dtype=np.int64)
         self.consent = ConsentTally()
 
-    def slices(self) -> Iterator[pd.DataFrame]:
-        return iter_frames(self.data, self.options.reading)
+    def slices(self) -> Iterator[Slice]:
+        return iter_slices(self.data, self.options.reading)
 
-    def process(self, df: pd.DataFrame) -> WireBatch:
+    def process(self, part: Slice | pd.DataFrame) -> WireBatch:
         """Validate and convert one slice; return one identify body per row to send."""
-        positions, bodies = self._bodies(df)
+        positions, bodies = self._bodies(part)
         users = [body[USER_ID] for body in bodies]
         always = set()
         if self.options.duplicates == "in_order":
@@ -56,15 +54,15 @@ class IdentityStream(SliceStream):
             always = {p for p, u in zip(positions, users, strict=True) if u in self._users}
         return WireBatch(positions, users, [body_bytes(b) for b in bodies], always_send=always)
 
-    def objects(self, df: pd.DataFrame) -> list[dict[str, Any]]:
+    def objects(self, part: Slice | pd.DataFrame) -> list[dict[str, Any]]:
         """Like ``process``, but the identify bodies as objects."""
-        return self._bodies(df)[1]
+        return self._bodies(part)[1]
 
-    def _bodies(self, df: pd.DataFrame) -> tuple[list[int], list[dict[str, Any]]]:
-        begun = self.begin(df)
+    def _bodies(self, part: Slice | pd.DataFrame) -> tuple[list[int], list[dict[str, Any]]]:
+        begun = self.begin(part)
         start = begun.start
         bodies, marks = build_identities(begun.work, self.options)
-        self._mark_duplicates(start, start + len(df))
+        self._mark_duplicates(start, start + len(part))
         # rows of the work frame still to be sent (not invalid or skipped as duplicates)
         kept = np.flatnonzero(self.book.status[start + begun.valid] == RowState.PENDING)
         self.consent.add(marks, kept)
@@ -138,8 +136,8 @@ def duplicate_users(data: DataSource, reading: ReadSpec) -> dict[str, list[int]]
     for df in iter_frames(data, reading, columns=[USER_ID]):
         if USER_ID in df.columns:
             s = df[USER_ID]
-            ok = (_columns.id_type_ok(s) & s.notna() & _columns.not_blank(s)).to_numpy(bool)
-            ids.append(pyarrow.array(_columns.ids_to_wire(s[ok]), type=pyarrow.string()))
+            ok = (id_type_ok(s) & s.notna() & not_blank(s)).to_numpy(bool)
+            ids.append(pyarrow.array(ids_to_wire(s[ok]), type=pyarrow.string()))
             positions.append(offset + np.flatnonzero(ok))
         offset += len(df)
     if not ids:

@@ -53,7 +53,7 @@ _ESCAPED[:0x20] = True
 _ESCAPED[[0x22, 0x5C]] = True
 
 
-def format_ms(ms: np.ndarray) -> pa.BinaryArray:
+def format_ms_binary(ms: np.ndarray) -> pa.BinaryArray:
     """Epoch ms -> the wire spelling of each (``_timestamps.ms_text``), as Arrow binary."""
     text = _timestamps.ms_text(ms)
     if text is None:  # outside years 1..9999: never sent, spelled only for messages
@@ -246,6 +246,6 @@ def _json_of(arr: pa.Array, naive_timezone: str | None, *, v2: bool) -> pa.Array
         raw = ints.fill_null(fill).to_numpy(zero_copy_only=False)
         ms = raw * 1000 if per_ms == 0 else raw // per_ms  # floor, before 1970 too
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
-        text = pc.binary_join_element_wise(b'"', format_ms(ms), b'"', b"")
+        text = pc.binary_join_element_wise(b'"', format_ms_binary(ms), b'"', b"")
         return with_nulls(text, ~valid)
     raise NotColumnar(f"struct field of type {t}")  # field_problem says so first

@@ -24,7 +24,7 @@ import pyarrow.json as pjson
 
 from .arrow import BIN, data_bytes, struct_members
 
-__all__ = ["PLAIN", "plain", "plain_members", "plain_table"]
+__all__ = ["PLAIN", "plain_members", "plain_table", "plain_texts"]
 
 _WS = r"[ \t]*"
 _STRING = r'"[^"\\\x00-\x1f]*"'
@@ -36,7 +36,7 @@ PLAIN = rf"^{_WS}\{{(?:{_MEMBER}(?:,{_MEMBER})*|{_WS})\}}{_WS}$"
 _TYPES = (pa.types.is_int64, pa.types.is_string, pa.types.is_boolean)
 
 
-def plain(arr: pa.Array) -> np.ndarray:
+def plain_texts(arr: pa.Array) -> np.ndarray:
     """Which texts of a string column are plain (False for a null)."""
     matched = pc.match_substring_regex(arr, PLAIN).fill_null(False)
     out: np.ndarray = matched.to_numpy(zero_copy_only=False)

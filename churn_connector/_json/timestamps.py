@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from . import timestamp_text as _timetext
 from .timestamp_text import EXAMPLE, NS_PER_UNIT
 
-__all__ = ["EXAMPLE", "NormalizeCache", "Normalized", "TimestampProblem", "normalize"]
+__all__ = ["EXAMPLE", "NormalizeCache", "Normalized", "TimestampProblem", "normalize_timestamps"]
 
 
 class TimestampProblem(IntEnum):
@@ -291,7 +291,7 @@ def _arrow_strings(s: pd.Series) -> pa.Array:
     return arr
 
 
-def normalize(
+def normalize_timestamps(
     s: pd.Series, naive_timezone: str | None = None, epoch_unit: str | None = None
 ) -> Normalized:
     """Normalise one column of timestamps; see the module docstring for what is accepted."""
@@ -334,7 +334,7 @@ def normalize(
 
 
 class NormalizeCache:
-    """``normalize`` with the options of one schema, remembering its last column.
+    """``normalize_timestamps`` with the options of one schema, remembering its last column.
 
     The schema's five timestamp checks (and the wire) look at the same column of the same
     slice; pandera hands each check its own Series object, so the cache compares values
@@ -350,7 +350,7 @@ class NormalizeCache:
         last = self._last
         if last is not None and _same_values(last[0], s):
             return last[1]
-        result = normalize(s, self.naive_timezone, self.epoch_unit)
+        result = normalize_timestamps(s, self.naive_timezone, self.epoch_unit)
         self._last = (s, result)
         return result
 
@@ -369,7 +369,7 @@ def _same_values(a: pd.Series, b: pd.Series) -> bool:
 # -- the one spelling of an instant on the wire ------------------------------------------
 # ``YYYY-MM-DDTHH:MM:SS.mmmZ``: UTC, floored to the millisecond, years 0001..9999. Both wire
 # paths spell columns with ``ms_text`` (the per-row one through ``format_ms``, the
-# column-wise one through ``_json.arrow.format_ms``); ``datetime_to_wire`` spells one
+# column-wise one through ``_json.arrow.format_ms_binary``); ``datetime_to_wire`` spells one
 # ``datetime`` (a dict's value) the same way.
 
 _T2 = np.array([[48 + i // 10, 48 + i % 10] for i in range(100)], dtype=np.uint8)

@@ -28,8 +28,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .._core.types import Decimals, IdFormat
-from .._core.words import named, not_json, option
+from .._core import Decimals, IdFormat, named, not_json, option
 from .repeats import may_repeat, repeat_in
 from .timestamps import datetime_to_wire
 
@@ -82,25 +81,6 @@ def json_floats(values: np.ndarray) -> list[Any]:
         for i, number in zip(at, values[whole].astype(np.int64).tolist(), strict=True):
             out[i] = number
     return out
-
-
-_NESTED = (dict, list)
-
-
-def json_numbers(value: Any) -> Any:
-    """A parsed JSON value with every integral float (|x| < 2**53) an int; nulls kept."""
-    kind = type(value)
-    if kind is dict:
-        # members inline: one call per member would double the time of a flat object
-        return {
-            k: json_number(v) if type(v) is float else json_numbers(v) if type(v) in _NESTED else v
-            for k, v in value.items()
-        }
-    if kind is float:
-        return json_number(value)
-    if kind is list:
-        return [json_numbers(v) for v in value]
-    return value
 
 
 def _is_null(value: Any) -> bool:
@@ -308,11 +288,6 @@ def to_json(
     raise InexactValue(
         path, f"{article} {kind} has no exact JSON form; convert it to str, int or float"
     )
-
-
-def canonical(obj: Any) -> bytes:
-    """Canonical JSON bytes: keys sorted by code point, no white space, UTF-8."""
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 # orjson reads integers beyond 64 bits as floats (silently inexact): text with a long run of

@@ -22,8 +22,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pandas as pd
 import pyarrow as pa
 
-from .._core.config import Secret
-from .._core.exceptions import ConfigurationError
+from .._core import ConfigurationError, Secret
 
 # event records older than this are dead weight: the API refuses events more than 30 days
 # old, so such an event is invalid (or expired) before a ledger is asked about it

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from .._core.exceptions import ConfigurationError, LedgerError
+from .._core import ConfigurationError, LedgerError
 from .base import (
     EVENT_KINDS,
     EVENT_RETENTION_DAYS,

@@ -29,8 +29,7 @@ import pyarrow as pa
 from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict
 
-from .._core.config import Secret
-from .._core.exceptions import ConfigurationError, LedgerError
+from .._core import ConfigurationError, LedgerError, Secret
 from .base import (
     EVENT_KINDS,
     EVENT_RETENTION_DAYS,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeAlias, TypeVar
 
-from .._core.exceptions import LedgerError
+from .._core import LedgerError
 from .base import NATURAL_KIND, Ledger, LedgerUnavailable, scheme_of
 
 log = logging.getLogger("churn_connector")

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import pyarrow as pa
 
-from .._core.exceptions import ConfigurationError
+from .._core import ConfigurationError
 from .base import (
     EVENT_KINDS,
     EVENT_RETENTION_DAYS,

@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._core.exceptions import LedgerError
-from .._core.types import Kind, RowState
-from .._core.words import option
-from .._stream import WireBatch
-from .._validate.report import FailureLog
+from .._core import Kind, LedgerError, RowState, option
+from .._validate import FailureLog
+from .._wire import WireBatch
 from .base import NATURAL_KIND, digest
 from .scoped import ScopedLedger
 

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._core.types import RowState
-from .._core.words import row_label
+from .._core import RowState, row_label
 from .palette import COLOURS, ORDER, STATES, WORST_FIRST
 
 MAX_GROUPS = 6  # failure groups shown; the rest are counted in one line

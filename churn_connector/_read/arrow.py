@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from .._json.values import RepeatedKey
+from .._json import RepeatedKey
 
 # Array.to_pylist(maps_as_pydicts=...) came with pyarrow 20 (apache/arrow#45471); before it,
 # maps are lists of (key, value) pairs and ``pylist`` makes them dicts itself

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._core.exceptions import InputError
+from .._core import InputError
 from .arrow import arrow_to_pandas
 
 INSTALL = 'pip install "churn-connector[avro]"'

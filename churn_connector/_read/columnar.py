@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._core.exceptions import InputError
+from .._core import InputError
 from .arrow import arrow_to_pandas
 
 __all__ = ["arrow_rows", "orc_rows", "read_arrow", "read_orc"]

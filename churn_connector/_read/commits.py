@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .._core.exceptions import InputError
+from .._core import InputError
 
 __all__ = ["committed", "hidden"]
 

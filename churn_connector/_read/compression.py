@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._core.exceptions import InputError
+from .._core import InputError
 
 _MAGIC = {
     b"\x1f\x8b": "gzip",

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._core.exceptions import InputError
+from .._core import InputError
 from .avro import avro_rows
 from .columnar import arrow_rows, orc_rows
 from .files import expand, format_of, part_name

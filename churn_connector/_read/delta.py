@@ -27,8 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.exceptions import ConfigurationError, InputError
-from .._core.words import named
+from .._core import ConfigurationError, InputError, named
 from .tables import DELTA_LOG, At, PinnedTable, extra, refuse_future, refuse_other
 
 __all__ = ["DeltaVersion", "open_delta"]

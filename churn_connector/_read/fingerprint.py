@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._core.exceptions import InputError
-from .._core.words import value_text
+from .._core import InputError, value_text
 from .files import expand, format_of, part_name
 from .tables import PinnedTable
 from .text import DEFAULT_TEXT, TextFormat

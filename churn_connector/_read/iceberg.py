@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from .._core.exceptions import ConfigurationError, InputError
+from .._core import ConfigurationError, InputError
 from .tables import (
     ICEBERG_URL,
     METADATA_SUFFIX,

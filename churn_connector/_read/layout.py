@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.words import on_command_line, option
+from .._core import on_command_line, option
 
 __all__ = ["escaped_quote_hint", "null_cells", "null_problem", "quote_problem"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from .._core.exceptions import InputError
+from .._core import InputError
 
 
 @dataclass(frozen=True)

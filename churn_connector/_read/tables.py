@@ -30,8 +30,7 @@ from typing import Any, Literal
 import pandas as pd
 import pyarrow as pa
 
-from .._core.exceptions import ConfigurationError, InputError
-from .._core.words import named
+from .._core import ConfigurationError, InputError, named
 
 __all__ = [
     "DELTA_LOG",

@@ -24,11 +24,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.declare import FLAGS, declare, registered
-from .._core.exceptions import ConfigurationError, InputError
-from .._core.words import Placeholder, on_command_line, option
-from .._json.repeats import repeat_in
-from .._json.values import BadCell, RepeatedKey, is_missing
+from .._core import (
+    FLAGS,
+    ConfigurationError,
+    InputError,
+    Placeholder,
+    declare,
+    on_command_line,
+    option,
+    registered,
+)
+from .._json import BadCell, RepeatedKey, is_missing, repeat_in
 
 Format = Literal["csv", "tsv", "parquet", "ndjson", "avro"]
 TEXT_FORMATS = ("csv", "tsv")

@@ -1,1 +1,43 @@
 """What a send leaves behind: the SendResult users read, and the result files."""
+
+from __future__ import annotations
+
+from .result import (
+    SendResult,
+    append_line,
+    check_result_path,
+    not_read_row,
+    write_frame,
+    write_frames,
+    write_text,
+)
+from .runs import (
+    HEADER,
+    ROWS_FORMAT,
+    header_of,
+    now_utc,
+    read_rows_file,
+    receipt_line,
+    receipts_path,
+    stopped_receipt,
+    stored_header,
+)
+
+__all__ = [
+    "HEADER",
+    "ROWS_FORMAT",
+    "SendResult",
+    "append_line",
+    "check_result_path",
+    "header_of",
+    "not_read_row",
+    "now_utc",
+    "read_rows_file",
+    "receipt_line",
+    "receipts_path",
+    "stopped_receipt",
+    "stored_header",
+    "write_frame",
+    "write_frames",
+    "write_text",
+]

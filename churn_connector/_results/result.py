@@ -18,13 +18,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._core.book import RowBook
-from .._core.exceptions import ConfigurationError, DeliveryError
-from .._core.storage import storage_error
-from .._core.types import STATE_NAMES, ExitCode, Note, RowState
-from .._delivery.chunklog import ChunkRecord
-from .._notebook.display import Groups, result_html, undelivered_groups
-from .._notebook.plots import states_chart, timeline_chart
+from .._core import (
+    STATE_NAMES,
+    ConfigurationError,
+    DeliveryError,
+    ExitCode,
+    Note,
+    RowBook,
+    RowState,
+    storage_error,
+)
+from .._delivery import ChunkRecord
+from .._notebook import Groups, result_html, states_chart, timeline_chart, undelivered_groups
 from .runs import (
     HEADER,
     header_bytes,

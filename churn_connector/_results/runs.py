@@ -28,8 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..__version__ import __version__
-from .._core.exceptions import ConfigurationError, InputError, Interrupted, RunStopped
-from .._core.types import ExitCode
+from .._core import ConfigurationError, ExitCode, InputError, Interrupted, RunStopped
 
 HEADER = "churn_connector"  # the frame's attrs key, and the Parquet metadata key
 ROWS_FORMAT = "churn-connector rows"
@@ -175,7 +174,7 @@ def receipts_path(path: str | Path) -> Path:
 
 
 def stopped_receipt(
-    command: str, kind: str, error: RunStopped, started_at: dt.datetime
+    command: str, kind: str, error: RunStopped | Interrupted, started_at: dt.datetime
 ) -> dict[str, Any]:
     """The receipt of a run that stopped part way (its exit code: 3, or 128 + the signal)."""
     chunks = error.chunks if error.chunks is not None else pd.DataFrame({"attempts": []})

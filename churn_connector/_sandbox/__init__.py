@@ -6,7 +6,8 @@ identities, stores everything in SQLite and can inject latency, 5xx, 429, stalls
 responses.
 """
 
+from ._cli import main
 from ._core import Sandbox, generate_test_key
 from ._faults import Fault
 
-__all__ = ["Fault", "Sandbox", "generate_test_key"]
+__all__ = ["Fault", "Sandbox", "generate_test_key", "main"]

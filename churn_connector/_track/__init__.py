@@ -1,2 +1,36 @@
 """One-off events: ``track()`` for webhooks, services and scripts (``POST /v1/events/track``),
 the buffered tracker and its durable spool, and the async client."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._core import lazy_names
+from .book import FlushReport, Undelivered
+from .handles import AsyncTrackHandle, TrackHandle
+from .scalar import event_of
+from .send import OneOff, TrackResult
+from .tracker import OnFull, Tracker
+
+if TYPE_CHECKING:
+    from .async_client import AsyncClient, AsyncTracker
+
+__all__ = [
+    "AsyncClient",
+    "AsyncTrackHandle",
+    "AsyncTracker",
+    "FlushReport",
+    "OnFull",
+    "OneOff",
+    "TrackHandle",
+    "TrackResult",
+    "Tracker",
+    "Undelivered",
+    "event_of",
+]
+
+# async_client: loaded on first use (see _core.lazy); type checkers read the imports above
+if not TYPE_CHECKING:
+    __getattr__ = lazy_names(
+        __name__, {"AsyncClient": ".async_client", "AsyncTracker": ".async_client"}
+    )

@@ -20,12 +20,19 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from ..__version__ import __version__
-from .._core.config import ClientConfig
-from .._core.exceptions import AuthenticationError, ConfigurationError, TransportError
-from .._delivery.connections import ssl_context
-from .._delivery.pool import BODY_LIMIT
-from .._delivery.retry import RetryLog, decide, next_wait, retry_testing
-from .._delivery.transport import Outcome, OutcomeStatus, trim, what_it_said
+from .._core import AuthenticationError, ClientConfig, ConfigurationError, TransportError
+from .._delivery import (
+    BODY_LIMIT,
+    Outcome,
+    OutcomeStatus,
+    RetryLog,
+    decide,
+    next_wait,
+    retry_testing,
+    ssl_context,
+    trim,
+    what_it_said,
+)
 
 try:  # httpx: the optional async extra
     import httpx

@@ -23,15 +23,19 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Unpack
 
-from .._core.config import ClientConfig, ClientOptions, Secret, as_secret
-from .._core.contract import EVENTS_PATH, TRACK_PATH
-from .._core.exceptions import (
+from .._core import (
+    EVENTS_PATH,
+    TRACK_PATH,
+    ClientConfig,
+    ClientOptions,
     ConfigurationError,
     DeliveryError,
+    IdFormat,
     QueueFull,
+    Secret,
     TransportError,
+    as_secret,
 )
-from .._core.types import IdFormat
 from .aio_poster import AsyncPoster
 from .book import Book, Entry, FlushReport, State
 from .handles import AsyncTrackHandle

@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .._core.contract import PAST_WINDOW
-from .._core.exceptions import ChurnConnectorError, DeliveryError
+from .._core import PAST_WINDOW, ChurnConnectorError, DeliveryError
 from .send import TrackResult
 from .spool import Spool
 

@@ -1,9 +1,10 @@
 """One event checked and made wire without a DataFrame: the scalar engine.
 
 One set of rules, two engines. For the values of one event this gives the verdict, the check
-names and the wire bytes (message id included) that the batch path (the pandera schema of
-``_events.schema``, then ``_events.wire``) gives for a one-row table of the same values;
-``tests/track/test_scalar.py`` holds the two equal over generated rows, invalid ones included.
+names and the wire bytes (message id included; ``_wire.one_event`` builds them) that the batch
+path (the pandera schema of ``_events.schema``, then ``_wire.events``) gives for a one-row
+table of the same values; ``tests/track/test_scalar.py`` holds the two equal over generated
+rows, invalid ones included.
 
 The common spellings are checked here in plain Python, in a few microseconds: a string id, a
 snake_case event type, an aware ``datetime`` or an RFC 3339 text with its offset, dicts of
@@ -25,20 +26,20 @@ from typing import Any
 
 import pandas as pd
 
-from .._core.contract import FUTURE_WINDOW, PAST_WINDOW
-from .._core.exceptions import DataValidationError
-from .._core.types import IdFormat
-from .._events import ids as _ids
-from .._events.options import EventOptions
-from .._events.schema import EVENT_TYPE_PATTERN, build_schema
-from .._json import timestamps as _timestamps
-from .._json.timestamps import TimestampProblem
-from .._json.values import RepeatedKeyError, canonical, is_missing, object_value
-from .._options import utc_now
-from .._validate import columns as _columns
-from .._validate.schema import explanations
+from .._core import FUTURE_WINDOW, PAST_WINDOW, DataValidationError, IdFormat
+from .._events import EVENT_TYPE_PATTERN, build_schema
+from .._json import (
+    RepeatedKeyError,
+    TimestampProblem,
+    is_missing,
+    normalize_timestamps,
+    object_value,
+)
+from .._options import EventOptions, utc_now
+from .._validate import explanations, fullmatch, id_type_ok, ids_to_wire, not_blank, strings_ok
+from .._wire import Event, make_event
 
-__all__ = ["Event", "Window", "event_of", "options_for", "problems"]
+__all__ = ["Window", "event_of", "options_for", "problems"]
 
 _EVENT_TYPE = re.compile(EVENT_TYPE_PATTERN)
 # the text grammar of ``_json.timestamp_text`` where a zone is written (RFC 3339 and its
@@ -61,15 +62,6 @@ _CODES = {
 }
 _PAST_MS = int(PAST_WINDOW / _MS)
 _FUTURE_MS = int(FUTURE_WINDOW / _MS)
-
-
-@dataclass(frozen=True)
-class Event:
-    """A valid one-off event: its message id, its exact wire bytes, occurred_at in epoch ms."""
-
-    message_id: str
-    body: bytes
-    ms: int
 
 
 @dataclass(frozen=True)
@@ -140,11 +132,11 @@ def _user(value: Any, found: list[str]) -> str | None:
         return str(value)
     column = _one(value)
     before = len(found)
-    if not _passes(_columns.id_type_ok, column):
+    if not _passes(id_type_ok, column):
         found.append("external_user_id_type")
-    if not _passes(_columns.not_blank, column):
+    if not _passes(not_blank, column):
         found.append("external_user_id_not_blank")
-    return _columns.ids_to_wire(column)[0] if len(found) == before else None
+    return ids_to_wire(column)[0] if len(found) == before else None
 
 
 def _event_type(value: Any, found: list[str]) -> str | None:
@@ -158,7 +150,7 @@ def _event_type(value: Any, found: list[str]) -> str | None:
         return value
     column = _one(value)
     before = len(found)
-    if not _passes(_columns.strings_ok, column):
+    if not _passes(strings_ok, column):
         found.append("event_type_type")
     if not _passes(_event_type_pattern, column):
         found.append("event_type_pattern")
@@ -166,7 +158,7 @@ def _event_type(value: Any, found: list[str]) -> str | None:
 
 
 def _event_type_pattern(column: pd.Series) -> pd.Series:
-    return _columns.fullmatch(column, EVENT_TYPE_PATTERN)
+    return fullmatch(column, EVENT_TYPE_PATTERN)
 
 
 def _zoned_ms(match: re.Match[str]) -> int | None:
@@ -210,7 +202,7 @@ def _occurred_ms(value: Any, naive_timezone: str | None, found: list[str]) -> in
             return int(value.value) // 1_000_000
         except OverflowError:
             pass
-    norm = _timestamps.normalize(_one(value), naive_timezone)
+    norm = normalize_timestamps(_one(value), naive_timezone)
     code = TimestampProblem(int(norm.problem[0]))
     if code != TimestampProblem.OK:
         found.append(_CODES[code])
@@ -238,9 +230,9 @@ def _given_id(value: Any, found: list[str]) -> str | None:
         return None
     column = _one(value)
     before = len(found)
-    if not _passes(_columns.strings_ok, column):
+    if not _passes(strings_ok, column):
         found.append("message_id_type")
-    if not _passes(_columns.not_blank, column):
+    if not _passes(not_blank, column):
         found.append("message_id_not_blank")
     return str(value) if len(found) == before else None
 
@@ -276,26 +268,8 @@ def problems(
     assert user is not None
     assert kind is not None
     assert ms is not None
-    wire = {
-        "context": ctx,
-        "event_type": kind,
-        "external_user_id": user,
-        "occurred_at": _ms_text(ms),
-        "properties": props,
-    }
-    row = canonical(wire)
-    if given is not None:
-        return found, Event(given, _ids.with_id(row, canonical(given)), ms)
-    text = _ids.one_id(row, options.namespace, options.id_format)
-    return found, Event(text, _ids.with_id(row, b'"' + text.encode() + b'"'), ms)
-
-
-def _ms_text(ms: int) -> str:
-    """The wire spelling of an instant (``_json.timestamps.ms_text`` for one value)."""
-    t = _EPOCH + ms * _MS
-    return (
-        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:"
-        f"{t.second:02d}.{t.microsecond // 1000:03d}Z"
+    return found, make_event(
+        user, kind, ms, props, ctx, given, namespace=options.namespace, id_format=options.id_format
     )
 
 

@@ -18,12 +18,10 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._core.config import ClientConfig
-from .._core.contract import TRACK_PATH
-from .._core.exceptions import DeliveryError, Interrupted, TransportError
-from .._delivery.transport import HttpPoster, Outcome
+from .._core import TRACK_PATH, ClientConfig, DeliveryError, Interrupted, TransportError
+from .._delivery import HttpPoster, Outcome
 from .._run import signal_of, sigterm_raises
-from .scalar import Event
+from .._wire import Event
 
 if TYPE_CHECKING:
     import requests

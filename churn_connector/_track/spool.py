@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._core.exceptions import ConfigurationError, LedgerError
+from .._core import ConfigurationError, LedgerError
 
 __all__ = ["Owner", "Row", "Spool"]
 

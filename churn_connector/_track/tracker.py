@@ -29,16 +29,16 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._core.config import ClientConfig
-from .._core.contract import EVENTS_PATH
-from .._core.exceptions import (
+from .._core import (
+    EVENTS_PATH,
     ChurnConnectorError,
+    ClientConfig,
     ConfigurationError,
     DeliveryError,
+    IdFormat,
     QueueFull,
     TransportError,
 )
-from .._core.types import IdFormat
 from .book import Book, Entry, FlushReport, State
 from .handles import _SLICE, TrackHandle
 from .scalar import event_of

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._core.types import ADDRESS_WORDS, CHANNELS
+from .._core import ADDRESS_WORDS, CHANNELS
 
 
 @dataclass(frozen=True)

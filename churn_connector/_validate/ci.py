@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .._read.fingerprint import Source
+from .._read import Source
 from .checks import CHECKS
+from .failure_log import failure_line
 from .gate import GateVerdict
-from .report import failure_line
 
 if TYPE_CHECKING:
     from .report import ValidationReport

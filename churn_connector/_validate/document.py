@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..__version__ import __version__
-from .._core.types import Note
-from .._read.fingerprint import Source
+from .._core import Note
+from .._read import Source
 from .checks import CHECKS
 from .gate import GateVerdict
 
@@ -126,7 +126,7 @@ def failure_items(
     return out
 
 
-def document(
+def report_document(
     report: ValidationReport, verdict: GateVerdict, *, first: int = FIRST_FAILURES
 ) -> dict[str, Any]:
     """The JSON document of ``report`` judged by ``verdict`` (see the module)."""

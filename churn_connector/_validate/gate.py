@@ -20,10 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from .._core.declare import declare, registered
-from .._core.exceptions import ConfigurationError
-from .._core.types import ExitCode
-from .._core.words import named
+from .._core import ConfigurationError, ExitCode, declare, named, registered
 from .checks import CHECKS
 
 if TYPE_CHECKING:

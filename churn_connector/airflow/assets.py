@@ -20,7 +20,7 @@ from urllib.parse import SplitResult
 
 from airflow.sdk import Asset
 
-from .._core.types import KINDS
+from .._core import KINDS
 from .provider import CONN_TYPE, DEFAULT_CONN_ID
 
 __all__ = ["SCHEME", "asset_extra", "churn_asset", "create_asset", "sanitize_uri"]

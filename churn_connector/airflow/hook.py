@@ -29,9 +29,15 @@ from urllib.parse import quote, urlencode, urlunsplit
 from airflow.sdk import BaseHook
 
 from .._client import Client
-from .._core.config import TIMEOUT_FIELDS, Secret
-from .._core.exceptions import ChurnConnectorError, ConfigurationError
-from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from
+from .._core import (
+    CLIENT_FIELDS,
+    RETRY_FIELDS,
+    TIMEOUT_FIELDS,
+    ChurnConnectorError,
+    ConfigurationError,
+    Secret,
+    client_options_from,
+)
 from .._ledger import Ledger
 from .provider import CONN_TYPE, DEFAULT_CONN_ID, INTEGRATION
 

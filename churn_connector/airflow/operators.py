@@ -35,12 +35,24 @@ from airflow.sdk import Asset, BaseHook, BaseOperator, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from .._client import send_keywords
-from .._core.exceptions import ChurnConnectorError, ConfigurationError, DeliveryError, RunStopped
-from .._core.text_options import keyword_from_text
-from .._core.types import Kind
+from .._core import (
+    ChurnConnectorError,
+    ConfigurationError,
+    DeliveryError,
+    Interrupted,
+    Kind,
+    RunStopped,
+    keyword_from_text,
+)
 from .._ledger import Ledger, redact, scheme_of, without_password
-from .._results.result import SendResult, append_line
-from .._results.runs import now_utc, receipt_line, receipts_path, stopped_receipt
+from .._results import (
+    SendResult,
+    append_line,
+    now_utc,
+    receipt_line,
+    receipts_path,
+    stopped_receipt,
+)
 from .._tasks import Recorded, record
 from .assets import asset_extra, churn_asset
 from .hook import ChurnHook, base_url_from, ledger_from_connection
@@ -410,7 +422,7 @@ def _refuse_ledger_password(send_options: dict[str, Any]) -> None:
         raise AirflowFailException(str(exc)) from None
 
 
-def _with_note(error: RunStopped, note: str) -> RunStopped:
+def _with_note(error: RunStopped | Interrupted, note: str) -> RunStopped | Interrupted:
     if note:
         error.add_note(note.strip())
     return error

@@ -24,18 +24,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
-from .._core.exceptions import ChurnConnectorError
-from .._core.text_options import keyword_from_text
-from .._core.types import KINDS, Kind
-from .._events.api import validate_events
-from .._events.options import EventOptions
-from .._identities.api import validate_identities
-from .._identities.options import IdentityOptions
-from .._results.result import write_text
-from .._validate.ci import junit_xml
-from .._validate.document import check_counts, document, dumps
-from .._validate.gate import GateOptions, ThresholdArg
-from .._validate.report import ValidationReport
+from .._core import KINDS, ChurnConnectorError, Kind, keyword_from_text
+from .._events import validate_events
+from .._identities import validate_identities
+from .._options import EventOptions, IdentityOptions
+from .._results import write_text
+from .._validate import (
+    GateOptions,
+    ThresholdArg,
+    ValidationReport,
+    check_counts,
+    dumps,
+    junit_xml,
+    report_document,
+)
 from .operators import DEFAULT_RESULTS_DIR, _ChurnSendOperator
 
 if TYPE_CHECKING:
@@ -158,7 +160,7 @@ class ValidateOperator(_ChurnSendOperator):
             "json": folder / f"{self.kind}_validation.json",
             "junit": folder / f"{self.kind}_validation.xml",
         }
-        write_text(dumps(document(report, verdict)), paths["json"])
+        write_text(dumps(report_document(report, verdict)), paths["json"])
         write_text(junit_xml(report, verdict), paths["junit"])
         if report.n_invalid:
             paths["quarantine"] = folder / f"{self.kind}_quarantine.parquet"

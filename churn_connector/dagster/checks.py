@@ -23,12 +23,11 @@ from dagster import (
     asset_check,
 )
 
-from .._core.exceptions import ConfigurationError
-from .._core.types import KINDS
-from .._events.api import validate_events
-from .._identities.api import validate_identities
-from .._validate.document import check_counts as document_counts
-from .._validate.report import ValidationReport
+from .._core import KINDS, ConfigurationError
+from .._events import validate_events
+from .._identities import validate_identities
+from .._validate import ValidationReport
+from .._validate import check_counts as document_counts
 
 __all__ = ["check_counts", "churn_check", "invalid_limit"]
 

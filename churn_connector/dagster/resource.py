@@ -17,8 +17,8 @@ from dagster import ConfigurableResource, Failure, MaterializeResult, MetadataVa
 from pydantic import Field
 
 from .._client import Client
-from .._core.config import Secret
-from .._results.result import SendResult
+from .._core import Secret
+from .._results import SendResult
 from .._tasks import Recorded, record, undelivered
 
 __all__ = ["ChurnResource", "summary_metadata"]

@@ -23,8 +23,8 @@ across the tasks that run at once (``parallelism``; when it is not given, each t
 from __future__ import annotations
 
 from .gate import validate
-from .options import ASSUMED_PARALLELISM, DEFAULT_REQUESTS_PER_SECOND, NAME, SparkSettings
 from .results import identify, partition_by_user, send_events, task_parallelism
+from .settings import ASSUMED_PARALLELISM, DEFAULT_REQUESTS_PER_SECOND, NAME, SparkSettings
 from .source import ChurnCommitMessage, ChurnDataSource, ChurnWriter, register, save
 
 __all__ = [

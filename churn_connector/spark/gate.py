@@ -22,17 +22,22 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from .._core.exceptions import ConfigurationError
-from .._core.types import KINDS, Kind
-from .._events.api import validate_events
-from .._events.options import EventOptions
-from .._identities.api import validate_identities
-from .._identities.options import IdentityOptions
-from .._validate.checks import CHECKS
-from .._validate.document import check_counts, column_counts
-from .._validate.gate import GateOptions, ThresholdArg, check_of_kind, counted_rows, judge
-from .options import ORDER_COLUMN
+from .._core import KINDS, ConfigurationError, Kind
+from .._events import validate_events
+from .._identities import validate_identities
+from .._options import EventOptions, IdentityOptions
+from .._validate import (
+    CHECKS,
+    GateOptions,
+    ThresholdArg,
+    check_counts,
+    check_of_kind,
+    column_counts,
+    counted_rows,
+    judge,
+)
 from .partition import PartitionInput
+from .settings import ORDER_COLUMN
 
 COUNT_SCHEMA = StructType(
     [

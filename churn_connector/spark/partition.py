@@ -21,7 +21,7 @@ from pyspark import TaskContext
 
 from .._read import DEFAULT_SLICE_ROWS
 from .._tasks import Recorded, record
-from .options import ORDER_COLUMN, SparkSettings
+from .settings import ORDER_COLUMN, SparkSettings
 
 
 @dataclass(frozen=True)

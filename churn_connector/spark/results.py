@@ -27,9 +27,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from .._core.exceptions import ConfigurationError
-from .options import ORDER_COLUMN, SparkSettings, refuse_token_on_connect
+from .._core import ConfigurationError
 from .partition import PartitionInput, Where, send
+from .settings import ORDER_COLUMN, SparkSettings, refuse_token_on_connect
 
 RESULT_FIELDS = (
     StructField("partition", IntegerType(), nullable=False),

@@ -36,11 +36,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._core.exceptions import ConfigurationError, DeliveryError
+from .._core import ConfigurationError, DeliveryError
 from .._tasks import combine, describe, undelivered
-from .options import NAME, ORDER_COLUMN, SparkSettings, refuse_token_on_connect
 from .partition import PartitionInput, Where, reported_duplicates, send
 from .results import partition_by_user, task_parallelism
+from .settings import NAME, ORDER_COLUMN, SparkSettings, refuse_token_on_connect
 
 _OPEN, _CLOSE = "[churn-summary]", "[/churn-summary]"
 
@@ -164,7 +164,7 @@ class ChurnDataSource(DataSource):
         settings = self._settings(schema, overwrite, "outputMode('append')")
         try:
             # Spark 4.0 has no Arrow stream writer, which the sink is (module stream.py)
-            from .stream import ChurnStreamWriter  # noqa: PLC0415
+            from .streaming import ChurnStreamWriter  # noqa: PLC0415
         except ImportError as exc:
             raise ConfigurationError(
                 f"the churn streaming sink needs Spark 4.1 or later ({exc})"

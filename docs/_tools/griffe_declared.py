@@ -1,7 +1,7 @@
 """A griffe extension: an option's default, not its declaration, in its class's signature.
 
 Options are dataclass fields declared with ``declare(default, doc=..., help=...)``
-(``churn_connector/_core/declare.py``). griffe's dataclass support reads the defaults of
+(``churn_connector/_core/declarations.py``). griffe's dataclass support reads the defaults of
 ``dataclasses.field(...)`` only, so the API pages would show each keyword's whole declaration
 as its default (``naive_timezone: str | None = declare(None, doc="...", ...)``). This puts
 the default there instead: ``declare``'s first argument, or ``factory()`` for
@@ -14,7 +14,7 @@ from typing import Any
 
 import griffe
 
-DECLARE = "churn_connector._core.declare.declare"
+DECLARE = "churn_connector._core.declarations.declare"
 
 
 class DeclaredDefaults(griffe.Extension):

@@ -14,7 +14,7 @@ from airflow.providers_manager import ProvidersManager
 from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
 import churn_connector as cc
-from churn_connector._core.declare import options_of
+from churn_connector._core.declarations import options_of
 from churn_connector.airflow import ChurnHook
 from churn_connector.airflow.hook import base_url_from, client_options_from_extra
 from churn_connector.airflow.provider import CONN_FIELDS, get_provider_info

@@ -14,7 +14,7 @@ import churn_connector as cc
 import churn_connector._core.book as book_module
 import churn_connector._core.columns as columns_module
 import churn_connector._events.seen as seen_module
-import churn_connector._events.wire as wire_module
+import churn_connector._wire.events as wire_module
 from churn_connector._core.book import RowBook
 from churn_connector._core.columns import ChunkNumbers, Spill
 from churn_connector._events.seen import SeenIds, fingerprints

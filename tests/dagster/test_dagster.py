@@ -20,7 +20,7 @@ from dagster import (
 from dagster._serdes import serialize_value
 
 import churn_connector as cc
-from churn_connector._core.declare import options_of
+from churn_connector._core.declarations import options_of
 from churn_connector.dagster import ChurnResource, churn_check, invalid_limit
 from tests.dagster.conftest import BAD_KEY, GOOD_KEY, KEY_ENV
 

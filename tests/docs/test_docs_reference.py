@@ -4,7 +4,7 @@ by hand names everything the code has, and the README's links lead somewhere.
 Generated between markers, and checked here: the command line (docs/reference/cli.md, from
 the argparse parsers), the validation checks (docs/reference/checks.md, from
 ``churn_connector._validate.checks``) and the options' tables (docs/reference/options.md, from
-the options' declarations, ``churn_connector._core.declare``).
+the options' declarations, ``churn_connector._core.declarations``).
 ``python tests/docs/test_docs_reference.py`` rewrites them (``make docs-reference``).
 """
 
@@ -14,6 +14,7 @@ import argparse
 import ast
 import json
 import re
+import runpy
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -25,8 +26,8 @@ import pytest
 import churn_connector as cc
 from churn_connector import _cli
 from churn_connector._client import IdentifyOptions, SendEventsOptions
-from churn_connector._core.declare import Option, options_of
-from churn_connector._delivery.options import SendOptions
+from churn_connector._core.declarations import Option, options_of
+from churn_connector._delivery.send_options import SendOptions
 from churn_connector._sandbox import _cli as sandbox_cli
 from churn_connector._validate.checks import markdown_table, readme_with_table
 from churn_connector._validate.gate import GateOptions
@@ -356,10 +357,12 @@ def test_no_docstring_cites_a_file_the_repository_does_not_have() -> None:
 
 
 def main() -> int:
-    """Rewrite the generated parts of the reference pages."""
+    """Rewrite the generated parts of the reference pages, and the contributing page's map
+    of the package (checked by tests/core/test_layout.py)."""
     CLI_PAGE.write_text(cli_page_with_reference(CLI_PAGE.read_text()))
     CHECKS_PAGE.write_text(readme_with_table(CHECKS_PAGE.read_text()))
     OPTIONS_PAGE.write_text(options_page_with_tables(OPTIONS_PAGE.read_text()))
+    runpy.run_path(str(DOCS / "_tools" / "package_map.py"))["main"]()
     return 0
 
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
-from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
+from churn_connector._options.events import EventOptions
 from tests.conftest import WireOptions
 
 NOW = pd.Timestamp("2026-11-22T12:00:00Z")

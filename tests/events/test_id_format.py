@@ -14,7 +14,7 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._cli import main
-from churn_connector._events.options import EventOptions
+from churn_connector._options.events import EventOptions
 
 pytestmark = pytest.mark.e2e  # real HTTP or processes throughout
 

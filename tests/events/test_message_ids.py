@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._core.types import IdFormat
-from churn_connector._events import columnar
-from churn_connector._events import ids as id_module
-from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
-from churn_connector._json.values import canonical
-from churn_connector._stream import WireBatch, batches
+from churn_connector._options.events import EventOptions
+from churn_connector._slices import batches
+from churn_connector._wire import column_wise as columnar
+from churn_connector._wire import ids as id_module
+from churn_connector._wire.batch import WireBatch
+from churn_connector._wire.canonical import canonical
 from tests.conftest import WireOptions
 
 UUID8 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

@@ -23,25 +23,25 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._core.types import Decimals, EpochUnit, ExtraColumns, IdFormat
-from churn_connector._events import columnar
 from churn_connector._events.api import validate_events
-from churn_connector._events.options import WIRE_FIELDS, EventOptions
 from churn_connector._events.stream import EventStream
-from churn_connector._events.wire import build_events, build_events_per_row
 from churn_connector._json import parsed
 from churn_connector._json.arrow import floats, quote
-from churn_connector._json.arrow import format_ms as format_ms_arrow
-from churn_connector._json.timestamps import datetime_to_wire, format_ms, normalize
+from churn_connector._json.arrow import format_ms_binary as format_ms_arrow
+from churn_connector._json.timestamps import datetime_to_wire, format_ms, normalize_timestamps
 from churn_connector._json.values import ValueRules, json_number, object_value, problem_of
+from churn_connector._options.events import WIRE_FIELDS, EventOptions
 from churn_connector._read.arrow import arrow_to_pandas
 from churn_connector._read.names import NameStyle
-from churn_connector._stream import batches
+from churn_connector._slices import batches
 from churn_connector._validate.columns import (
     column_problems,
     scalar_column,
     struct_problems,
-    text_objects_ok,
+    text_objects,
 )
+from churn_connector._wire import column_wise as columnar
+from churn_connector._wire.events import build_events, build_events_per_row
 
 TEXT = st.text(
     alphabet=st.one_of(
@@ -206,7 +206,7 @@ def frames(draw: st.DrawFn) -> tuple[pd.DataFrame, EventOptions]:
 
 
 def both(df: pd.DataFrame, options: EventOptions) -> tuple[Any, Any]:
-    ms = normalize(df["occurred_at"]).ms
+    ms = normalize_timestamps(df["occurred_at"]).ms
     return columnar.build(df, options, ms), build_events_per_row(df, options, ms)
 
 
@@ -304,8 +304,8 @@ def test_object_columns_take_the_per_row_path(column: str) -> None:
         }
     )
     with pytest.raises(columnar.Unsupported):
-        columnar.build(df, EventOptions(), normalize(df["occurred_at"]).ms)
-    per_row = build_events_per_row(df, EventOptions(), normalize(df["occurred_at"]).ms)
+        columnar.build(df, EventOptions(), normalize_timestamps(df["occurred_at"]).ms)
+    per_row = build_events_per_row(df, EventOptions(), normalize_timestamps(df["occurred_at"]).ms)
     assert build_events(df, EventOptions()).body.to_pylist() == per_row.body.to_pylist()
 
 
@@ -383,7 +383,7 @@ def test_a_struct_column_is_checked_and_written_as_its_dicts_would_be(data: st.D
         assert bad.tolist() == per_cell
     valid = df.drop(index=df.index[per_cell]).reset_index(drop=True)
     if len(valid):
-        ms = normalize(valid["occurred_at"]).ms
+        ms = normalize_timestamps(valid["occurred_at"]).ms
         reference = build_events_per_row(valid, options, ms)
         try:
             body, digests = columnar.build(valid, options, ms)
@@ -413,7 +413,7 @@ def test_a_struct_of_plain_types_takes_the_columnar_path(
         }
     )
     df = arrow_to_pandas(table, pd.RangeIndex(3))
-    ms = normalize(df["occurred_at"]).ms
+    ms = normalize_timestamps(df["occurred_at"]).ms
     options = EventOptions(id_format=id_format)
     assert struct_problems(df["properties"], options.rules) is not None
     body, _ = columnar.build(df, options, ms)
@@ -487,21 +487,24 @@ def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
     )
     options = EventOptions(id_format=id_format)
     rules = options.rules
-    ok = text_objects_ok(df["properties"], "properties", rules, hand_over=True)
-    assert ok is not None
+    found = text_objects(df["properties"], "properties", rules, hand_over=True)
+    assert found is not None
+    ok = found.ok & ~found.repeated
     per_cell = [
         t is None or problem_of(object_value, t, "properties", rules) is None for t in texts
     ]
     assert ok.tolist() == per_cell
     rows = np.flatnonzero(ok)
     valid = df.iloc[rows].reset_index(drop=True)
-    parsed.carry(df, valid, rows)  # validation's parse reaches the wire step, as in a stream
+    # validation's parse reaches the wire step, as in a stream
+    kept = {"properties": (found.texts, found.members)} if found.members is not None else {}
+    handed = parsed.ParsedTexts(kept).of_rows(df, valid, rows)
     if len(valid):
-        ms = normalize(valid["occurred_at"]).ms
+        ms = normalize_timestamps(valid["occurred_at"]).ms
         reference = build_events_per_row(valid, options, ms)
         # first with validation's parse (where the column is Arrow's), then parsed afresh
-        for _ in range(2):
-            body, digests = columnar.build(valid, options, ms)
+        for given in (handed, parsed.NO_PARSES):
+            body, digests = columnar.build(valid, options, ms, given)
             assert body.to_pylist() == reference.body.to_pylist()
             assert digests.tobytes() == reference.digests.tobytes()
 

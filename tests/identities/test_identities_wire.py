@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from churn_connector import identities_to_wire, validate_identities
-from churn_connector._identities.options import IdentityOptions
 from churn_connector._identities.stream import IdentityStream
-from churn_connector._identities.wire import body_bytes
-from churn_connector._stream import batches
+from churn_connector._options.identities import IdentityOptions
+from churn_connector._slices import batches
+from churn_connector._wire.identities import body_bytes
 
 WHEN = pd.Timestamp("2026-11-20T09:30:00.123987Z")
 BODY_KEYS = {"external_user_id", "traits", "preferred_channel", "channels"}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import churn_connector as cc
 from churn_connector._json.timestamp_text import MAX_MS, MIN_MS, parse_text
-from churn_connector._json.timestamps import TimestampProblem, _wire_spelled, normalize
+from churn_connector._json.timestamps import TimestampProblem, _wire_spelled, normalize_timestamps
 
 OK, BAD_FORMAT = TimestampProblem.OK, TimestampProblem.BAD_FORMAT
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -107,7 +107,7 @@ def test_a_column_with_any_other_spelling_goes_to_the_general_parser_whole(
     texts = ["2026-11-20T09:30:00.123Z", "2026-11-20T11:30:00.123+02:00", text]
     assert _wire_spelled(column(texts)) is None
     assert _wire_spelled(column([text] * 2)) is None
-    norm = normalize(series(texts))
+    norm = normalize_timestamps(series(texts))
     assert norm.problem.tolist() == [OK, OK, problem]
     general = parse_text(pa.array([text]))
     assert norm.ms.tolist() == [1_795_167_000_123] * 2 + [general.ms[0] if general.ok[0] else 0]
@@ -121,7 +121,7 @@ def test_a_column_mixing_z_and_offsets_is_read_by_the_shortcut() -> None:
         "2026-11-19T23:30:00.126-10:00",
     ]
     assert read_as_the_general_parser(column(texts * 50))
-    norm = normalize(series(texts))
+    norm = normalize_timestamps(series(texts))
     assert norm.ms.tolist() == [1_795_167_000_123 + i for i in range(4)]
     assert norm.problem.tolist() == [OK] * 4
 
@@ -217,6 +217,6 @@ def test_the_shortcut_reads_a_shaped_column_only_as_the_general_parser_does(
     upper = all("t" not in t and not t.endswith("z") for t in texts)
     # and it declines nothing the general parser reads, in the upper-case spellings
     assert taken == (bool(general.ok.all()) and upper)
-    norm = normalize(series(texts))
+    norm = normalize_timestamps(series(texts))
     assert (norm.problem == np.where(general.ok, OK, BAD_FORMAT)).all()
     assert norm.ms[general.ok].tolist() == general.ms[general.ok].tolist()

@@ -14,7 +14,7 @@ import pyarrow.csv as pacsv
 import pytest
 
 import churn_connector as cc
-from churn_connector._json.timestamps import TimestampProblem, normalize
+from churn_connector._json.timestamps import TimestampProblem, normalize_timestamps
 
 
 @pytest.fixture
@@ -175,18 +175,24 @@ def test_epoch_numbers_need_their_unit(values: pa.Array, unit: str, now: pd.Time
 
 
 def test_epoch_conversion_is_exact() -> None:
-    ints = normalize(pd.Series([-1, 1795167000123456789], dtype="int64"), epoch_unit="ns")
+    ints = normalize_timestamps(
+        pd.Series([-1, 1795167000123456789], dtype="int64"), epoch_unit="ns"
+    )
     assert ints.ms.tolist() == [-1, 1795167000123]  # floored before 1970 too
-    floats = normalize(pd.Series([1795167000.123456, -0.0005]), epoch_unit="s")
+    floats = normalize_timestamps(pd.Series([1795167000.123456, -0.0005]), epoch_unit="s")
     assert floats.ms.tolist() == [1795167000123, -1]
-    text = normalize(pd.Series(["1795167000.1239999999", "-1"], dtype="str"), epoch_unit="s")
+    text = normalize_timestamps(
+        pd.Series(["1795167000.1239999999", "-1"], dtype="str"), epoch_unit="s"
+    )
     assert text.ms.tolist() == [1795167000123, -1000]
-    ns_floats = normalize(pd.Series([1.795167e18]), epoch_unit="ns")
+    ns_floats = normalize_timestamps(pd.Series([1.795167e18]), epoch_unit="ns")
     assert ns_floats.problem.tolist() == [TimestampProblem.BAD_TYPE]  # not exact at today's dates
 
 
 def test_fractions_floor_to_the_millisecond_before_1970() -> None:
-    norm = normalize(pd.Series(["1969-12-31T23:59:59.9995Z", "1970-01-01T00:00:00.0009Z"]))
+    norm = normalize_timestamps(
+        pd.Series(["1969-12-31T23:59:59.9995Z", "1970-01-01T00:00:00.0009Z"])
+    )
     assert norm.ms.tolist() == [-1, 0]
 
 
@@ -221,7 +227,7 @@ def test_a_column_spelled_as_the_wire_reads_as_the_general_parser_reads_it(text:
     mixed = pd.Series(  # a second spelling in the column: the general parser reads them all
         pd.arrays.ArrowExtensionArray(pa.array([text, "2026-11-20T10:30:00.123+01:00"]))
     )
-    fast, general = normalize(alone, None), normalize(mixed, None)
+    fast, general = normalize_timestamps(alone, None), normalize_timestamps(mixed, None)
     assert (fast.problem == general.problem[0]).all()
     if general.problem[0] == TimestampProblem.OK:
         assert (fast.ms == general.ms[0]).all()

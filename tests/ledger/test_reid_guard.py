@@ -21,10 +21,10 @@ import churn_connector as cc
 from churn_connector._cli import main
 from churn_connector._core.book import RowBook
 from churn_connector._core.types import RowState
-from churn_connector._events.natural import of_slice
 from churn_connector._ledger import NATURAL_KIND, Guard, LedgerStage, ScopedLedger
-from churn_connector._stream import WireBatch
-from churn_connector._validate.report import FailureLog
+from churn_connector._validate.failure_log import FailureLog
+from churn_connector._wire.batch import WireBatch
+from churn_connector._wire.natural_keys import natural_keys_of
 from tests.ledger.conftest import location
 
 ROOT = Path(__file__).parents[2]
@@ -290,7 +290,7 @@ def test_natural_keys_of_rejected_events_are_forgotten_and_failed_ones_kept(
     book = RowBook()
     book.extend(events.index)
     ms = (events["occurred_at"].astype("int64") // 1_000_000).to_numpy()
-    natural = of_slice(events, ms, None)
+    natural = natural_keys_of(events, ms, None)
     batch = WireBatch(
         [0, 1, 2],
         ["id-0", "id-1", "id-2"],

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import churn_connector as cc
-from churn_connector._events import columnar
 from churn_connector._json.values import BadCell
 from churn_connector._read import ReadSpec, iter_frames
 from churn_connector._read.text import convert
+from churn_connector._wire import column_wise as columnar
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 from churn_connector._delivery.transport import HttpPoster, Outcome
 from churn_connector.spark import ChurnCommitMessage, ChurnDataSource, ChurnWriter
 from churn_connector.spark.partition import Where
-from churn_connector.spark.stream import ChurnStreamWriter
+from churn_connector.spark.streaming import ChurnStreamWriter
 
 FLAKY_DIR = "CHURN_TEST_FLAKY_DIR"  # set by conftest before the JVM starts: workers see it
 

@@ -23,9 +23,9 @@ from churn_connector.spark import (
     ChurnWriter,
     SparkSettings,
 )
-from churn_connector.spark.options import ORDER_COLUMN, SEND_OPTIONS
 from churn_connector.spark.partition import coalesce, reported_duplicates
 from churn_connector.spark.results import _ResultsTask
+from churn_connector.spark.settings import ORDER_COLUMN, SEND_OPTIONS
 from churn_connector.spark.source import _text, _typed
 from tests.spark.conftest import ENV_KEY, TOKEN_KEY
 

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import churn_connector as cc
-from churn_connector._events.ids import message_ids, one_id
-from churn_connector._events.options import EventOptions
 from churn_connector._events.stream import EventStream
-from churn_connector._stream import batches
+from churn_connector._options.events import EventOptions
+from churn_connector._slices import batches
 from churn_connector._track.scalar import Window, event_of, options_for, problems
+from churn_connector._wire.ids import message_ids, one_id
 
 NOW = pd.Timestamp("2026-11-21T12:00:00.123456Z")
 ABSENT: Any = object()  # message_id not given at all

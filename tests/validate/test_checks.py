@@ -8,8 +8,8 @@ import pytest
 
 import churn_connector as cc
 from churn_connector._validate.checks import CHECKS, require
+from churn_connector._validate.failure_log import failure_record
 from churn_connector._validate.pandera import pa
-from churn_connector._validate.report import failure_record
 
 
 def declared(schema: pa.DataFrameSchema) -> set[str]:

@@ -16,10 +16,10 @@ import pytest
 import churn_connector as cc
 from churn_connector import identities_schema, identities_to_wire, validate_identities
 from churn_connector._core.types import Duplicates
-from churn_connector._identities.options import IdentityOptions
 from churn_connector._identities.stream import IdentityStream, duplicate_users
+from churn_connector._options.identities import IdentityOptions
 from churn_connector._read import ReadSpec
-from churn_connector._stream import batches
+from churn_connector._slices import batches
 from churn_connector._validate.pandera import schema_errors
 
 

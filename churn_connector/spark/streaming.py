@@ -28,9 +28,9 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from .._core.exceptions import DeliveryError
+from .._core import DeliveryError
 from .._tasks import describe, undelivered
-from .options import SparkSettings
+from .settings import SparkSettings
 from .source import ChurnCommitMessage, ChurnWriter, retries_said
 
 

@@ -1,16 +1,5 @@
-"""Options as values, declared once: small frozen objects, validated at the boundary.
-
-``TableOptions`` holds what every table is read and validated with; ``EventOptions`` and
-``IdentityOptions`` (their wings' ``options``) add their own. Each field declares its option
-(``_core.declare``): the keywords of the public calls, the command line's flags, the names
-Spark and Airflow take, and the docs' options table all come from these fields. The text
-layout is one value, ``text=TextFormat(...)``, whose fields are keywords of their own.
-
-The public calls keep explicit keywords (IDEs and type checkers see them) and make one
-options value of them per call, ``EventOptions.given(locals())``, or take one whole
-(``options=``); a bad value (a typo in ``extra_columns``, an unknown zone, a naive ``now``)
-fails at once with ``ConfigurationError`` instead of deep inside a run.
-"""
+"""TableOptions: what every table (events or identities) is read and validated with, and the
+checks every option value shares (``one_of``, ``utc_now``, ``pairs``)."""
 
 from __future__ import annotations
 
@@ -22,15 +11,29 @@ from typing import Any, Self, get_args
 
 import pandas as pd
 
-from ._core.declare import Option, declare, options_of, registered
-from ._core.exceptions import ConfigurationError
-from ._core.types import Decimals, ExtraColumns, Partitioning
-from ._core.words import alternatives, named
-from ._json.values import ValueRules
-from ._read import DEFAULT_SLICE_ROWS, ReadSpec, TextFormat
-from ._read.names import NAME_STYLES, NameStyle
-from ._read.tables import At
-from ._read.text import DEFAULT_TEXT, DTYPES
+from .._core import (
+    ConfigurationError,
+    Decimals,
+    ExtraColumns,
+    Option,
+    Partitioning,
+    alternatives,
+    declare,
+    named,
+    options_of,
+    registered,
+)
+from .._json import ValueRules
+from .._read import (
+    DEFAULT_SLICE_ROWS,
+    DEFAULT_TEXT,
+    DTYPES,
+    NAME_STYLES,
+    At,
+    NameStyle,
+    ReadSpec,
+    TextFormat,
+)
 
 
 class Pairs(Mapping[str, str]):
@@ -284,27 +287,43 @@ class TableOptions:
         return _keywords(cls)
 
     @classmethod
+    def chosen(cls, whole: Self | None, keywords: Self) -> Self:
+        """The options of a public call: ``keywords``, the value its keywords made (each
+        passed by name, ``EventOptions(now=now, ...)``), or ``whole``, its ``options=``,
+        when one was passed; then every keyword must have stayed at its default."""
+        if whole is None:
+            return keywords
+        whole, plain = cls._whole(whole), cls()
+        _refuse_beside([o.name for o in cls.keywords() if _value(keywords, o) != _value(plain, o)])
+        return whole
+
+    @classmethod
     def given(cls, values: Mapping[str, Any]) -> Self:
-        """The options of a public call's keywords (its ``locals()``: other names are not
-        looked at), or its ``options=`` value when one was passed, whole."""
+        """The options named in ``values`` (other names are not looked at), or its
+        ``"options"`` value when it holds one, whole: for callers that have the options by
+        name, as text configuration gives them (Spark's options, Airflow's
+        ``send_options``, ``resend``'s keywords)."""
         whole = values.get("options")
         if whole is None:
             text = {o.name: values[o.name] for o in options_of(TextFormat) if o.name in values}
             own = {o.name: values[o.name] for o in options_of(cls) if o.name in values}
             return cls(**own, text=TextFormat(**text) if text else DEFAULT_TEXT)
+        whole = cls._whole(whole)
+        _refuse_beside(
+            [
+                o.name
+                for o in cls.keywords()
+                if o.name in values and not o.is_default(values[o.name])
+            ]
+        )
+        return whole
+
+    @classmethod
+    def _whole(cls, whole: object) -> Self:
+        """``options=``, which must be a value of this class."""
         if not isinstance(whole, cls):
             raise ConfigurationError(
                 f"options must be a cc.{cls.__name__}(...), not {type(whole).__name__}"
-            )
-        also = [
-            o.name for o in cls.keywords() if o.name in values and not o.is_default(values[o.name])
-        ]
-        if also:
-            raise ConfigurationError(
-                f"options= holds every option, and {alternatives([f'{n}=' for n in also])} "
-                f"{'was' if len(also) == 1 else 'were'} given too: set "
-                f"{'it' if len(also) == 1 else 'them'} in the options "
-                f"(dataclasses.replace(options, {also[0]}=...))"
             )
         return whole
 
@@ -326,6 +345,22 @@ class TableOptions:
     def rules(self) -> ValueRules:
         """How free-form values become JSON."""
         return ValueRules(self.naive_timezone, self.decimals)
+
+
+def _refuse_beside(also: list[str]) -> None:
+    """Refuse keywords given beside ``options=`` (``also``: their names)."""
+    if also:
+        raise ConfigurationError(
+            f"options= holds every option, and {alternatives([f'{n}=' for n in also])} "
+            f"{'was' if len(also) == 1 else 'were'} given too: set "
+            f"{'it' if len(also) == 1 else 'them'} in the options "
+            f"(dataclasses.replace(options, {also[0]}=...))"
+        )
+
+
+def _value(options: TableOptions, option: Option) -> Any:
+    """The value ``options`` holds for the keyword ``option`` (a text layout's: in ``text``)."""
+    return getattr(options.text if option.owner is TextFormat else options, option.name)
 
 
 def _keywords(cls: type) -> list[Option]:

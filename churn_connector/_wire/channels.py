@@ -1,11 +1,12 @@
 """Channel items (contract 2.3) and the convenience columns that build them (2.4).
 
-Shared by the schema (which checks them) and the wire (which builds them), so both read a
-row the same way. CRM exports spell things their own way; what is unambiguous is read:
-flags as booleans, integer 0/1 or the words true/false, t/f, yes/no, y/n, 1/0 (any case);
-E.164 numbers written with a leading ``+`` and spaces, dots, dashes or parentheses between
-digit groups (national numbers only with ``phone_region``, which ``phonenumbers`` decides);
-emails without surrounding white space (case kept); ``channels`` as a list or as JSON text.
+Shared by the identities schema (which checks them) and the identify bodies (``identities``,
+which build them), so both read a row the same way. CRM exports spell things their own way;
+what is unambiguous is read: flags as booleans, integer 0/1 or the words true/false, t/f,
+yes/no, y/n, 1/0 (any case); E.164 numbers written with a leading ``+`` and spaces, dots,
+dashes or parentheses between digit groups (national numbers only with ``phone_region``,
+which ``phonenumbers`` decides); emails without surrounding white space (case kept);
+``channels`` as a list or as JSON text.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.types import CHANNELS, BlankConsent
-from .._json.repeats import repeat_in
-from .._json.values import is_missing
-from .consent import Consent, Marks, consent_marks, decide
-from .options import (
+from .._core import CHANNELS, BlankConsent
+from .._json import is_missing, repeat_in
+from .._options import (
     ADDRESS_COLUMNS,
     CONSENT_COLUMNS,
     E164_PATTERN,
@@ -31,6 +30,7 @@ from .options import (
     ITEM_FIELDS,
     PUSH_COLUMNS,
 )
+from .consent import Consent, Marks, consent_marks, decide
 
 _EMAIL = re.compile(EMAIL_PATTERN)
 _E164 = re.compile(E164_PATTERN)

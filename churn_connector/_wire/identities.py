@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._json.values import canonical, is_missing
-from .._validate import columns as _columns
+from .._json import is_missing
+from .._options import USER_ID, IdentityOptions
+from .._validate import ids_to_wire, merged_objects
+from .canonical import canonical
 from .channels import convenience_items, explicit_items
 from .consent import EXPLICIT, Marks
-from .options import USER_ID, IdentityOptions
 
 
 def build_identities(
@@ -26,8 +27,8 @@ def build_identities(
     n = len(work)
     if n == 0:
         return [], {}
-    user_ids = _columns.ids_to_wire(work[USER_ID])
-    traits = _columns.merged_objects(work, "traits", options.rules)
+    user_ids = ids_to_wire(work[USER_ID])
+    traits = merged_objects(work, "traits", options.rules)
     preferred = work["preferred_channel"].tolist() if "preferred_channel" in work else [None] * n
     explicit = explicit_items(work)
     convenience, marks = convenience_items(work, options.phone_region, options.blank_consent)

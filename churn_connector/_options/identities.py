@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
-from .._core.declare import declare, registered
-from .._core.exceptions import ConfigurationError
-from .._core.types import CHANNELS, BlankConsent, Duplicates
-from .._options import TableOptions, one_of
+from .._core import CHANNELS, BlankConsent, ConfigurationError, Duplicates, declare, registered
+from .table import TableOptions, one_of
 
 USER_ID = "external_user_id"
 ITEM_FIELDS = ("channel", "address", "opted_in", "verified")

@@ -15,7 +15,8 @@ NAMESPACE is the caller's namespace or the empty string. With ``id_columns`` the
 object is ``{column: wire value}`` for the chosen columns instead (a ``properties.<key>``
 that is absent on a row is ``null``). The wire carries the same bytes (plus the id), so
 one export read by pandas, pyarrow, polars or DuckDB gives the same ids and events; the
-value rules behind that (integral floats, null members omitted) are in ``_values``.
+value rules behind that (integral floats, null members omitted) are in ``_json.values``;
+the canonical spelling itself is ``canonical``.
 
 Id format ``v1`` (``id_format="v1"``, for backfills begun with 0.1) hashes with the prefix
 ``churn-connector/message-id/v1`` and the form of 0.1: floats as orjson spells them
@@ -39,11 +40,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core.columns import Spill
-from .._core.exceptions import ConfigurationError
-from .._core.types import IdFormat
-from .._json.arrow import data_bytes
-from .._json.values import canonical, json_numbers
+from .._core import ConfigurationError, IdFormat, Spill
+from .._json import data_bytes
+from .canonical import canonical, json_numbers
 
 PREFIXES: dict[IdFormat, bytes] = {
     "v1": b"churn-connector/message-id/v1\n",

@@ -14,14 +14,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._client import Client, send_keywords
-from .._core.config import ClientConfig, Secret
-from .._core.exceptions import ConfigurationError
-from .._core.text_options import CLIENT_FIELDS, RETRY_FIELDS, client_options_from, from_text
-from .._core.types import KINDS, Kind
-from .._delivery.options import SendOptions
-from .._events.options import EventOptions
-from .._identities.options import IdentityOptions
+from .._core import (
+    CLIENT_FIELDS,
+    KINDS,
+    RETRY_FIELDS,
+    ClientConfig,
+    ConfigurationError,
+    Kind,
+    Secret,
+    client_options_from,
+    from_text,
+)
+from .._delivery import SendOptions
 from .._ledger import without_password
+from .._options import EventOptions, IdentityOptions
 from .._read import DEFAULT_SLICE_ROWS
 
 NAME = "churn"  # df.write.format("churn")

@@ -28,11 +28,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._json.arrow import contiguous
-from .._validate import columns as _columns
+from .._json import contiguous
+from .._validate import ids_to_wire, is_int_dtype, is_text_dtype
 from . import ids as _ids
 
-__all__ = ["NATURAL_PREFIX", "NaturalKeys", "column_digest", "hex_keys", "of_slice"]
+__all__ = ["NATURAL_PREFIX", "NaturalKeys", "column_digest", "hex_keys", "natural_keys_of"]
 
 # a compatibility promise, like the message ids': a changed prefix forgets every guard
 NATURAL_PREFIX = b"churn-connector/natural-key/v1\n"
@@ -101,21 +101,21 @@ def hex_keys(digests: np.ndarray, ms: np.ndarray) -> list[str]:
 
 
 def _texts(s: pd.Series) -> pa.Array:
-    if _columns.is_text_dtype(s):
+    if is_text_dtype(s):
         return contiguous(s).cast(pa.string())
     return pa.array([str(v) for v in s.tolist()], pa.string())
 
 
 def _user_texts(s: pd.Series) -> pa.Array:
     """The ids as the wire spells them (integers as their digits)."""
-    if _columns.is_int_dtype(s):
+    if is_int_dtype(s):
         return pc.cast(contiguous(s), pa.string())
-    if _columns.is_text_dtype(s):
+    if is_text_dtype(s):
         return contiguous(s).cast(pa.string())
-    return pa.array(_columns.ids_to_wire(s), pa.string())
+    return pa.array(ids_to_wire(s), pa.string())
 
 
-def of_slice(work: pd.DataFrame, ms: np.ndarray, hashed: np.ndarray | None) -> NaturalKeys:
+def natural_keys_of(work: pd.DataFrame, ms: np.ndarray, hashed: np.ndarray | None) -> NaturalKeys:
     """The natural keys of validated rows (``work``, a RangeIndex frame; ``ms``: their
     occurred_at in epoch ms; ``hashed``: the id columns' keys, when ``id_columns`` made
     them). Only references are kept: nothing is hashed until asked."""

@@ -1,4 +1,4 @@
-"""The column-wise wire path: validated rows -> the exact bytes of the per-row path (wire.py).
+"""The column-wise events path: validated rows -> the exact bytes of the per-row path (events).
 
 For every field a column of JSON fragments (``"key":value``, null where the key is omitted)
 is built with Arrow/numpy kernels and the fragments are joined row-wise in C, in canonical
@@ -9,7 +9,7 @@ extra, else a hashlib loop over the rows.
     wire(row)      = ID_OPEN + b'"' + UUID + b'"' + [b","] + TAIL[row]
 
 Both paths share their primitives (``ids``: the hashing loop, the UUID bits and text, the
-context opening; ``_timestamps.ms_text``: the millisecond spelling); byte identity of the
+context opening; ``ms_text``: the millisecond spelling); byte identity of the
 values rests on the rules of ``_json.arrow`` (tests hold both paths to the same bytes).
 
 Which slices take this path (``fallback_reason`` declares it, from the columns alone):
@@ -17,14 +17,14 @@ Which slices take this path (``fallback_reason`` declares it, from the columns a
 ``properties`` / ``context`` as flat ``<kind>.<key>`` columns of integers, booleans, floats,
 strings or datetimes; or as one Arrow struct column whose fields are integers, booleans,
 floats, strings, zoned timestamps or structs of them; or as one column of JSON-object text
-(parsed, validation checked it, and written back sorted). Id format v2 (``_values``):
+(parsed, validation checked it, and written back sorted). Id format v2 (``_json.values``):
 integral floats are written as integers and a struct's null fields are omitted; v1 keeps
 0.1's spelling. Both paths follow ``options.id_format``.
 
 Everything else takes the per-row path, which stays the reference: ``message_id`` columns,
 ``id_columns``, object or categorical columns (dicts, mixed values), an object column beside
 flat columns of the same kind, struct fields of other types (lists, maps, naive timestamps,
-decimals, ...). ``wire.build_events`` logs the reason at DEBUG and counts the paths.
+decimals, ...). ``events.build_events`` logs the reason at DEBUG and counts the paths.
 """
 
 from __future__ import annotations
@@ -37,26 +37,27 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._json import parsed as _parsed
-from .._json import timestamps as _timestamps
-from .._json.arrow import (
+from .._json import (
     BIN,
+    NO_PARSES,
     NotColumnar,
+    ParsedTexts,
+    TimestampProblem,
     contiguous,
     field_problem,
     fixed_width,
     floats,
-    format_ms,
+    format_ms_binary,
     needs_escape,
+    normalize_timestamps,
     quote,
     struct_members,
     with_nulls,
 )
-from .._json.timestamps import TimestampProblem
-from .._json.values import json_numbers
-from .._validate import columns as _columns
+from .._options import EventOptions
+from .._validate import flat_columns, ids_to_wire, is_int_dtype, is_text_dtype
 from . import ids as _ids
-from .options import EventOptions
+from .canonical import json_numbers
 
 _ID_OPEN = _ids.ID_OPEN + b'"'  # the id is a UUID: its JSON is the text in quotes
 
@@ -75,12 +76,12 @@ def fallback_reason(work: pd.DataFrame, options: EventOptions) -> str | None:
     if "message_id" in work.columns:
         return "a message_id column"
     for kind in ("context", "properties"):
-        flat = _columns.flat_columns(work, kind)
+        flat = flat_columns(work, kind)
         if kind in work.columns:
             if flat:
                 return f"a {kind} column beside {kind}.<key> columns"
             cells = work[kind]
-            if _columns.is_text_dtype(cells):
+            if is_text_dtype(cells):
                 continue
             dtype = cells.dtype
             if not (isinstance(dtype, pd.ArrowDtype) and pa.types.is_struct(dtype.pyarrow_dtype)):
@@ -129,8 +130,8 @@ def value_json(
     integral floats are integers."""
     kind = _flat_kind(s.dtype)
     if kind == "time":
-        norm = _timestamps.normalize(s, naive_timezone)
-        return with_nulls(format_ms(norm.ms), norm.problem != TimestampProblem.OK), b'"'
+        norm = normalize_timestamps(s, naive_timezone)
+        return with_nulls(format_ms_binary(norm.ms), norm.problem != TimestampProblem.OK), b'"'
     if kind == "float":
         arr = s.to_numpy(dtype="float64", na_value=np.nan)
         return with_nulls(floats(arr, whole_as_int=v2), np.isnan(arr)), b""
@@ -145,7 +146,12 @@ def value_json(
 
 
 def _object_fragments(
-    work: pd.DataFrame, kind: str, naive_timezone: str | None, *, v2: bool
+    work: pd.DataFrame,
+    kind: str,
+    naive_timezone: str | None,
+    *,
+    v2: bool,
+    parsed: ParsedTexts = NO_PARSES,
 ) -> list[pa.Array | bytes]:
     """Pieces of the sorted ``"key":value`` members of the flat ``<kind>.<key>`` columns,
     to be spliced into the row join: a column without omitted cells goes in inline
@@ -154,17 +160,18 @@ def _object_fragments(
 
     With an always-present column (the anchor), keys before it carry a trailing comma and
     keys after it a leading one. Otherwise the comma depends on whether an earlier key is
-    present in that row (if_else).
+    present in that row (if_else). ``parsed``: validation's parse of a JSON-text column.
     """
     if kind in work.columns:  # alone, as JSON text or an Arrow struct (fallback_reason)
         cells = work[kind]
-        if _columns.is_text_dtype(cells):
-            return [_text_members(cells, v2=v2)]
+        if is_text_dtype(cells):
+            arr = contiguous(cells)
+            return [_text_members(arr, parsed.members(kind, arr), v2=v2)]
         struct = contiguous(cells)
         assert isinstance(struct, pa.StructArray)
         members = struct_members(struct, naive_timezone, v2=v2)
         return [members] if members is not None else []
-    keyed = sorted((c[len(kind) + 1 :], c) for c in _columns.flat_columns(work, kind))
+    keyed = sorted((c[len(kind) + 1 :], c) for c in flat_columns(work, kind))
     columns = []
     for key, column in keyed:
         values, quote = value_json(work[column], naive_timezone, v2=v2)
@@ -197,13 +204,12 @@ def _object_fragments(
     return out
 
 
-def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
-    """The sorted members of each validated JSON-object text (null for a null cell); its
-    nulls are written data and stay, in v2 its integral floats become integers."""
+def _text_members(arr: pa.Array, members: pa.BinaryArray | None, *, v2: bool) -> pa.Array:
+    """The sorted members of each validated JSON-object text of ``arr`` (null for a null
+    cell): ``members`` when validation's parse of these texts was handed over, else parsed
+    here. Its nulls are written data and stay, in v2 its integral floats become integers."""
     # validation refused integers beyond 64 bits, so orjson reads every integer exactly
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    arr = contiguous(s)
-    members = _parsed.take(arr)  # validation's parse, when these are the texts it read
     if members is None:
         members = pa.array(
             [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in arr.to_pylist()],
@@ -228,13 +234,9 @@ _WHOLE_FLOAT = r"[0-9]\.0(?:[,}\]]|$)"
 
 def _user_ids(s: pd.Series) -> tuple[pa.BinaryArray, bytes]:
     """(values, quote) of the ids: JSON is quote + value + quote."""
-    if _columns.is_int_dtype(s):
+    if is_int_dtype(s):
         return pc.cast(contiguous(s), pa.string()).cast(BIN), b'"'
-    arr = (
-        contiguous(s)
-        if _columns.is_text_dtype(s)
-        else pa.array(_columns.ids_to_wire(s), pa.string())
-    )
+    arr = contiguous(s) if is_text_dtype(s) else pa.array(ids_to_wire(s), pa.string())
     if needs_escape(arr):
         return quote(arr), b""
     return arr.cast(BIN), b'"'
@@ -251,20 +253,25 @@ def _event_types(s: pd.Series) -> pa.BinaryArray:
 
 
 def build(
-    work: pd.DataFrame, options: EventOptions, occurred_ms: np.ndarray
+    work: pd.DataFrame,
+    options: EventOptions,
+    occurred_ms: np.ndarray,
+    parsed: ParsedTexts = NO_PARSES,
 ) -> tuple[pa.BinaryArray, np.ndarray]:
     """Wire bytes and id digests of validated rows of ``work``, in row order; raises
     Unsupported when the per-row path must do it. ``occurred_ms``: the rows' occurred_at
-    in epoch ms (validation normalised the column already)."""
+    in epoch ms (validation normalised the column already); ``parsed``: validation's parse
+    of its JSON-object text columns (``_json.parsed``), written from instead of parsing the
+    texts again."""
     reason = fallback_reason(work, options)
     if reason is not None:
         raise Unsupported(reason)
     n = len(work)
     tz = options.rules.naive_timezone
     v2 = options.id_format == "v2"
-    context = _object_fragments(work, "context", tz, v2=v2)
-    properties = _object_fragments(work, "properties", tz, v2=v2)
-    times = format_ms(occurred_ms)
+    context = _object_fragments(work, "context", tz, v2=v2, parsed=parsed)
+    properties = _object_fragments(work, "properties", tz, v2=v2, parsed=parsed)
+    times = format_ms_binary(occurred_ms)
     user_ids, quote = _user_ids(work["external_user_id"])
     tails = pc.binary_join_element_wise(
         *context,

@@ -12,10 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-from .._core.contract import MAX_BATCH_SIZE
-from .._core.declare import declare, options_of, registered
-from .._core.exceptions import ConfigurationError
-from .._core.words import named
+from .._core import MAX_BATCH_SIZE, ConfigurationError, declare, named, options_of, registered
 from .._ledger import Ledger, LedgerArg, command_line_location  # noqa: F401
 
 __all__ = ["SendOptions"]
@@ -73,9 +70,10 @@ class SendOptions:
     max_concurrency: int | None = declare(
         None,
         doc="requests in flight for this call",
-        flag="--concurrency",  # the CLI sets the client's, by kind
+        help="requests in flight at most",
+        flag="--concurrency",
+        metavar="N",
         shown_default="the client's",
-        shown_flag="—",
     )
 
     def __post_init__(self) -> None:
@@ -106,5 +104,6 @@ class SendOptions:
 
     @classmethod
     def given(cls, values: Mapping[str, Any]) -> Self:
-        """The knobs of a send's keywords (its ``locals()``: other names are not looked at)."""
+        """The knobs named in ``values`` (other names are not looked at): for callers that
+        have them by name, as text configuration gives them (Spark's options)."""
         return cls(**{o.name: values[o.name] for o in options_of(cls) if o.name in values})

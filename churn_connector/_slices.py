@@ -1,86 +1,43 @@
-"""The one shape both resources share: slices in, validated wire batches out.
+"""A resource's input, slice by slice: what both wings' streams share (slices in, wire out).
 
-A stream reads its input in slices; for each slice it extends the row book, runs the schema,
-records failures and marks invalid rows (``SliceStream.begin``, the same for events and
-identities), then turns the valid rows into a ``WireBatch``. What spans slices (ids already
-seen, duplicate users, table-level failures) lives on the stream, so a streamed input gives
-the same results as one whole frame. The ledger and the sender take batches from here.
+A stream (the ``Stream`` protocol; each wing's ``stream``) reads its input in slices (a
+``_read.Slice``: the frame, and what its reader says of its rows); for each slice it extends
+the row book, runs the schema, records failures (the reader's problems among them) and marks
+invalid rows (``SliceStream.begin``, the same for events and identities), then turns the
+valid rows into a ``WireBatch`` (``_wire``). What spans slices (ids already seen, duplicate users,
+table-level failures) lives on the stream, so a streamed input gives the same results as one
+whole frame. ``batches`` hands a send its batches (the ledger and the sender take them from
+here); ``report`` validates every slice and sends nothing.
 """
 
 from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
-import pyarrow
 
-from ._core.book import RowBook
-from ._core.types import Kind, Note, RowState
-from ._json import parsed as _parsed
-from ._read.csv import ROW_PROBLEMS
-from ._read.ending import READ_NOTES
-from ._read.fingerprint import Fingerprinter
-from ._read.ndjson import ROW_REPEATS
-from ._read.text import DEFAULT_TEXT
-from ._validate.pandera import pa
-from ._validate.report import FailureLog, ValidationReport, failures_frame, run_schema
+from ._core import Kind, Note, RowBook, RowState
+from ._json import ParsedTexts
+from ._read import DEFAULT_TEXT, Fingerprinter, Slice, as_slice
+from ._validate import FailureLog, ValidationReport, failures_frame, pa, run_schema
+from ._wire import WireBatch
+
+__all__ = [
+    "SliceStream",
+    "Stream",
+    "batches",
+    "paused_gc",
+    "report",
+]
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
 _NAMED_FILES = 3  # files without a final newline named one by one in the notes
-
-
-class NaturalKeyed(Protocol):
-    """An events batch's natural keys (``_events.natural.NaturalKeys``): what the ledger's
-    re-id guard looks up, hashed only when it asks."""
-
-    columns: str  # a digest of the slice's properties/context column names
-
-    def __len__(self) -> int: ...
-
-    def take(self, indices: np.ndarray | list[int]) -> NaturalKeyed: ...
-
-    def hex(self) -> list[str]: ...
-
-
-@dataclass
-class WireBatch:
-    """The rows of one slice that are to be sent, in row order, as wire bytes."""
-
-    positions: list[int]
-    keys: Sequence[str]  # message ids (events) or user ids: what a ledger records
-    bodies: pyarrow.BinaryArray | list[bytes]  # serialised events (Arrow), or identify bodies
-    content: np.ndarray | None = None  # events: 64-bit content keys (the ledger's digests)
-    always_send: set[int] = field(default_factory=set)  # positions a ledger must not skip
-    times: np.ndarray | None = None  # events: occurred_at in epoch ms (send-time window)
-    # events with hashed ids: their natural keys, for a ledger's re-id guard (None: given
-    # message ids, identities, or no ledger to guard)
-    natural: NaturalKeyed | None = None
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def select(self, keep: list[int], *, natural: bool = True) -> WireBatch:
-        """The batch restricted to the entries at indices ``keep`` (without its natural
-        keys unless ``natural``: past the ledger nothing needs them)."""
-        keys = list(self.keys)  # one pass: ids may be formatted as they are read
-        bodies = self.bodies
-        return WireBatch(
-            [self.positions[i] for i in keep],
-            [keys[i] for i in keep],
-            bodies.take(pyarrow.array(keep, pyarrow.int64()))
-            if isinstance(bodies, pyarrow.Array)
-            else [bodies[i] for i in keep],
-            None if self.content is None else self.content[keep],
-            self.always_send,
-            None if self.times is None else self.times[keep],
-            self.natural.take(keep) if natural and self.natural is not None else None,
-        )
 
 
 class Stream(Protocol):
@@ -99,12 +56,13 @@ class Stream(Protocol):
         """What was read, for reports, rows files and receipts."""
         ...
 
-    def slices(self) -> Iterator[pd.DataFrame]:
+    def slices(self) -> Iterator[Slice]:
         """The input, read once more from the start, in slices."""
         ...
 
-    def process(self, df: pd.DataFrame) -> WireBatch:
-        """Validate and convert one slice; return what is to be sent."""
+    def process(self, part: Slice | pd.DataFrame) -> WireBatch:
+        """Validate and convert one slice (a frame alone: one its reader says nothing of);
+        return what is to be sent."""
         ...
 
     def reserve(self, rows: int) -> None:
@@ -118,11 +76,13 @@ class Stream(Protocol):
 
 @dataclass
 class SliceStart:
-    """A slice after validation: where it starts in the book, and its valid rows."""
+    """A slice after validation: where it starts in the book, its valid rows, and what
+    validation parsed of them (for the wire step)."""
 
     start: int
     valid: np.ndarray  # positions within the slice
     work: pd.DataFrame  # the valid rows, relabelled 0..n-1
+    parsed: ParsedTexts  # ``work``'s JSON-object texts, as validation parsed them
 
 
 class SliceStream:
@@ -171,17 +131,19 @@ class SliceStream:
             )
         return found
 
-    def begin(self, df: pd.DataFrame) -> SliceStart:
-        """Add the slice to the book, validate it, record its failures, mark invalid rows."""
+    def begin(self, part: Slice | pd.DataFrame) -> SliceStart:
+        """Add the slice to the book, validate it, record its failures (and the problems
+        its reader found), mark invalid rows."""
+        part = as_slice(part)
+        df = part.frame
         n = len(df)
         self.fingerprinter.add(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        for note in df.attrs.get(READ_NOTES, ()):
+        for note in part.notes:
             # by its text: a slice split in two carries its reader's notes twice
             self.read_notes[note["message"]] = note
-        broken: dict[int, tuple[str, ...]] = df.attrs.get(ROW_PROBLEMS, {})
-        repeats: dict[int, tuple[str, str, str]] = df.attrs.get(ROW_REPEATS, {})
+        broken, repeats = part.problems, part.repeats
         if repeats:
             # an NDJSON line that names a key twice: read last-one-wins, so its values are
             # a guess; refused by name, whatever its other checks found
@@ -202,12 +164,13 @@ class SliceStream:
             self.failures.add(result.records, start, n)
         self.book.set(start + np.flatnonzero(result.invalid), RowState.INVALID)
         valid = np.flatnonzero(~result.invalid)
+        parsed = result.parsed
         if len(valid) == n:  # every row: no copy, and validation's parsed texts still match
             work = df.set_axis(pd.RangeIndex(n), axis=0)
         else:
             work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
-            _parsed.carry(df, work, valid)
-        return SliceStart(start, valid, work)
+            parsed = parsed.of_rows(df, work, valid)
+        return SliceStart(start, valid, work, parsed)
 
 
 @contextmanager
@@ -226,29 +189,18 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def batches(stream: Stream, slices: Iterable[pd.DataFrame] | None = None) -> Iterator[WireBatch]:
+def batches(stream: Stream, slices: Iterable[Slice] | None = None) -> Iterator[WireBatch]:
     """Every slice of the stream's input (or ``slices``: its slices, read elsewhere),
     processed; the first slice's head alone first, so the first requests leave before the
     whole first slice is built."""
-    for k, df in enumerate(stream.slices() if slices is None else slices):
+    for k, part in enumerate(stream.slices() if slices is None else slices):
         head_rows = FIRST_ROWS
-        while k == 0 and len(df) > 2 * head_rows:
+        while k == 0 and len(part) > 2 * head_rows:
             # heads of doubling size: requests leave while the rest of the slice is built
-            head, df = _split(df, head_rows)
+            head, part = part.split(head_rows)
             yield stream.process(head)
             head_rows *= 2
-        yield stream.process(df)
-
-
-def _split(df: pd.DataFrame, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The first ``n`` rows and the rest, each with the reader's notes on its own rows."""
-    head, rest = df.iloc[:n], df.iloc[n:]
-    head.attrs, rest.attrs = dict(df.attrs), dict(df.attrs)
-    for key in (ROW_PROBLEMS, ROW_REPEATS):
-        by_row: dict[int, Any] = df.attrs.get(key, {})
-        head.attrs[key] = {p: t for p, t in by_row.items() if p < n}
-        rest.attrs[key] = {p - n: t for p, t in by_row.items() if p >= n}
-    return head, rest
+        yield stream.process(part)
 
 
 def report(stream: Stream) -> ValidationReport:
@@ -261,9 +213,10 @@ def report(stream: Stream) -> ValidationReport:
     invalid_parts: list[pd.DataFrame] = []
     invalid_positions: list[np.ndarray] = []
     empty: pd.DataFrame | None = None
-    for df in stream.slices():
+    for part in stream.slices():
+        df = part.frame
         start = len(stream.book)
-        stream.process(df)
+        stream.process(part)
         bad = stream.book.status[start : start + len(df)] == RowState.INVALID
         valid_parts.append(df.iloc[np.flatnonzero(~bad)])
         if bad.any():
@@ -299,5 +252,5 @@ def _joined(parts: list[pd.DataFrame], empty: pd.DataFrame | None) -> pd.DataFra
         frame = empty if empty is not None else pd.DataFrame()
     else:
         frame = pd.concat(parts) if len(parts) > 1 else parts[0]
-    frame.attrs.clear()
+    frame.attrs.clear()  # the report's own frames: not the input's attrs, which pandas copies
     return frame

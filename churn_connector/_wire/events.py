@@ -1,4 +1,4 @@
-"""Valid rows -> exact wire objects and their serialised bytes.
+"""Valid event rows -> exact wire bytes: the per-row path, and which path a slice takes.
 
 Only rows that passed validation reach this module, so it converts without re-checking.
 Each event is serialised once, canonically (sorted keys, compact, UTF-8); its message id is
@@ -18,13 +18,13 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from .._json import timestamps as _timestamps
-from .._json.values import canonical
-from .._validate import columns as _columns
-from . import columnar
+from .._json import NO_PARSES, ParsedTexts, format_ms, normalize_timestamps
+from .._options import EventOptions
+from .._validate import ids_to_wire, merged_objects
+from . import column_wise as columnar
 from . import ids as _ids
-from .natural import NATURAL_PREFIX
-from .options import EventOptions
+from .canonical import canonical
+from .natural_keys import NATURAL_PREFIX
 
 _BLOCK = 1024
 log = logging.getLogger("churn_connector")
@@ -84,6 +84,7 @@ def build_events(
     ms: np.ndarray | None = None,
     *,
     natural: bool = False,
+    parsed: ParsedTexts = NO_PARSES,
 ) -> WireEvents:
     """Wire events for validated rows of ``work`` (a RangeIndex frame).
 
@@ -91,16 +92,17 @@ def build_events(
     the rest (object columns, given message ids, ``id_columns``, ...) the per-row one, with
     the reason logged at DEBUG. Both produce the same bytes; ``path`` says which ran.
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
-    ``natural``: with ``id_columns``, also hash the natural keys (``natural.py``) the id
-    columns' values make, while their canonical form is at hand.
+    ``natural``: with ``id_columns``, also hash the natural keys (``natural_keys``) the id
+    columns' values make, while their canonical form is at hand. ``parsed``: validation's
+    parse of ``work``'s JSON-object text columns, which the column-wise path writes from.
     """
     if len(work) == 0:
         return WireEvents(pa.array([], pa.binary()), _EMPTY, None, _EMPTY, np.empty(0, np.int64))
     if ms is None:
         tz = options.rules.naive_timezone
-        ms = _timestamps.normalize(work["occurred_at"], tz, options.epoch_unit).ms
+        ms = normalize_timestamps(work["occurred_at"], tz, options.epoch_unit).ms
     try:
-        body, digests = columnar.build(work, options, ms)
+        body, digests = columnar.build(work, options, ms, parsed)
     except columnar.Unsupported as exc:
         log.debug("wire: %s rows take the per-row path: %s", f"{len(work):,}", exc)
         return build_events_per_row(work, options, ms, natural=natural)
@@ -113,11 +115,11 @@ def build_events_per_row(
     """Wire events row by row, as dicts serialised canonically: any column type."""
     rules = options.rules
     n = len(work)
-    user_ids = _columns.ids_to_wire(work["external_user_id"])
+    user_ids = ids_to_wire(work["external_user_id"])
     event_types = work["event_type"].tolist()
-    times = _timestamps.format_ms(ms)
-    properties = _columns.merged_objects(work, "properties", rules)
-    context = _columns.merged_objects(work, "context", rules)
+    times = format_ms(ms)
+    properties = merged_objects(work, "properties", rules)
+    context = merged_objects(work, "context", rules)
     events = [
         {
             "context": c,

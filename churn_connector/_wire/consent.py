@@ -17,7 +17,7 @@ address; an opt-out there is said in a note, because the API never hears of it. 
 a note, or refused with ``require_consent=True``.
 
 This module decides over whole columns (numpy arrays) and words the notes; ``channels``
-reads the cells, ``schema`` checks them, ``wire`` builds the items.
+reads the cells, ``_identities.schema`` checks them, ``identities`` builds the items.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from typing import get_args
 
 import numpy as np
 
-from .._core.types import CHANNELS, BlankConsent, Note, NoteKind
-from .._core.words import option
-from .options import ADDRESS_COLUMNS, CONSENT_COLUMNS
+from .._core import CHANNELS, BlankConsent, Note, NoteKind, option
+from .._options import ADDRESS_COLUMNS, CONSENT_COLUMNS
 
 NoteKey = tuple[NoteKind, str]  # (kind, column)
 Marks = dict[NoteKey, np.ndarray]  # per row of a slice: the items (or rows) a note counts

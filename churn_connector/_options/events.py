@@ -6,12 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from .._core.declare import declare, registered
-from .._core.exceptions import ConfigurationError
-from .._core.types import EpochUnit, IdFormat
-from .._json.values import ValueRules
-from .._options import TableOptions, one_of, utc_now
-from .._read.names import NAME_STYLES, NameStyle
+from .._core import ConfigurationError, EpochUnit, IdFormat, declare, registered
+from .._json import ValueRules
+from .._read import NAME_STYLES, NameStyle
+from .table import TableOptions, one_of, utc_now
 
 WIRE_FIELDS = ("context", "event_type", "external_user_id", "occurred_at", "properties")
 _NESTED = ("properties.", "context.")
