@@ -22,19 +22,17 @@ from ._core import (
     EpochUnit,
     ExtraColumns,
     IdFormat,
-    Kind,
-    Option,
     Partitioning,
     Secret,
     as_secret,
-    options_of,
 )
 from ._delivery import Request, SendOptions, chunk_events, identify_requests
 from ._events import EventStream
 from ._identities import IdentityStream
+from ._keywords import IdentifyOptions, SendEventsOptions, send_keywords
 from ._ledger import Guard, LedgerArg
 from ._options import EventOptions, IdentityOptions
-from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextOptions
+from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from ._results import SendResult
 from ._run import Run
 from ._track import OneOff, OnFull, Tracker, TrackResult, event_of
@@ -155,8 +153,47 @@ class Client:
         1) and ``batch_size`` default to the client's. Input that breaks part way raises
         InputError carrying what was delivered.
         """
-        keywords = locals()  # first: the keywords by name, checked as two values below
-        table, send = EventOptions.given(keywords), SendOptions.given(keywords)
+        # each keyword to its field: the table's options (or options=, whole), the send's
+        table = EventOptions.chosen(
+            options,
+            EventOptions(
+                now=now,
+                naive_timezone=naive_timezone,
+                extra_columns=extra_columns,
+                namespace=namespace,
+                id_columns=id_columns,
+                slice_rows=slice_rows,
+                rename=rename,
+                dtypes=dtypes,
+                encoding=encoding,
+                decimals=decimals,
+                epoch_unit=epoch_unit,
+                id_format=id_format,
+                rename_style=rename_style,
+                version=version,
+                as_of=as_of,
+                snapshot_id=snapshot_id,
+                partitioning=partitioning,
+                event_type_style=event_type_style,
+                text=TextFormat(
+                    delimiter=delimiter,
+                    header=header,
+                    columns=columns,
+                    escape=escape,
+                    null=null,
+                    quote=quote,
+                    format=format,
+                ),
+            ),
+        )
+        send = SendOptions(
+            dry_run=dry_run,
+            ledger=ledger,
+            new_ids=new_ids,
+            progress=progress,
+            batch_size=batch_size,
+            max_concurrency=max_concurrency,
+        )
         config = self.config
         if send.batch_size is not None:
             config = config.with_options(batch_size=send.batch_size)
@@ -229,8 +266,43 @@ class Client:
         for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
         client's ``identify_concurrency``.
         """
-        keywords = locals()  # first: the keywords by name, checked as two values below
-        table, send = IdentityOptions.given(keywords), SendOptions.given(keywords)
+        # each keyword to its field: the table's options (or options=, whole), the send's
+        table = IdentityOptions.chosen(
+            options,
+            IdentityOptions(
+                naive_timezone=naive_timezone,
+                extra_columns=extra_columns,
+                phone_region=phone_region,
+                duplicates=duplicates,
+                slice_rows=slice_rows,
+                rename=rename,
+                dtypes=dtypes,
+                encoding=encoding,
+                decimals=decimals,
+                blank_consent=blank_consent,
+                require_consent=require_consent,
+                rename_style=rename_style,
+                version=version,
+                as_of=as_of,
+                snapshot_id=snapshot_id,
+                partitioning=partitioning,
+                text=TextFormat(
+                    delimiter=delimiter,
+                    header=header,
+                    columns=columns,
+                    escape=escape,
+                    null=null,
+                    quote=quote,
+                    format=format,
+                ),
+            ),
+        )
+        send = SendOptions(
+            dry_run=dry_run,
+            ledger=ledger,
+            progress=progress,
+            max_concurrency=max_concurrency,
+        )
         stream = IdentityStream(data, table)
         concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
         run = Run(
@@ -332,62 +404,6 @@ class Client:
         )
 
 
-class SendEventsOptions(TextOptions, total=False):
-    """The keywords of :meth:`Client.send_events` (for the one-call form and tasks)."""
-
-    dry_run: bool
-    now: Any
-    naive_timezone: str | None
-    extra_columns: ExtraColumns
-    namespace: str | None
-    id_columns: Sequence[str] | None
-    batch_size: int | None
-    max_concurrency: int | None
-    progress: bool | None
-    slice_rows: int
-    ledger: LedgerArg
-    new_ids: bool
-    rename: Mapping[str, str] | None
-    dtypes: Mapping[str, str] | None
-    encoding: str
-    decimals: Decimals
-    epoch_unit: EpochUnit | None
-    rename_style: NameStyle | None
-    version: int | None
-    as_of: Any
-    snapshot_id: int | None
-    partitioning: Partitioning | None
-    event_type_style: NameStyle | None
-    id_format: IdFormat
-    options: EventOptions | None
-
-
-class IdentifyOptions(TextOptions, total=False):
-    """The keywords of :meth:`Client.identify` (for the one-call form and tasks)."""
-
-    dry_run: bool
-    naive_timezone: str | None
-    extra_columns: ExtraColumns
-    phone_region: str | None
-    duplicates: Duplicates
-    max_concurrency: int | None
-    progress: bool | None
-    slice_rows: int
-    ledger: LedgerArg
-    rename: Mapping[str, str] | None
-    dtypes: Mapping[str, str] | None
-    encoding: str
-    decimals: Decimals
-    blank_consent: BlankConsent
-    require_consent: bool
-    rename_style: NameStyle | None
-    version: int | None
-    as_of: Any
-    snapshot_id: int | None
-    partitioning: Partitioning | None
-    options: IdentityOptions | None
-
-
 def send_events(
     data: DataSource,
     base_url: str | None = None,
@@ -456,12 +472,3 @@ def track(
         )
     finally:
         client.close()
-
-
-def send_keywords(kind: Kind) -> list[Option]:
-    """The declared keywords of :meth:`Client.send_events` (``"events"``) or
-    :meth:`Client.identify` (``"identities"``): the table's, then the send's. With
-    ``options``, these are what Airflow's ``send_options``, Spark's options and
-    ``send_partition`` take by name."""
-    table = EventOptions if kind == "events" else IdentityOptions
-    return [*table.keywords(), *(o for o in options_of(SendOptions) if kind in o.declared.kinds)]

@@ -41,7 +41,7 @@ from ._delivery import SendOptions
 from ._events import EventStream
 from ._identities import IdentityStream
 from ._options import EventOptions, IdentityOptions
-from ._read import DEFAULT_TEXT, Fingerprinter, table_format
+from ._read import DEFAULT_TEXT, Fingerprinter, Slice, table_format
 from ._results import HEADER, ROWS_FORMAT, SendResult, header_of, read_rows_file, stored_header
 from ._slices import batches
 
@@ -225,7 +225,7 @@ def _table_options(kind: Kind, options: dict[str, Any]) -> EventOptions | Identi
 
 
 def _selected(
-    slices: Iterator[pd.DataFrame],
+    slices: Iterator[Slice],
     found: Fingerprinter,
     chosen: np.ndarray,
     recorded: int,
@@ -235,7 +235,8 @@ def _selected(
     """The chosen rows (and, after a stopped run, those past the recorded ones) of each
     slice, with their labels; every slice is fingerprinted on the way."""
     start = 0
-    for df in slices:
+    for part in slices:
+        df = part.frame
         found.add(df)
         n = len(df)
         lo, hi = np.searchsorted(chosen, [start, start + n])
@@ -243,9 +244,7 @@ def _selected(
         if not complete and start + n > recorded:
             local = np.concatenate([local, np.arange(max(recorded - start, 0), n)])
         if len(local):
-            part = df.iloc[local]
-            part.attrs = {}
-            yield part
+            yield df.iloc[local]
         start += n
 
 

@@ -1,9 +1,10 @@
 """A resource's input, slice by slice: what both wings' streams share (slices in, wire out).
 
-A stream (the ``Stream`` protocol; each wing's ``stream``) reads its input in slices; for
-each slice it extends the row book, runs the schema, records failures and marks invalid rows
-(``SliceStream.begin``, the same for events and identities), then turns the valid rows into
-a ``WireBatch`` (``_wire``). What spans slices (ids already seen, duplicate users,
+A stream (the ``Stream`` protocol; each wing's ``stream``) reads its input in slices (a
+``_read.Slice``: the frame, and what its reader says of its rows); for each slice it extends
+the row book, runs the schema, records failures (the reader's problems among them) and marks
+invalid rows (``SliceStream.begin``, the same for events and identities), then turns the
+valid rows into a ``WireBatch`` (``_wire``). What spans slices (ids already seen, duplicate users,
 table-level failures) lives on the stream, so a streamed input gives the same results as one
 whole frame. ``batches`` hands a send its batches (the ledger and the sender take them from
 here); ``report`` validates every slice and sends nothing.
@@ -22,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ._core import Kind, Note, RowBook, RowState
-from ._json import carry_parsed
-from ._read import DEFAULT_TEXT, READ_NOTES, ROW_PROBLEMS, ROW_REPEATS, Fingerprinter
+from ._json import ParsedTexts
+from ._read import DEFAULT_TEXT, Fingerprinter, Slice, as_slice
 from ._validate import FailureLog, ValidationReport, failures_frame, pa, run_schema
 from ._wire import WireBatch
 
@@ -55,12 +56,13 @@ class Stream(Protocol):
         """What was read, for reports, rows files and receipts."""
         ...
 
-    def slices(self) -> Iterator[pd.DataFrame]:
+    def slices(self) -> Iterator[Slice]:
         """The input, read once more from the start, in slices."""
         ...
 
-    def process(self, df: pd.DataFrame) -> WireBatch:
-        """Validate and convert one slice; return what is to be sent."""
+    def process(self, part: Slice | pd.DataFrame) -> WireBatch:
+        """Validate and convert one slice (a frame alone: one its reader says nothing of);
+        return what is to be sent."""
         ...
 
     def reserve(self, rows: int) -> None:
@@ -74,11 +76,13 @@ class Stream(Protocol):
 
 @dataclass
 class SliceStart:
-    """A slice after validation: where it starts in the book, and its valid rows."""
+    """A slice after validation: where it starts in the book, its valid rows, and what
+    validation parsed of them (for the wire step)."""
 
     start: int
     valid: np.ndarray  # positions within the slice
     work: pd.DataFrame  # the valid rows, relabelled 0..n-1
+    parsed: ParsedTexts  # ``work``'s JSON-object texts, as validation parsed them
 
 
 class SliceStream:
@@ -127,17 +131,19 @@ class SliceStream:
             )
         return found
 
-    def begin(self, df: pd.DataFrame) -> SliceStart:
-        """Add the slice to the book, validate it, record its failures, mark invalid rows."""
+    def begin(self, part: Slice | pd.DataFrame) -> SliceStart:
+        """Add the slice to the book, validate it, record its failures (and the problems
+        its reader found), mark invalid rows."""
+        part = as_slice(part)
+        df = part.frame
         n = len(df)
         self.fingerprinter.add(df)
         start = self.book.extend(df.index)
         result = run_schema(df, self.schema, start, df.index)
-        for note in df.attrs.get(READ_NOTES, ()):
+        for note in part.notes:
             # by its text: a slice split in two carries its reader's notes twice
             self.read_notes[note["message"]] = note
-        broken: dict[int, tuple[str, ...]] = df.attrs.get(ROW_PROBLEMS, {})
-        repeats: dict[int, tuple[str, str, str]] = df.attrs.get(ROW_REPEATS, {})
+        broken, repeats = part.problems, part.repeats
         if repeats:
             # an NDJSON line that names a key twice: read last-one-wins, so its values are
             # a guess; refused by name, whatever its other checks found
@@ -158,12 +164,13 @@ class SliceStream:
             self.failures.add(result.records, start, n)
         self.book.set(start + np.flatnonzero(result.invalid), RowState.INVALID)
         valid = np.flatnonzero(~result.invalid)
+        parsed = result.parsed
         if len(valid) == n:  # every row: no copy, and validation's parsed texts still match
             work = df.set_axis(pd.RangeIndex(n), axis=0)
         else:
             work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
-            carry_parsed(df, work, valid)
-        return SliceStart(start, valid, work)
+            parsed = parsed.of_rows(df, work, valid)
+        return SliceStart(start, valid, work, parsed)
 
 
 @contextmanager
@@ -182,29 +189,18 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def batches(stream: Stream, slices: Iterable[pd.DataFrame] | None = None) -> Iterator[WireBatch]:
+def batches(stream: Stream, slices: Iterable[Slice] | None = None) -> Iterator[WireBatch]:
     """Every slice of the stream's input (or ``slices``: its slices, read elsewhere),
     processed; the first slice's head alone first, so the first requests leave before the
     whole first slice is built."""
-    for k, df in enumerate(stream.slices() if slices is None else slices):
+    for k, part in enumerate(stream.slices() if slices is None else slices):
         head_rows = FIRST_ROWS
-        while k == 0 and len(df) > 2 * head_rows:
+        while k == 0 and len(part) > 2 * head_rows:
             # heads of doubling size: requests leave while the rest of the slice is built
-            head, df = _split(df, head_rows)
+            head, part = part.split(head_rows)
             yield stream.process(head)
             head_rows *= 2
-        yield stream.process(df)
-
-
-def _split(df: pd.DataFrame, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The first ``n`` rows and the rest, each with the reader's notes on its own rows."""
-    head, rest = df.iloc[:n], df.iloc[n:]
-    head.attrs, rest.attrs = dict(df.attrs), dict(df.attrs)
-    for key in (ROW_PROBLEMS, ROW_REPEATS):
-        by_row: dict[int, Any] = df.attrs.get(key, {})
-        head.attrs[key] = {p: t for p, t in by_row.items() if p < n}
-        rest.attrs[key] = {p - n: t for p, t in by_row.items() if p >= n}
-    return head, rest
+        yield stream.process(part)
 
 
 def report(stream: Stream) -> ValidationReport:
@@ -217,9 +213,10 @@ def report(stream: Stream) -> ValidationReport:
     invalid_parts: list[pd.DataFrame] = []
     invalid_positions: list[np.ndarray] = []
     empty: pd.DataFrame | None = None
-    for df in stream.slices():
+    for part in stream.slices():
+        df = part.frame
         start = len(stream.book)
-        stream.process(df)
+        stream.process(part)
         bad = stream.book.status[start : start + len(df)] == RowState.INVALID
         valid_parts.append(df.iloc[np.flatnonzero(~bad)])
         if bad.any():
@@ -255,5 +252,5 @@ def _joined(parts: list[pd.DataFrame], empty: pd.DataFrame | None) -> pd.DataFra
         frame = empty if empty is not None else pd.DataFrame()
     else:
         frame = pd.concat(parts) if len(parts) > 1 else parts[0]
-    frame.attrs.clear()
+    frame.attrs.clear()  # the report's own frames: not the input's attrs, which pandas copies
     return frame

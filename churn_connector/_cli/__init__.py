@@ -106,9 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     send = sub.add_parser("send", help="validate, then send the valid rows")
     _add_verbosity(send, argparse.SUPPRESS)
     add_data_arguments(send)
-    send.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    # one flag, max_concurrency or identify_concurrency by kind
-    send.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     send.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
     add_receipts(send)
@@ -137,12 +134,8 @@ def _send(args: argparse.Namespace) -> int:
     started = now_utc()
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
-    client = client_options(args)
-    if args.concurrency is not None:
-        key = "max_concurrency" if args.kind == "events" else "identify_concurrency"
-        client[key] = args.concurrency
     # a dry run contacts nothing: it needs no base URL and no key
-    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client)
+    config = ClientConfig.create(api_key=None, dry_run=args.dry_run, **client_options(args))
     sender = Client(config=config)
     send = sender.send_events if args.kind == "events" else sender.identify
     try:

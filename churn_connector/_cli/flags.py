@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import typing
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING
 from pathlib import Path
 from typing import Any
 
@@ -73,17 +74,21 @@ def _reading(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return read
 
 
-def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Option) -> None:
-    """The flag of one declared option: its spelling, help, metavar, choices and type."""
+def add_flag(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Option, *, by_kind: bool = True
+) -> None:
+    """The flag of one declared option: its spelling, help, metavar, choices and type
+    (``by_kind``: the help says which kind of table an option of one kind is for)."""
     declared, flag = option.declared, option.flag
     assert flag is not None, f"{option.name} has no flag"
     kinds = _kinds(option)
     help_text = declared.help or ""
-    if len(kinds) == 1:
+    if by_kind and len(kinds) == 1:
         help_text = f"{kinds[0]}: {help_text}"
-    settings: dict[str, Any] = {"dest": option.name, "default": option.default, "help": help_text}
+    default = flag_default(option)
+    settings: dict[str, Any] = {"dest": option.name, "default": default, "help": help_text}
     if option.hint is bool:
-        settings["action"] = "store_false" if option.default else "store_true"
+        settings["action"] = "store_false" if default else "store_true"
     else:
         if declared.repeat:
             settings["action"] = "append"
@@ -91,6 +96,12 @@ def add_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, option: Optio
         settings["choices"] = option.choices
         settings["metavar"] = declared.metavar
     p.add_argument(flag, **settings)
+
+
+def flag_default(option: Option) -> Any:
+    """The flag's value when it is not given: the option's default (None for a required
+    field, ``ClientConfig.base_url``: the environment gives it then)."""
+    return None if option.default is MISSING else option.default
 
 
 def input_argument(text: str) -> Path | str:
@@ -123,15 +134,25 @@ def add_data_arguments(
 
 
 def add_send_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of a run (``SendOptions``) and of the client (``ClientConfig``)."""
+    """The flags of a run (``SendOptions``: ``--dry-run``, ``--ledger``, ``--concurrency``)
+    and of the client (``ClientConfig``: ``--base-url``, timeouts, trust, ...)."""
     for option in _on_command_line([*options_of(SendOptions), *options_of(ClientConfig)]):
         add_flag(p, option)
 
 
 def add_client_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of the client (``ClientConfig``): timeouts, deadline, retries, trust."""
+    """The flags of the client (``ClientConfig``): base URL, timeouts, deadline, retries,
+    trust."""
     for option in _on_command_line(options_of(ClientConfig)):
         add_flag(p, option)
+
+
+def add_event_flags(p: argparse.ArgumentParser, names: Iterable[str]) -> None:
+    """The flags of these events options, for a command that takes events only (``track``:
+    its help needs no "events:")."""
+    declared = {o.name: o for o in EventOptions.keywords()}
+    for name in names:
+        add_flag(p, declared[name], by_kind=False)
 
 
 def _given(args: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
@@ -139,7 +160,7 @@ def _given(args: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any
     given = {}
     for option in _on_command_line(options):
         value = getattr(args, option.name)
-        if not option.is_default(value):
+        if value is not flag_default(option) and not option.is_default(value):
             given[option.name] = dict(value) if _is_mapping(option.hint) else value
     return given
 
@@ -158,10 +179,12 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def send_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keywords of the send that ``--dry-run`` and ``--ledger`` stand for."""
+    """The keywords of the send that ``--dry-run``, ``--ledger``, ``--concurrency``, ...
+    stand for."""
     return _given(args, options_of(SendOptions))
 
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``ClientConfig`` fields that the client's flags stand for."""
+    """The ``ClientConfig`` fields that the client's flags stand for (``base_url`` among
+    them when ``--base-url`` is given: ``ClientConfig.create`` takes it by name)."""
     return _given(args, options_of(ClientConfig))

@@ -69,8 +69,6 @@ def add_resend(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="re-send the rows the API rejected too (after fixing the API's side)",
     )
-    p.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    p.add_argument("--concurrency", type=int, metavar="N", help="requests in flight at most")
     p.add_argument("--results", type=Path, help="write the per-request frame (.csv/.parquet)")
     p.add_argument(
         "--rows", type=Path, help="write the whole input's per-row frame, updated (.csv/.parquet)"
@@ -90,11 +88,7 @@ def run_resend(args: argparse.Namespace) -> int:
     args.kind = kind
     options = {**send_options(args), **data_options(args)}
     plan = plan_resend(args.rows_file, args.file, include_rejected=args.include_rejected, **options)
-    client = client_options(args)
-    if args.concurrency is not None:
-        key = "max_concurrency" if kind == "events" else "identify_concurrency"
-        client[key] = args.concurrency
-    config = ClientConfig.create(args.base_url, None, dry_run=args.dry_run, **client)
+    config = ClientConfig.create(api_key=None, dry_run=args.dry_run, **client_options(args))
     try:
         result = send_plan(
             plan, Client(config=config), progress=False if quiet else None, **options

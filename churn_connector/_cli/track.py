@@ -36,7 +36,7 @@ from .._core import (
 from .._json import repeat_in, repeated_text_key
 from .._read import repeat_of
 from .._track import TrackHandle
-from .flags import add_client_arguments, client_options
+from .flags import add_client_arguments, add_event_flags, client_options
 
 __all__ = ["add_track_parser", "run_track"]
 
@@ -77,10 +77,8 @@ def add_track_parser(sub: Any, add_verbosity: Any) -> None:
         "--message-id", metavar="ID", help="your own id for it (a webhook's event id)"
     )
     track.add_argument("--ndjson", metavar="FILE", help="send the events of FILE (- for stdin)")
-    track.add_argument("--base-url", help="API base URL (default: CHURN_BASE_URL)")
-    track.add_argument("--naive-timezone", metavar="TZ", help="zone of a time without offset")
-    track.add_argument("--namespace", help="salt for hashed message ids")
-    add_client_arguments(track)  # --deadline, timeouts, retries, trust: as send takes them
+    add_event_flags(track, ("naive_timezone", "namespace"))
+    add_client_arguments(track)  # --base-url, --deadline, timeouts, retries: as send takes them
 
 
 def _properties(args: argparse.Namespace) -> dict[str, Any]:
@@ -144,7 +142,7 @@ def run_track(args: argparse.Namespace) -> int:
         raise ConfigurationError("give EVENT_TYPE --user ID, or --ndjson FILE, not both")
     if args.ndjson is None and (args.event_type is None or args.user is None):
         raise ConfigurationError("give EVENT_TYPE and --user ID (or --ndjson FILE)")
-    client = Client(config=ClientConfig.create(args.base_url, None, **client_options(args)))
+    client = Client(config=ClientConfig.create(api_key=None, **client_options(args)))
     options = {"naive_timezone": args.naive_timezone, "namespace": args.namespace}
     if args.ndjson is not None:
         return _ndjson(client, args, options)

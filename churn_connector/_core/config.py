@@ -273,7 +273,7 @@ class ClientConfig:
     base_url: str = field(
         metadata=meta(
             doc="the API's base URL, `https://` (plain `http://` for loopback only)",
-            flag="--base-url",  # create()'s first argument: written in _cli by hand
+            help="API base URL (default: CHURN_BASE_URL)",
             shown_default="`CHURN_BASE_URL`",
         )
     )
@@ -304,7 +304,7 @@ class ClientConfig:
     max_concurrency: int = declare(
         16,
         doc="event requests in flight",
-        flag="--concurrency",  # one flag for both concurrencies, by kind: written in _cli
+        flag="--concurrency",  # the call's max_concurrency (SendOptions), which overrides it
         shown_flag="`send events --concurrency N`",
     )
     identify_concurrency: int = declare(

@@ -77,8 +77,9 @@ class Declared:
     def flag_for(self, name: str) -> str | None:
         """The command line's spelling of option ``name`` (None: it has none).
 
-        A flag without ``help`` is written by hand in ``_cli`` (it does more than set one
-        option, like ``--concurrency``); the declaration still names it for messages.
+        A flag without ``help`` is another option's, declared there with its help (the
+        call's ``--concurrency`` sets what the client's ``max_concurrency`` would): the
+        declaration names it for messages; the command line derives it from the other.
         """
         if self.flag is not None:
             return self.flag

@@ -70,9 +70,10 @@ class SendOptions:
     max_concurrency: int | None = declare(
         None,
         doc="requests in flight for this call",
-        flag="--concurrency",  # the CLI sets the client's, by kind
+        help="requests in flight at most",
+        flag="--concurrency",
+        metavar="N",
         shown_default="the client's",
-        shown_flag="—",
     )
 
     def __post_init__(self) -> None:
@@ -103,5 +104,6 @@ class SendOptions:
 
     @classmethod
     def given(cls, values: Mapping[str, Any]) -> Self:
-        """The knobs of a send's keywords (its ``locals()``: other names are not looked at)."""
+        """The knobs named in ``values`` (other names are not looked at): for callers that
+        have them by name, as text configuration gives them (Spark's options)."""
         return cls(**{o.name: values[o.name] for o in options_of(cls) if o.name in values})

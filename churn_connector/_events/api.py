@@ -17,7 +17,7 @@ from .._core import (
     Partitioning,
 )
 from .._options import EventOptions
-from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle
+from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from .._slices import batches, report
 from .._validate import ValidationReport
 from .stream import EventStream
@@ -78,8 +78,39 @@ def validate_events(
     columns, as text). ``options``: all of these as one :class:`EventOptions`, passed
     whole (the keywords then stay unset).
     """
-    # the keywords (or options=), checked as one value
-    options = EventOptions.given(locals())
+    # each keyword to its field, checked as one value (or options=, passed whole)
+    options = EventOptions.chosen(
+        options,
+        EventOptions(
+            now=now,
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            namespace=namespace,
+            id_columns=id_columns,
+            slice_rows=slice_rows,
+            rename=rename,
+            dtypes=dtypes,
+            encoding=encoding,
+            decimals=decimals,
+            epoch_unit=epoch_unit,
+            id_format=id_format,
+            rename_style=rename_style,
+            version=version,
+            as_of=as_of,
+            snapshot_id=snapshot_id,
+            partitioning=partitioning,
+            event_type_style=event_type_style,
+            text=TextFormat(
+                delimiter=delimiter,
+                header=header,
+                columns=columns,
+                escape=escape,
+                null=null,
+                quote=quote,
+                format=format,
+            ),
+        ),
+    )
     return report(EventStream(data, options))
 
 
@@ -114,7 +145,38 @@ def events_to_wire(
     options: EventOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The exact wire event objects of the valid rows (duplicates once), in row order."""
-    options = EventOptions.given(locals())  # the keywords, checked as one value
+    options = EventOptions.chosen(
+        options,
+        EventOptions(
+            now=now,
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            namespace=namespace,
+            id_columns=id_columns,
+            slice_rows=slice_rows,
+            rename=rename,
+            dtypes=dtypes,
+            encoding=encoding,
+            decimals=decimals,
+            epoch_unit=epoch_unit,
+            id_format=id_format,
+            rename_style=rename_style,
+            version=version,
+            as_of=as_of,
+            snapshot_id=snapshot_id,
+            partitioning=partitioning,
+            event_type_style=event_type_style,
+            text=TextFormat(
+                delimiter=delimiter,
+                header=header,
+                columns=columns,
+                escape=escape,
+                null=null,
+                quote=quote,
+                format=format,
+            ),
+        ),
+    )
     # the bytes are what would be sent; reading them back gives exactly those objects
     stream = EventStream(data, options)
     return [

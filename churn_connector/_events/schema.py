@@ -19,6 +19,7 @@ from .._options import EventOptions, utc_now
 from .._validate import (
     EXPLAIN_KEY,
     OWNERS_KEY,
+    PARSES_KEY,
     TIMESTAMPS_KEY,
     SchemaBuilder,
     elementwise,
@@ -53,7 +54,15 @@ def events_schema(
     ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
     ``epoch_unit`` and ``decimals`` work as for ``validate_events``.
     """
-    return build_schema(EventOptions.given(locals()))
+    return build_schema(
+        EventOptions(
+            now=now,
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            epoch_unit=epoch_unit,
+            decimals=decimals,
+        )
+    )
 
 
 def build_schema(options: EventOptions) -> pa.DataFrameSchema:
@@ -130,6 +139,7 @@ def build_schema(options: EventOptions) -> pa.DataFrameSchema:
         metadata={
             EXPLAIN_KEY: checks.explain,
             OWNERS_KEY: checks.owners,
+            PARSES_KEY: checks.parses,
             TIMESTAMPS_KEY: checks.timestamps,
         },
     )

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from .._core import DataSource, IdColumn, Kind, Note, RowBook, option, rows_text
 from .._options import EventOptions
-from .._read import iter_frames, pinned, word_styler
+from .._read import Slice, as_slice, iter_slices, pinned, word_styler
 from .._slices import SliceStream, paused_gc
 from .._validate import timestamp_cache
 from .._wire import GivenIds, HashedIds, IdTexts, WireBatch, build_events, natural_keys_of
@@ -55,34 +55,33 @@ class EventStream(SliceStream):
         super().reserve(rows)
         self._seen.reserve(rows)
 
-    def slices(self) -> Iterator[pd.DataFrame]:
-        frames = iter_frames(self.data, self.options.reading)
+    def slices(self) -> Iterator[Slice]:
+        parts = iter_slices(self.data, self.options.reading)
         if self.options.event_type_style is None:
-            return frames
-        return (self._restyled(df) for df in frames)
+            return parts
+        return (self._restyled(part) for part in parts)
 
-    def _restyled(self, df: pd.DataFrame) -> pd.DataFrame:
+    def _restyled(self, part: Slice) -> Slice:
         """The slice with its event types in ``event_type_style``; each rewrite is counted.
 
         Applied as the slice is read, so the report's valid rows hold what is sent. Event
         types repeat a lot: each distinct one is rewritten once.
         """
+        df = part.frame
         column = df.get("event_type")
         style = self.options.event_type_style
         if not isinstance(column, pd.Series) or style is None:
-            return df
+            return part
         codes, uniques = pd.factorize(column)
         word = word_styler(style)
         changed = {u: word(u) for u in uniques if isinstance(u, str) and word(u) != u}
         if not changed:
-            return df
+            return part
         counts = np.bincount(codes[codes >= 0], minlength=len(uniques))
         for i, original in enumerate(uniques):
             if original in changed:
                 self._restyled_types[original, changed[original]] += int(counts[i])
-        restyled = df.assign(event_type=column.replace(changed))
-        restyled.attrs = df.attrs  # the reader's notes on its rows
-        return restyled
+        return part.with_frame(df.assign(event_type=column.replace(changed)))
 
     def notes(self) -> list[Note]:
         """With ``event_type_style``: which event types it rewrote, on how many rows."""
@@ -99,21 +98,22 @@ class EventStream(SliceStream):
             Note(kind="event_types_restyled", column="event_type", count=total, message=message),
         ]
 
-    def process(self, df: pd.DataFrame) -> WireBatch:
+    def process(self, part: Slice | pd.DataFrame) -> WireBatch:
         """Validate and convert one slice; return the events to send (first of each id)."""
         with paused_gc():
-            return self._process(df)
+            return self._process(as_slice(part))
 
-    def _process(self, df: pd.DataFrame) -> WireBatch:
-        n = len(df)
-        times = self._times(df)
-        begun = self.begin(df)
+    def _process(self, part: Slice) -> WireBatch:
+        n = len(part)
+        times = self._times(part.frame)
+        begun = self.begin(part)
         start, valid = begun.start, begun.valid
         wire = build_events(
             begun.work,
             self.options,
             None if times is None else times[valid],
             natural=self.natural_keys,
+            parsed=begun.parsed,
         )
         natural = (
             natural_keys_of(begun.work, wire.ms, wire.natural)

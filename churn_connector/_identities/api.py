@@ -14,7 +14,7 @@ from .._core import (
     Partitioning,
 )
 from .._options import IdentityOptions
-from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle
+from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from .._slices import report
 from .._validate import ValidationReport
 from .stream import IdentityStream
@@ -65,8 +65,37 @@ def validate_identities(
     ``channels`` items without ``opted_in``, invalid. ``options``: all of these as one
     :class:`IdentityOptions`, passed whole (the keywords then stay unset).
     """
-    # the keywords (or options=), checked as one value
-    options = IdentityOptions.given(locals())
+    # each keyword to its field, checked as one value (or options=, passed whole)
+    options = IdentityOptions.chosen(
+        options,
+        IdentityOptions(
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            phone_region=phone_region,
+            duplicates=duplicates,
+            slice_rows=slice_rows,
+            rename=rename,
+            dtypes=dtypes,
+            encoding=encoding,
+            decimals=decimals,
+            blank_consent=blank_consent,
+            require_consent=require_consent,
+            rename_style=rename_style,
+            version=version,
+            as_of=as_of,
+            snapshot_id=snapshot_id,
+            partitioning=partitioning,
+            text=TextFormat(
+                delimiter=delimiter,
+                header=header,
+                columns=columns,
+                escape=escape,
+                null=null,
+                quote=quote,
+                format=format,
+            ),
+        ),
+    )
     return report(IdentityStream(data, options))
 
 
@@ -99,6 +128,35 @@ def identities_to_wire(
     options: IdentityOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
-    options = IdentityOptions.given(locals())  # the keywords (or options=), checked as one value
+    options = IdentityOptions.chosen(
+        options,
+        IdentityOptions(
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            phone_region=phone_region,
+            duplicates=duplicates,
+            slice_rows=slice_rows,
+            rename=rename,
+            dtypes=dtypes,
+            encoding=encoding,
+            decimals=decimals,
+            blank_consent=blank_consent,
+            require_consent=require_consent,
+            rename_style=rename_style,
+            version=version,
+            as_of=as_of,
+            snapshot_id=snapshot_id,
+            partitioning=partitioning,
+            text=TextFormat(
+                delimiter=delimiter,
+                header=header,
+                columns=columns,
+                escape=escape,
+                null=null,
+                quote=quote,
+                format=format,
+            ),
+        ),
+    )
     stream = IdentityStream(data, options)
     return [body for df in stream.slices() for body in stream.objects(df)]

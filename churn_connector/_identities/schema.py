@@ -342,7 +342,15 @@ def identities_schema(
     region; ``extra_columns="ignore"`` lets unknown columns through (they are never sent);
     ``blank_consent`` and ``require_consent`` as for ``validate_identities``.
     """
-    return build_schema(IdentityOptions.given(locals()))
+    return build_schema(
+        IdentityOptions(
+            naive_timezone=naive_timezone,
+            extra_columns=extra_columns,
+            phone_region=phone_region,
+            blank_consent=blank_consent,
+            require_consent=require_consent,
+        )
+    )
 
 
 def build_schema(options: IdentityOptions) -> pa.DataFrameSchema:

@@ -17,7 +17,7 @@ import pyarrow
 
 from .._core import DataSource, Kind, Note, RowState, option, rows_text
 from .._options import USER_ID, IdentityOptions
-from .._read import ReadSpec, iter_frames, pinned, replayable
+from .._read import ReadSpec, Slice, iter_frames, iter_slices, pinned, replayable
 from .._slices import SliceStream
 from .._validate import id_type_ok, ids_to_wire, not_blank
 from .._wire import ConsentTally, WireBatch, body_bytes, build_identities
@@ -41,12 +41,12 @@ class IdentityStream(SliceStream):
         self._dup_positions = np.array(sorted(self._user_at), dtype=np.int64)
         self.consent = ConsentTally()
 
-    def slices(self) -> Iterator[pd.DataFrame]:
-        return iter_frames(self.data, self.options.reading)
+    def slices(self) -> Iterator[Slice]:
+        return iter_slices(self.data, self.options.reading)
 
-    def process(self, df: pd.DataFrame) -> WireBatch:
+    def process(self, part: Slice | pd.DataFrame) -> WireBatch:
         """Validate and convert one slice; return one identify body per row to send."""
-        positions, bodies = self._bodies(df)
+        positions, bodies = self._bodies(part)
         users = [body[USER_ID] for body in bodies]
         always = set()
         if self.options.duplicates == "in_order":
@@ -54,15 +54,15 @@ class IdentityStream(SliceStream):
             always = {p for p, u in zip(positions, users, strict=True) if u in self._users}
         return WireBatch(positions, users, [body_bytes(b) for b in bodies], always_send=always)
 
-    def objects(self, df: pd.DataFrame) -> list[dict[str, Any]]:
+    def objects(self, part: Slice | pd.DataFrame) -> list[dict[str, Any]]:
         """Like ``process``, but the identify bodies as objects."""
-        return self._bodies(df)[1]
+        return self._bodies(part)[1]
 
-    def _bodies(self, df: pd.DataFrame) -> tuple[list[int], list[dict[str, Any]]]:
-        begun = self.begin(df)
+    def _bodies(self, part: Slice | pd.DataFrame) -> tuple[list[int], list[dict[str, Any]]]:
+        begun = self.begin(part)
         start = begun.start
         bodies, marks = build_identities(begun.work, self.options)
-        self._mark_duplicates(start, start + len(df))
+        self._mark_duplicates(start, start + len(part))
         # rows of the work frame still to be sent (not invalid or skipped as duplicates)
         kept = np.flatnonzero(self.book.status[start + begun.valid] == RowState.PENDING)
         self.consent.add(marks, kept)

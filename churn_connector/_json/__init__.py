@@ -18,7 +18,7 @@ from .arrow import (
     with_nulls,
 )
 from .flat_text import plain_members, plain_table, plain_texts
-from .parsed import arrow_backed, carry_parsed, keep_parsed, take_parsed
+from .parsed import NO_PARSES, ParsedTexts, TextParses, arrow_backed
 from .repeats import NAME_END, Repeat, first_repeat, key_count, names_per_line, repeat_in
 from .timestamps import (
     EXAMPLE,
@@ -53,18 +53,20 @@ __all__ = [
     "EXAMPLE",
     "MAX_DEPTH",
     "NAME_END",
+    "NO_PARSES",
     "OBJECT_LEVEL",
     "BadCell",
     "InexactValue",
     "NormalizeCache",
     "NotColumnar",
+    "ParsedTexts",
     "Repeat",
     "RepeatedKey",
     "RepeatedKeyError",
+    "TextParses",
     "TimestampProblem",
     "ValueRules",
     "arrow_backed",
-    "carry_parsed",
     "contiguous",
     "data_bytes",
     "field_problem",
@@ -77,7 +79,6 @@ __all__ = [
     "is_missing",
     "json_floats",
     "json_number",
-    "keep_parsed",
     "key_count",
     "loads_exact",
     "mask_unreportable",
@@ -94,7 +95,6 @@ __all__ = [
     "repeat_in",
     "repeated_text_key",
     "struct_members",
-    "take_parsed",
     "to_json",
     "with_nulls",
 ]

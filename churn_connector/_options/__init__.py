@@ -8,10 +8,12 @@ public calls, the command line's flags, the names Spark and Airflow take, and th
 options table all come from these fields. The text layout is one value,
 ``text=TextFormat(...)``, whose fields are keywords of their own.
 
-The public calls keep explicit keywords (IDEs and type checkers see them) and make one
-options value of them per call, ``EventOptions.given(locals())``, or take one whole
-(``options=``); a bad value (a typo in ``extra_columns``, an unknown zone, a naive ``now``)
-fails at once with ``ConfigurationError`` instead of deep inside a run.
+The public calls keep explicit keywords (IDEs, type checkers and ``help()`` see them) and
+pass each to its field by name, ``EventOptions(now=now, ...)``: one options value per call,
+so an editor's "find usages" follows a keyword from the signature to where it is read.
+``EventOptions.chosen`` takes that value, or ``options=`` passed whole. A bad value (a typo
+in ``extra_columns``, an unknown zone, a naive ``now``) fails at once with
+``ConfigurationError`` instead of deep inside a run.
 """
 
 from __future__ import annotations

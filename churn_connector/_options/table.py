@@ -287,27 +287,43 @@ class TableOptions:
         return _keywords(cls)
 
     @classmethod
+    def chosen(cls, whole: Self | None, keywords: Self) -> Self:
+        """The options of a public call: ``keywords``, the value its keywords made (each
+        passed by name, ``EventOptions(now=now, ...)``), or ``whole``, its ``options=``,
+        when one was passed; then every keyword must have stayed at its default."""
+        if whole is None:
+            return keywords
+        whole, plain = cls._whole(whole), cls()
+        _refuse_beside([o.name for o in cls.keywords() if _value(keywords, o) != _value(plain, o)])
+        return whole
+
+    @classmethod
     def given(cls, values: Mapping[str, Any]) -> Self:
-        """The options of a public call's keywords (its ``locals()``: other names are not
-        looked at), or its ``options=`` value when one was passed, whole."""
+        """The options named in ``values`` (other names are not looked at), or its
+        ``"options"`` value when it holds one, whole: for callers that have the options by
+        name, as text configuration gives them (Spark's options, Airflow's
+        ``send_options``, ``resend``'s keywords)."""
         whole = values.get("options")
         if whole is None:
             text = {o.name: values[o.name] for o in options_of(TextFormat) if o.name in values}
             own = {o.name: values[o.name] for o in options_of(cls) if o.name in values}
             return cls(**own, text=TextFormat(**text) if text else DEFAULT_TEXT)
+        whole = cls._whole(whole)
+        _refuse_beside(
+            [
+                o.name
+                for o in cls.keywords()
+                if o.name in values and not o.is_default(values[o.name])
+            ]
+        )
+        return whole
+
+    @classmethod
+    def _whole(cls, whole: object) -> Self:
+        """``options=``, which must be a value of this class."""
         if not isinstance(whole, cls):
             raise ConfigurationError(
                 f"options must be a cc.{cls.__name__}(...), not {type(whole).__name__}"
-            )
-        also = [
-            o.name for o in cls.keywords() if o.name in values and not o.is_default(values[o.name])
-        ]
-        if also:
-            raise ConfigurationError(
-                f"options= holds every option, and {alternatives([f'{n}=' for n in also])} "
-                f"{'was' if len(also) == 1 else 'were'} given too: set "
-                f"{'it' if len(also) == 1 else 'them'} in the options "
-                f"(dataclasses.replace(options, {also[0]}=...))"
             )
         return whole
 
@@ -329,6 +345,22 @@ class TableOptions:
     def rules(self) -> ValueRules:
         """How free-form values become JSON."""
         return ValueRules(self.naive_timezone, self.decimals)
+
+
+def _refuse_beside(also: list[str]) -> None:
+    """Refuse keywords given beside ``options=`` (``also``: their names)."""
+    if also:
+        raise ConfigurationError(
+            f"options= holds every option, and {alternatives([f'{n}=' for n in also])} "
+            f"{'was' if len(also) == 1 else 'were'} given too: set "
+            f"{'it' if len(also) == 1 else 'them'} in the options "
+            f"(dataclasses.replace(options, {also[0]}=...))"
+        )
+
+
+def _value(options: TableOptions, option: Option) -> Any:
+    """The value ``options`` holds for the keyword ``option`` (a text layout's: in ``text``)."""
+    return getattr(options.text if option.owner is TextFormat else options, option.name)
 
 
 def _keywords(cls: type) -> list[Option]:

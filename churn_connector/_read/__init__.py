@@ -1,6 +1,10 @@
-"""Inputs -> a stream of DataFrame slices, so memory does not grow with the input.
+"""Inputs -> a stream of slices, so memory does not grow with the input.
 
-Accepted (``iter_frames``): a pandas DataFrame; anything Arrow-native (``arrow``: tables,
+A slice (``read_slice.Slice``) is a DataFrame of at most ``ReadSpec.rows`` rows and what the
+reader says of them: lines it could not read as written, keys named twice, a file that ends
+without its newline; ``iter_slices`` yields them, ``iter_frames`` their frames alone.
+
+Accepted (``iter_slices``): a pandas DataFrame; anything Arrow-native (``arrow``: tables,
 batches, readers, polars frames and lazy frames, DuckDB relations, ADBC results); a Delta or
 Iceberg table, by its path, URL or object (``tables``: read as its table, at one version,
 never file by file); a file, a folder of part files, a Redshift manifest or a glob
@@ -40,13 +44,11 @@ from .arrow import (
     one_column,
 )
 from .counts import row_count, unread_labels
-from .csv import ROW_PROBLEMS
-from .ending import READ_NOTES
 from .files import Parts, expand, format_of, partitions, read_paths
 from .fingerprint import Fingerprinter, Source
-from .hive import PARTITION_COLUMNS
 from .names import NAME_STYLES, NameStyle, near_misses, styler, word_styler
-from .ndjson import ROW_REPEATS, repeat_of
+from .ndjson import repeat_of
+from .read_slice import Slice, as_slice
 from .spool import SpooledArrow, replayable
 from .tables import NOW, At, PinnedTable, pin, refuse_versions, table_format
 from .text import (
@@ -65,19 +67,19 @@ __all__ = [
     "DEFAULT_TEXT",
     "DTYPES",
     "NAME_STYLES",
-    "READ_NOTES",
-    "ROW_PROBLEMS",
-    "ROW_REPEATS",
     "At",
     "Fingerprinter",
     "Format",
     "NameStyle",
     "ReadSpec",
+    "Slice",
     "Source",
     "TextFormat",
     "TextOptions",
+    "as_slice",
     "header_hint",
     "iter_frames",
+    "iter_slices",
     "marked_pylist",
     "near_misses",
     "pinned",
@@ -132,10 +134,11 @@ class ReadSpec:
         return lambda c: pairs[c] if c in pairs else restyle(c) if isinstance(c, str) else c
 
 
-def iter_frames(
+def iter_slices(
     data: Any, spec: ReadSpec | None = None, *, columns: Sequence[str] | None = None
-) -> Iterator[pd.DataFrame]:
-    """Yield the input as DataFrame slices of at most ``spec.rows`` rows.
+) -> Iterator[Slice]:
+    """Yield the input as slices of at most ``spec.rows`` rows, each with what its reader
+    says of its rows.
 
     ``columns`` asks for those columns only (others may come too, when the input cannot
     leave them out cheaply).
@@ -143,8 +146,17 @@ def iter_frames(
     spec = spec or ReadSpec()
     wanted = spec.sources(columns) if columns is not None else None
     rename = spec.renamer()
-    for frame in _frames(data, spec, wanted):
-        yield frame if rename is None else frame.rename(columns=rename)
+    for part in _slices(data, spec, wanted):
+        yield part if rename is None else part.with_frame(part.frame.rename(columns=rename))
+
+
+def iter_frames(
+    data: Any, spec: ReadSpec | None = None, *, columns: Sequence[str] | None = None
+) -> Iterator[pd.DataFrame]:
+    """The frames of ``iter_slices``, for a pass that needs the cells alone (the ids of an
+    identities input, a count)."""
+    for part in iter_slices(data, spec, columns=columns):
+        yield part.frame
 
 
 def pinned(data: Any, spec: ReadSpec | None = None) -> Any:
@@ -166,7 +178,7 @@ def _what(data: Any) -> str:
     return "a list of inputs" if isinstance(data, list | tuple) else f"a {_kind(data)}"
 
 
-def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterator[pd.DataFrame]:
+def _slices(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterator[Slice]:
     if table_format(data) is not None:
         yield from _table(pin(data, spec.at), spec, columns, 0)
         return
@@ -185,9 +197,9 @@ def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterato
         if item is _END:
             return
         if table_format(item) is not None:
-            for frame in _table(pin(item), spec, columns, offset):
-                offset += len(frame)
-                yield frame
+            for part in _table(pin(item), spec, columns, offset):
+                offset += len(part)
+                yield part
             continue
         if isinstance(item, str | os.PathLike):
             yield from _paths(item, spec, columns, several=True)
@@ -198,9 +210,9 @@ def _frames(data: Any, spec: ReadSpec, columns: Sequence[str] | None) -> Iterato
                 f"item {number} of the iterable is a {_kind(item)}, which is not a table: "
                 + _ACCEPTED_INPUTS
             )
-        for frame in _one(item, spec, columns, offset):
-            offset += len(frame)
-            yield frame
+        for part in _one(item, spec, columns, offset):
+            offset += len(part)
+            yield part
 
 
 def _next_of_caller(items: Iterator[Any], rows_read: int) -> Any:
@@ -270,10 +282,10 @@ def _refuse_text(spec: ReadSpec, source: str) -> None:
 
 def _paths(
     data: str | os.PathLike[str], spec: ReadSpec, columns: Sequence[str] | None, *, several: bool
-) -> Iterator[pd.DataFrame]:
+) -> Iterator[Slice]:
     source = os.fspath(data)
     found = expand(source, spec.text)
-    frames = read_paths(
+    parts = read_paths(
         source,
         spec.rows,
         columns=columns,
@@ -286,14 +298,15 @@ def _paths(
     if dtypes and found.files and format_of(found.files[0], spec.text) not in ("csv", "tsv"):
         _dtypes_for_partitions(dtypes, found, spec, source)
     name = os.path.basename(source)
-    for frame in frames:
+    for part in parts:
+        frame = part.frame
         if several:
             frame = frame.set_axis(pd.Index([f"{name}:{x}" for x in frame.index], dtype=object))
         if dtypes:
             renamed = frame if rename is None else frame.rename(columns=rename)
-            text_columns = _text_columns(frame, found, spec, dtypes)
+            text_columns = _text_columns(part, found, spec, dtypes)
             frame = typed(renamed, text_columns, source).set_axis(frame.columns, axis=1)
-        yield frame
+        yield part if frame is part.frame else part.with_frame(frame)
 
 
 def _dtypes_for_partitions(
@@ -315,29 +328,27 @@ def _dtypes_for_partitions(
 
 
 def _text_columns(
-    frame: pd.DataFrame, found: Parts, spec: ReadSpec, dtypes: dict[str, str]
+    part: Slice, found: Parts, spec: ReadSpec, dtypes: dict[str, str]
 ) -> dict[str, str]:
     """The ``dtypes`` that apply to this slice: all of them for CSV/TSV text, else those of
     the columns its folders restored (a file holding the column keeps its own type)."""
     if found.files and format_of(found.files[0], spec.text) in ("csv", "tsv"):
         return dtypes
     rename = spec.renamer() or (lambda c: c)
-    restored = {rename(c) for c in frame.attrs.get(PARTITION_COLUMNS, ())}
+    restored = {rename(c) for c in part.restored}
     return {column: dtype for column, dtype in dtypes.items() if column in restored}
 
 
-def _one(
-    data: Any, spec: ReadSpec, columns: Sequence[str] | None, offset: int
-) -> Iterator[pd.DataFrame]:
+def _one(data: Any, spec: ReadSpec, columns: Sequence[str] | None, offset: int) -> Iterator[Slice]:
     """One DataFrame or Arrow-native source, labelled from ``offset`` (Arrow rows)."""
     if isinstance(data, pd.DataFrame):
         _refuse_dtypes(spec, "a DataFrame")
         _refuse_text(spec, "a DataFrame")
         frame = data[[c for c in columns if c in data.columns]] if columns is not None else data
         for start in range(0, len(frame), spec.rows):
-            yield frame.iloc[start : start + spec.rows]
+            yield Slice(frame.iloc[start : start + spec.rows])
         if len(frame) == 0:
-            yield frame
+            yield Slice(frame)
         return
     _refuse_dtypes(spec, f"a {_kind(data)}")
     _refuse_text(spec, f"a {_kind(data)}")
@@ -349,12 +360,12 @@ def _one(
             schema, batches = arrow_batches(data, spec.rows)  # a DuckDB relation runs here
     except Exception as exc:
         raise _read_failed(what, 0, exc) from exc
-    yield from _batch_frames(schema, batches, what, columns, offset)
+    yield from _batch_slices(schema, batches, what, columns, offset)
 
 
 def _table(
     table: PinnedTable, spec: ReadSpec, columns: Sequence[str] | None, offset: int
-) -> Iterator[pd.DataFrame]:
+) -> Iterator[Slice]:
     """A Delta or Iceberg table at its pinned version, labelled from ``offset`` (rows)."""
     _refuse_dtypes(spec, f"the {table.described}")
     _refuse_text(spec, f"the {table.described}")
@@ -362,17 +373,17 @@ def _table(
         schema, batches = table.batches(spec.rows, columns)
     except Exception as exc:
         raise _read_failed(f"the {table.described}", 0, exc) from exc
-    yield from _batch_frames(schema, batches, f"the {table.described}", columns, offset)
+    yield from _batch_slices(schema, batches, f"the {table.described}", columns, offset)
 
 
-def _batch_frames(
+def _batch_slices(
     schema: pa.Schema | None,
     batches: Iterator[pa.RecordBatch],
     what: str,
     columns: Sequence[str] | None,
     offset: int,
-) -> Iterator[pd.DataFrame]:
-    """Arrow batches as DataFrames labelled by their row number from ``offset``; no batch
+) -> Iterator[Slice]:
+    """Arrow batches as slices labelled by their row number from ``offset``; no batch
     at all: one empty frame with the schema's columns (a missing one is then reported)."""
     seen = 0
     batch: pa.RecordBatch | None = None
@@ -386,13 +397,14 @@ def _batch_frames(
         if columns is not None:
             keep = [c for c in columns if c in batch.schema.names]
             batch = batch.select(keep)
-        yield arrow_to_pandas(batch, pd.RangeIndex(offset + seen, offset + seen + batch.num_rows))
+        labels = pd.RangeIndex(offset + seen, offset + seen + batch.num_rows)
+        yield Slice(arrow_to_pandas(batch, labels))
         seen += batch.num_rows
     if seen == 0 and batch is None and schema is not None:
         empty = pa.RecordBatch.from_pylist([], schema=schema)
         if columns is not None:
             empty = empty.select([c for c in columns if c in schema.names])
-        yield arrow_to_pandas(empty, pd.Index([], dtype=np.int64))
+        yield Slice(arrow_to_pandas(empty, pd.Index([], dtype=np.int64)))
 
 
 # ------------------------------------------------------------------------------------------

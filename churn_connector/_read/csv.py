@@ -6,7 +6,7 @@ its cells, so a quoted or escaped cell spanning lines never shifts the labels of
 The layout (delimiter, quote, escape, null markers, header or ``columns``) is a
 ``TextFormat``; without a header the data starts at line 1. By default only an empty cell
 is null ("NA" or "null" can be somebody's id). A line with more or fewer cells than the
-header becomes an invalid row (its problem rides on the frame, see ``ROW_PROBLEMS``), never
+header becomes an invalid row (its problem rides beside the frame, in its ``Slice``), never
 padded or shifted. A physically empty line is skipped; a line of empty cells (``,,``) is a
 row. A quoted cell still open when the file ends (a stray quote, or a file cut short) is an
 invalid row too: pyarrow reads every line after the quote into that cell, without a word.
@@ -48,12 +48,11 @@ from .csv_bytes import (
     open_quote,
     unhold,
 )
-from .ending import READ_NOTES, cut_cells, cut_quote, unterminated
+from .ending import cut_cells, cut_quote, unterminated
 from .layout import escaped_quote_hint, null_cells, null_problem, quote_problem
+from .read_slice import RowProblem, Slice
 from .text import TextFormat
 
-# frame.attrs: {position: (check, message)}, or (check, message, column) for one cell's
-ROW_PROBLEMS = "churn_connector.row_problems"
 _UNREAD = object()  # no batch read ahead
 _ROW_NUMBER = re.compile(r"Row #(\d+)")
 
@@ -108,8 +107,9 @@ def read_csv(
     kind: str = "csv",
     text: TextFormat | None = None,
     encoding: str = "utf-8",
-) -> Iterator[pd.DataFrame]:
-    """Frames of at most ``rows`` rows, labelled by physical line (the header is line 1)."""
+) -> Iterator[Slice]:
+    """Slices of at most ``rows`` rows, labelled by physical line (the header is line 1),
+    with the problems of the lines that could not be read as written."""
     text = text or TextFormat()
     delimiter = text.delimiter_for(kind)
     codec = _python_codec(encoding)
@@ -120,7 +120,7 @@ def read_csv(
         header, header_lines = list(text.columns), 0
         if is_empty(path):
             schema = pa.schema([(h, pa.string()) for h in header])
-            yield arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+            yield Slice(arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64)))
             return
     ragged: list[Any] = []
 
@@ -197,7 +197,7 @@ def read_csv(
             ending = name if at_end and lines.unterminated else None
             # unquoted escaped cells: each escaped \r and \n is a line break of its own
             apart = text.escape is not None and text.quote is None
-            frames = _frames(
+            parts = _frames(
                 batch,
                 ragged,
                 lines.blank,
@@ -209,16 +209,17 @@ def read_csv(
                 opens if text.quote is not None else None,
                 _Seen(lines.escaped_quotes, nulls, ending),
             )
-            for frame in frames:
+            for part in parts:
                 produced = True
-                yield frame
+                yield part
     finally:
         reader.close()
     if not produced:
-        frame = arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+        empty = arrow_to_pandas(_empty_batch(schema), pd.Index([], dtype=np.int64))
+        notes: tuple[Note, ...] = ()
         if lines.unterminated and header_lines:  # the header alone, without its newline
-            frame.attrs[READ_NOTES] = [unterminated(name, None, header[-1] if header else None)]
-        yield frame
+            notes = (unterminated(name, None, header[-1] if header else None),)
+        yield Slice(empty, notes=notes)
 
 
 def _open(
@@ -323,7 +324,7 @@ def _frames(
     unclosed: Callable[[int], bool] | None = None,
     opens: Callable[[str], bool] | None = None,
     seen: _Seen | None = None,
-) -> Iterator[pd.DataFrame]:
+) -> Iterator[Slice]:
     """The batch's records and the ragged lines among them, in file order, labelled.
 
     ``unclosed``: given when this is the file's last batch; it says whether the record that
@@ -354,7 +355,7 @@ def _frames(
     # valid records keep their order; a ragged record is a row of nulls with a problem
     take = np.full(total, -1, dtype=np.int64)
     take[~is_bad] = np.arange(nvalid)
-    problems: dict[int, tuple[str, ...]] = {
+    problems: dict[int, RowProblem] = {
         int(p): _ragged_problem(r, int(first_line[p]), columns, opens)
         for p, r in zip(np.flatnonzero(is_bad).tolist(), inside, strict=True)
     }
@@ -387,16 +388,12 @@ def _frames(
         part = table.take(pa.array(chosen, type=pa.int64()))
         frame = arrow_to_pandas(part, pd.Index(first_line[chosen], dtype=np.int64))
         where = {int(i): problems[int(p)] for i, p in enumerate(chosen.tolist()) if p in problems}
-        if where:
-            frame.attrs[ROW_PROBLEMS] = where
-        if notes and stop == total:
-            frame.attrs[READ_NOTES] = notes
-        yield frame
+        yield Slice(frame, where, notes=tuple(notes) if stop == total else ())
 
 
 def _layout_problems(
     seen: _Seen,
-    problems: dict[int, tuple[str, ...]],
+    problems: dict[int, RowProblem],
     first_line: np.ndarray,
     valid: np.ndarray,
     end: int,

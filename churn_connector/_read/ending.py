@@ -5,10 +5,10 @@ cut short (a copy or an upload that stopped), or written by a tool that leaves i
 the last record can tell, and only sometimes:
 
 * short of cells (CSV/TSV), or still inside a quoted cell or a JSON object: it was cut.
-  Its row is invalid, check ``truncated`` (through ``ROW_PROBLEMS``, as a broken line is);
+  Its row is invalid, check ``truncated`` (a problem of its slice, as a broken line is);
 * whole (every cell there, the JSON object closed): nothing tells a value cut at its end
   (``123`` -> ``12``) from a whole one, so its row is read as it is and the report carries
-  a note (``READ_NOTES``) naming the line, for the user to compare with the source.
+  a note (the slice's ``notes``) naming the line, for the user to compare with the source.
 
 Only the file's end is looked at, never each row: the readers pass what they already know
 there (the newline they add before the parser sees the bytes, the last line's parse).
@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from .._core import Note
 
-__all__ = ["READ_NOTES", "cut_cells", "cut_json", "cut_quote", "unterminated"]
+__all__ = ["cut_cells", "cut_json", "cut_quote", "unterminated"]
 
-READ_NOTES = "churn_connector.read_notes"  # frame.attrs: [Note], what the reader noted
 _AGAIN = "export the file again (a whole export ends its last line with a newline)"
 
 

@@ -1,4 +1,4 @@
-"""Files, folders of part files and globs -> DataFrame slices, each row labelled.
+"""Files, folders of part files and globs -> slices of the input, each row labelled.
 
 Formats by name: ``.parquet`` (``.pq``), ``.csv``, ``.tsv`` (``.tab``), NDJSON (``.ndjson``,
 ``.jsonl``, ``.json`` holding one object per line), ``.avro`` (the ``[avro]`` extra),
@@ -45,6 +45,7 @@ from .csv import is_empty, read_csv
 from .hive import Layout, layout_of
 from .manifest import Manifest, is_manifest_name, manifests_in, read_manifest
 from .ndjson import read_ndjson
+from .read_slice import Slice
 from .tables import refuse_tables_within
 from .text import DEFAULT_TEXT, TEXT_FORMATS, TextFormat
 
@@ -200,7 +201,7 @@ def read_paths(
     encoding: str = "utf-8",
     text: TextFormat = DEFAULT_TEXT,
     partitioning: bool = True,
-) -> Iterator[pd.DataFrame]:
+) -> Iterator[Slice]:
     """Every row of the file, folder or glob ``data``, in slices of at most ``rows``; with
     ``partitioning``, each with the columns of its ``key=value`` folders (``hive``)."""
     found = expand(data, text)
@@ -213,13 +214,13 @@ def read_paths(
             raise InputError(f"{path.name} is empty (0 bytes)", path=str(path))
         if several and format_of(path, text) in TEXT_FORMATS and is_empty(path):
             continue  # a compressed part holding nothing: no rows, and no header to read
-        for frame in read_file(path, name, rows, columns=columns, encoding=encoding, text=text):
+        for part in read_file(path, name, rows, columns=columns, encoding=encoding, text=text):
             if layout is not None:
-                frame = layout.restore(frame, path, name)
+                part = layout.restore(part, path, name)
             if several:
-                labels = [f"{name}:{label}" for label in frame.index.tolist()]
-                frame = frame.set_axis(pd.Index(labels, dtype=object), axis=0)
-            yield frame
+                labels = [f"{name}:{label}" for label in part.frame.index.tolist()]
+                part = part.with_frame(part.frame.set_axis(pd.Index(labels, dtype=object), axis=0))
+            yield part
 
 
 def partitions(found: Parts) -> Layout | None:
@@ -235,7 +236,9 @@ def read_file(
     columns: Sequence[str] | None = None,
     encoding: str = "utf-8",
     text: TextFormat = DEFAULT_TEXT,
-) -> Iterator[pd.DataFrame]:
+) -> Iterator[Slice]:
+    """The slices of one file: a text file's with what its reader says of their rows (a
+    line it could not split, a last line without its newline); the others' say nothing."""
     kind = format_of(path, text)
     if kind is None:
         raise InputError(
@@ -258,13 +261,13 @@ def read_file(
             path=str(path),
         )
     if kind == "parquet":
-        return read_parquet(path, name, rows, columns)
+        return map(Slice, read_parquet(path, name, rows, columns))
     if kind == "avro":
-        return read_avro(path, name, rows, columns)
+        return map(Slice, read_avro(path, name, rows, columns))
     if kind == "orc":
-        return read_orc(path, name, rows, columns)
+        return map(Slice, read_orc(path, name, rows, columns))
     if kind == "arrow":
-        return read_arrow(path, name, rows, columns)
+        return map(Slice, read_arrow(path, name, rows, columns))
     if kind in TEXT_FORMATS:
         return read_csv(path, name, rows, kind=kind, text=text, encoding=encoding)
     if kind == "ndjson":

@@ -27,7 +27,7 @@ import datetime as dt
 import decimal
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -38,12 +38,11 @@ import pyarrow as pa
 
 from .._core import InputError, named, on_command_line, shown
 from .arrow import arrow_to_pandas
-from .csv import ROW_PROBLEMS
+from .read_slice import RowProblem, Slice
 
-__all__ = ["HIVE_NULL", "PARTITION_COLUMNS", "Layout", "layout_of"]
+__all__ = ["HIVE_NULL", "Layout", "layout_of"]
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-PARTITION_COLUMNS = "churn_connector.partition_columns"  # frame.attrs: restored from paths
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _UNPARSED: Any = object()
 
@@ -72,9 +71,11 @@ class Layout:
                 found.append((*pair, segment))
         return found
 
-    def restore(self, frame: pd.DataFrame, path: Path, name: str) -> pd.DataFrame:
-        """``frame`` (rows of ``path``) with the columns its folders give (see the module)."""
-        problems: dict[int, tuple[str, str]] = dict(frame.attrs.get(ROW_PROBLEMS, {}))
+    def restore(self, part: Slice, path: Path, name: str) -> Slice:
+        """``part`` (rows of ``path``) with the columns its folders give (see the module),
+        and the rows whose value disagrees with its folder among its problems."""
+        frame = part.frame
+        problems: dict[int, RowProblem] = dict(part.problems)
         restored: dict[str, pa.Array] = {}
         for key, value, segment in self.values(path):
             if key in frame.columns:
@@ -84,16 +85,12 @@ class Layout:
             else:
                 restored[key] = pa.array(np.full(len(frame), value, dtype=object), pa.string())
         if not restored and not problems:
-            return frame
+            return part
         if restored:
             # converted as a file's text column is, so the dtypes match the files' own
             extra = arrow_to_pandas(pa.table(restored), frame.index)
-            attrs = dict(frame.attrs)  # the reader's notes on its rows: concat drops them
             frame = pd.concat([frame, extra], axis=1)
-            frame.attrs = {**attrs, PARTITION_COLUMNS: tuple(restored)}
-        if problems:
-            frame.attrs[ROW_PROBLEMS] = problems
-        return frame
+        return replace(part, frame=frame, problems=problems, restored=tuple(restored))
 
 
 def layout_of(files: Sequence[Path], root: Path | None) -> Layout | None:
@@ -140,7 +137,7 @@ def _mismatches(
     value: str | None,
     segment: str,
     name: str,
-    problems: dict[int, tuple[str, str]],
+    problems: dict[int, RowProblem],
 ) -> None:
     """Record the rows whose ``key`` disagrees with the folder's ``value``."""
     disagree = _disagree(column, value)

@@ -11,8 +11,8 @@ compressed empty one) gives no frame: 0 rows, and no columns to find missing.
 
 A line that names a key twice in one object (``{"event_type": "a", "event_type": "b"}``, or
 inside ``properties``) is valid JSON whose meaning is a guess (RFC 8259: readers differ): its
-row is refused, check ``repeated_key``, with the column and the key (``ROW_REPEATS``), and
-the rest of the file is read on.
+row is refused, check ``repeated_key``, with the column and the key (the slice's
+``repeats``), and the rest of the file is read on.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .._core import InputError
+from .._core import InputError, Note
 from .._json import (
     Repeat,
     first_repeat,
@@ -38,11 +38,8 @@ from .._json import (
     repeated_text_key,
 )
 from .compression import open_stream
-from .csv import ROW_PROBLEMS
-from .ending import READ_NOTES, cut_json, unterminated
-
-# frame.attrs: {position: (column, key, message)} of the rows whose line names a key twice
-ROW_REPEATS = "churn_connector.row_repeats"
+from .ending import cut_json, unterminated
+from .read_slice import RowProblem, RowRepeat, Slice
 
 
 def _parse(line: bytes, path: Path, name: str, number: int) -> dict[str, Any]:
@@ -99,12 +96,12 @@ def _described(found: Repeat) -> tuple[str, str, str]:
     return found.top, found.key, str(repeated_text_key(found.top, where, found.key))
 
 
-def _repeats(lines: list[bytes], records: list[dict[str, Any]]) -> dict[int, tuple[str, str, str]]:
+def _repeats(lines: list[bytes], records: list[dict[str, Any]]) -> dict[int, RowRepeat]:
     """The records whose line names a key twice, by position: the names each line writes,
     counted for the whole slice at once, against the names its parse kept; only a line that
     wrote more is parsed again keeping repeats."""
     written = names_per_line(lines)
-    out: dict[int, tuple[str, str, str]] = {}
+    out: dict[int, RowRepeat] = {}
     for i in np.flatnonzero(written != [key_count(r) for r in records]).tolist():
         found = first_repeat(lines[i])
         if found is not None:
@@ -112,14 +109,16 @@ def _repeats(lines: list[bytes], records: list[dict[str, Any]]) -> dict[int, tup
     return out
 
 
-def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
-    """Frames of at most ``rows`` records, labelled by line; none for a file that holds no
+def read_ndjson(path: Path, name: str, rows: int) -> Iterator[Slice]:
+    """Slices of at most ``rows`` records, labelled by line; none for a file that holds no
     record (a compressed empty file: 0 rows, as an export day without any is)."""
     records: list[dict[str, Any]] = []
     texts: list[bytes] = []
     labels: list[int] = []
     number = 0
-    ending: dict[str, Any] = {}  # attrs of the frame holding the last line, if it is odd
+    # what the slice holding the last line says of it, if it is odd: cut, or unterminated
+    cut: dict[int, RowProblem] = {}
+    notes: tuple[Note, ...] = ()
     with open_stream(path) as raw:
         lines = io.BufferedReader(raw, buffer_size=1 << 20)
         while True:
@@ -142,38 +141,34 @@ def read_ndjson(path: Path, name: str, rows: int) -> Iterator[pd.DataFrame]:
             except _Cut:  # a row of nulls keeps its place; its problem says why
                 records.append({})
                 texts.append(b"{}")
-                ending[ROW_PROBLEMS] = {len(records) - 1: cut_json(number)}
+                cut = {len(records) - 1: cut_json(number)}
             else:
                 if not line.endswith(b"\n"):
-                    ending[READ_NOTES] = [unterminated(name, number, None)]
+                    notes = (unterminated(name, number, None),)
             labels.append(number)
-            if len(records) >= rows or ending:
-                yield _framed(records, labels, texts, ending)
+            if len(records) >= rows or cut or notes:
+                yield _sliced(records, labels, texts, cut, notes)
                 records, texts, labels = [], [], []
     if records:
-        yield _framed(records, labels, texts, ending)
+        yield _sliced(records, labels, texts, cut, notes)
 
 
-def _framed(
-    records: list[dict[str, Any]], labels: list[int], texts: list[bytes], ending: dict[str, Any]
-) -> pd.DataFrame:
-    frame = records_frame(records, labels, _repeats(texts, records))
-    frame.attrs.update(ending)
-    return frame
-
-
-def records_frame(
+def _sliced(
     records: list[dict[str, Any]],
     labels: list[int],
-    repeats: dict[int, tuple[str, str, str]] | None = None,
-) -> pd.DataFrame:
+    texts: list[bytes],
+    cut: dict[int, RowProblem],
+    notes: tuple[Note, ...],
+) -> Slice:
+    frame = records_frame(records, labels)
+    return Slice(frame, cut, _repeats(texts, records), notes)
+
+
+def records_frame(records: list[dict[str, Any]], labels: list[int]) -> pd.DataFrame:
     columns: dict[str, None] = {}
     for record in records:
         columns.update(dict.fromkeys(record))
     index = pd.Index(labels, dtype="int64")
     # object columns keep each JSON value's own type (no int -> float promotion on nulls)
     data = {c: pd.Series([r.get(c) for r in records], index=index, dtype=object) for c in columns}
-    frame = pd.DataFrame(data, index=index)
-    if repeats:
-        frame.attrs[ROW_REPEATS] = repeats
-    return frame
+    return pd.DataFrame(data, index=index)

@@ -29,6 +29,7 @@ from .report import ValidationReport, write_rows
 from .schema import (
     EXPLAIN_KEY,
     OWNERS_KEY,
+    PARSES_KEY,
     TIMESTAMPS_KEY,
     Explain,
     SchemaBuilder,
@@ -47,6 +48,7 @@ __all__ = [
     "FIRST_FAILURES",
     "GITHUB_CAP",
     "OWNERS_KEY",
+    "PARSES_KEY",
     "TIMESTAMPS_KEY",
     "Explain",
     "FailureLog",

@@ -27,7 +27,6 @@ from .._json import (
     has_surrogate,
     is_missing,
     json_floats,
-    keep_parsed,
     normalize_timestamps,
     object_value,
     plain_members,
@@ -292,12 +291,10 @@ def struct_problems(s: pd.Series, rules: ValueRules) -> np.ndarray | None:
     return np.flatnonzero(bad) if _struct_ok(arr, rules, bad, depth=OBJECT_LEVEL) else None
 
 
-def text_objects_ok(
-    s: pd.Series, path: str, rules: ValueRules, *, hand_over: bool = False
-) -> np.ndarray | None:
+def text_objects_ok(s: pd.Series, path: str, rules: ValueRules) -> np.ndarray | None:
     """Which cells of a text column of JSON objects can be sent exactly (nulls pass);
     None when ``s`` is not a text column (``text_objects`` says why a cell cannot)."""
-    found = text_objects(s, path, rules, hand_over=hand_over)
+    found = text_objects(s, path, rules)
     return None if found is None else found.ok & ~found.repeated
 
 
@@ -305,18 +302,23 @@ def text_objects_ok(
 class TextObjects:
     """A text column's verdicts: ``ok`` False where a text is not an exact JSON object
     (check ``<kind>_json``); ``repeated`` True where an otherwise good text names a key
-    twice in one object (check ``repeated_key``)."""
+    twice in one object (check ``repeated_key``). With ``hand_over``: ``members``, each
+    valid object's sorted members (null for a null or refused text), parsed from
+    ``texts``."""
 
     ok: np.ndarray
     repeated: np.ndarray
+    texts: pa.Array | None = None
+    members: pa.BinaryArray | None = None
 
 
 def text_objects(
     s: pd.Series, path: str, rules: ValueRules, *, hand_over: bool = False
 ) -> TextObjects | None:
     """The verdicts on a text column of JSON objects (nulls pass); None when ``s`` is not
-    a text column. ``hand_over``: keep each valid object's sorted members for the wire step
-    (``_json.parsed``), from this one parse.
+    a text column. ``hand_over``: give each valid object's sorted members too, for the wire
+    step (``_json.parsed``), from this one parse (when the column is Arrow's: only its
+    buffers can be found again).
 
     A plain text (``_json.flat_text``) is valid by its form, and Arrow writes its members;
     Arrow's reader refuses a repeated key, so a table read is the proof that none repeats.
@@ -387,18 +389,19 @@ def text_objects(
             repeated[i] = True
         elif hand_over:
             members[k] = dumps(parsed, option=sort)[1:-1]
-    if hand_over and fast_members is not None and len(fast) == len(arr):
-        keep_parsed(arr, fast_members)  # every text plain: the members are in row order
-    elif hand_over:
-        # row i's members: from Arrow for a plain text, from the loop for the rest
-        where = np.full(len(arr), -1, dtype=np.int64)
-        where[rest] = np.arange(len(rest))
-        slow_members = pa.array(members, pa.binary())
-        if fast_members is not None:
-            where[fast] = len(rest) + np.arange(len(fast))
-            slow_members = pa.concat_arrays([slow_members, fast_members])
-        keep_parsed(arr, slow_members.take(pa.array(where, mask=where < 0)))
-    return TextObjects(ok, repeated)
+    if not hand_over:
+        return TextObjects(ok, repeated)
+    if fast_members is not None and len(fast) == len(arr):
+        # every text plain: the members are in row order
+        return TextObjects(ok, repeated, arr, fast_members)
+    # row i's members: from Arrow for a plain text, from the loop for the rest
+    where = np.full(len(arr), -1, dtype=np.int64)
+    where[rest] = np.arange(len(rest))
+    slow_members = pa.array(members, pa.binary())
+    if fast_members is not None:
+        where[fast] = len(rest) + np.arange(len(fast))
+        slow_members = pa.concat_arrays([slow_members, fast_members])
+    return TextObjects(ok, repeated, arr, slow_members.take(pa.array(where, mask=where < 0)))
 
 
 def _struct_ok(arr: pa.StructArray, rules: ValueRules, bad: np.ndarray, *, depth: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +19,10 @@ from .._core import (
     shown,
     value_text,
 )
-from .._json import has_surrogate, mask_unreportable
+from .._json import NO_PARSES, ParsedTexts, has_surrogate, mask_unreportable
 from .checks import require
 from .pandera import full_validation, pa, schema_errors
-from .schema import UnknownColumn, explanations, frame_owners
+from .schema import UnknownColumn, explanations, frame_owners, text_parses
 
 if TYPE_CHECKING:
     pass
@@ -31,10 +32,12 @@ FAILURE_COLUMNS = ["row", "position", "column", "check", "value", "message"]
 
 @dataclass
 class SliceFailures:
-    """Failures of one slice: ``invalid`` marks rows (by position in the slice) that failed."""
+    """Failures of one slice: ``invalid`` marks rows (by position in the slice) that failed;
+    ``parsed``: the JSON-object texts the checks parsed, for the wire step."""
 
     invalid: np.ndarray
     records: list[dict[str, Any]] = field(default_factory=list)
+    parsed: ParsedTexts = NO_PARSES
 
 
 _ALL_NA_CONCAT = "The behavior of DataFrame concatenation with empty or all-NA entries"
@@ -48,7 +51,8 @@ def run_schema(
     *,
     masked: bool = False,
 ) -> SliceFailures:
-    """Validate ``df`` (any index) and return per-row failures with messages.
+    """Validate ``df`` (any index) and return per-row failures with messages, and what the
+    checks parsed of its JSON-object texts (``_json.parsed``: the wire step writes from it).
 
     Rows are addressed by position, so duplicate index labels cannot hide a failure.
     Validation is forced on: pandera's environment switches cannot turn it off.
@@ -79,14 +83,18 @@ def run_schema(
     explain = explanations(schema)
     records: list[dict[str, Any]] = []
     failed = schema_errors()
-    with full_validation(), warnings.catch_warnings():
+    parses = text_parses(schema)
+    collecting: AbstractContextManager[dict[str, Any]] = (
+        parses.collecting() if parses is not None else nullcontext({})
+    )
+    with full_validation(), warnings.catch_warnings(), collecting as found:
         # pandera's failure report concatenates frames of which some are all NA, and pandas
         # 2.x warns that a later version types that concat differently: pandera's concat,
         # the same cases either way; under -W error it would turn a finding into a crash
         warnings.filterwarnings("ignore", message=_ALL_NA_CONCAT, category=FutureWarning)
         try:
             schema.validate(work, lazy=True, inplace=True)
-            return SliceFailures(invalid)
+            return SliceFailures(invalid, parsed=ParsedTexts(found))
         except failed as exc:
             cases = exc.failure_cases
     if not masked and _pandera_broke_on_a_value(cases):
@@ -115,7 +123,7 @@ def run_schema(
         pos = int(case.index)
         invalid[pos] = True
         records.append(failure_record(labels[pos], offset + pos, column, check, value, message))
-    return SliceFailures(invalid, _tidy(records, frame_owners(schema)))
+    return SliceFailures(invalid, _tidy(records, frame_owners(schema)), ParsedTexts(found))
 
 
 def _tidy(records: list[dict[str, Any]], owners: dict[str, str]) -> list[dict[str, Any]]:

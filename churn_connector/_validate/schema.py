@@ -31,6 +31,7 @@ from .._json import (
     EXAMPLE,
     NormalizeCache,
     RepeatedKeyError,
+    TextParses,
     TimestampProblem,
     ValueRules,
     is_missing,
@@ -49,6 +50,7 @@ Explain = Callable[[str | None, Any], str]
 EXPLAIN_KEY = "churn_connector.explain"
 TIMESTAMPS_KEY = "churn_connector.timestamps"
 OWNERS_KEY = "churn_connector.frame_check_columns"
+PARSES_KEY = "churn_connector.text_parses"
 
 
 def message(text: str) -> Explain:
@@ -69,6 +71,7 @@ class SchemaBuilder:
         self.rules = rules
         self.naive_timezone = rules.naive_timezone
         self.timestamps = NormalizeCache(rules.naive_timezone, epoch_unit)
+        self.parses = TextParses()  # what the JSON-text checks parse, for the wire step
         self.owners: dict[str, str] = {}
         self.explain: dict[str, Explain] = {
             "not_nullable": message("{column} is required but the cell is empty"),
@@ -189,20 +192,23 @@ class SchemaBuilder:
         ]
 
     def object_column(self, name: str, *, hand_over: bool = False) -> pa.Column:
-        """``hand_over``: leave JSON texts' sorted members for a wire step that takes them.
+        """``hand_over``: leave JSON texts' sorted members in ``parses`` while a run of the
+        schema collects them (``run_schema`` returns them, for the wire step).
 
         Two checks: ``<name>_json`` (an exact JSON object) and ``repeated_key`` (no object
         names a key twice). The first computes both verdicts in one pass and leaves the
         second's for it: pandera runs a column's checks one after the other in one thread,
         each on a new Series of the column (a copy without its nulls when it has some), so
         the verdicts are left per thread and taken by the Series of the same name and rows."""
-        tz = self.rules
+        tz, parses = self.rules, self.parses
         left = threading.local()  # .last: (the Series, its repeats), the first check's
 
         def ok(s: pd.Series) -> pd.Series:
             left.last = None
-            texts = _columns.text_objects(s, name, tz, hand_over=hand_over)
+            texts = _columns.text_objects(s, name, tz, hand_over=hand_over and parses.wanted)
             if texts is not None:
+                if texts.members is not None and texts.texts is not None:
+                    parses.keep(name, texts.texts, texts.members)
                 good, repeated = texts.ok, texts.repeated
             else:
                 bad = _columns.struct_problems(s, tz)
@@ -394,6 +400,12 @@ def unknown_column(prefix: str, known: Iterable[str]) -> Explain:
 def frame_owners(schema: pa.DataFrameSchema) -> dict[str, str]:
     """Frame-level check name -> the column its failures are reported under."""
     found: dict[str, str] = (schema.metadata or {}).get(OWNERS_KEY, {})
+    return found
+
+
+def text_parses(schema: pa.DataFrameSchema) -> TextParses | None:
+    """Where the schema's JSON-text checks leave their parses (None: they leave none)."""
+    found: TextParses | None = (schema.metadata or {}).get(PARSES_KEY)
     return found
 
 

@@ -39,7 +39,9 @@ import pyarrow.compute as pc
 
 from .._json import (
     BIN,
+    NO_PARSES,
     NotColumnar,
+    ParsedTexts,
     TimestampProblem,
     contiguous,
     field_problem,
@@ -50,7 +52,6 @@ from .._json import (
     normalize_timestamps,
     quote,
     struct_members,
-    take_parsed,
     with_nulls,
 )
 from .._options import EventOptions
@@ -145,7 +146,12 @@ def value_json(
 
 
 def _object_fragments(
-    work: pd.DataFrame, kind: str, naive_timezone: str | None, *, v2: bool
+    work: pd.DataFrame,
+    kind: str,
+    naive_timezone: str | None,
+    *,
+    v2: bool,
+    parsed: ParsedTexts = NO_PARSES,
 ) -> list[pa.Array | bytes]:
     """Pieces of the sorted ``"key":value`` members of the flat ``<kind>.<key>`` columns,
     to be spliced into the row join: a column without omitted cells goes in inline
@@ -154,12 +160,13 @@ def _object_fragments(
 
     With an always-present column (the anchor), keys before it carry a trailing comma and
     keys after it a leading one. Otherwise the comma depends on whether an earlier key is
-    present in that row (if_else).
+    present in that row (if_else). ``parsed``: validation's parse of a JSON-text column.
     """
     if kind in work.columns:  # alone, as JSON text or an Arrow struct (fallback_reason)
         cells = work[kind]
         if is_text_dtype(cells):
-            return [_text_members(cells, v2=v2)]
+            arr = contiguous(cells)
+            return [_text_members(arr, parsed.members(kind, arr), v2=v2)]
         struct = contiguous(cells)
         assert isinstance(struct, pa.StructArray)
         members = struct_members(struct, naive_timezone, v2=v2)
@@ -197,13 +204,12 @@ def _object_fragments(
     return out
 
 
-def _text_members(s: pd.Series, *, v2: bool) -> pa.Array:
-    """The sorted members of each validated JSON-object text (null for a null cell); its
-    nulls are written data and stay, in v2 its integral floats become integers."""
+def _text_members(arr: pa.Array, members: pa.BinaryArray | None, *, v2: bool) -> pa.Array:
+    """The sorted members of each validated JSON-object text of ``arr`` (null for a null
+    cell): ``members`` when validation's parse of these texts was handed over, else parsed
+    here. Its nulls are written data and stay, in v2 its integral floats become integers."""
     # validation refused integers beyond 64 bits, so orjson reads every integer exactly
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    arr = contiguous(s)
-    members = take_parsed(arr)  # validation's parse, when these are the texts it read
     if members is None:
         members = pa.array(
             [None if t is None else dumps(loads(t), option=sort)[1:-1] for t in arr.to_pylist()],
@@ -247,19 +253,24 @@ def _event_types(s: pd.Series) -> pa.BinaryArray:
 
 
 def build(
-    work: pd.DataFrame, options: EventOptions, occurred_ms: np.ndarray
+    work: pd.DataFrame,
+    options: EventOptions,
+    occurred_ms: np.ndarray,
+    parsed: ParsedTexts = NO_PARSES,
 ) -> tuple[pa.BinaryArray, np.ndarray]:
     """Wire bytes and id digests of validated rows of ``work``, in row order; raises
     Unsupported when the per-row path must do it. ``occurred_ms``: the rows' occurred_at
-    in epoch ms (validation normalised the column already)."""
+    in epoch ms (validation normalised the column already); ``parsed``: validation's parse
+    of its JSON-object text columns (``_json.parsed``), written from instead of parsing the
+    texts again."""
     reason = fallback_reason(work, options)
     if reason is not None:
         raise Unsupported(reason)
     n = len(work)
     tz = options.rules.naive_timezone
     v2 = options.id_format == "v2"
-    context = _object_fragments(work, "context", tz, v2=v2)
-    properties = _object_fragments(work, "properties", tz, v2=v2)
+    context = _object_fragments(work, "context", tz, v2=v2, parsed=parsed)
+    properties = _object_fragments(work, "properties", tz, v2=v2, parsed=parsed)
     times = format_ms_binary(occurred_ms)
     user_ids, quote = _user_ids(work["external_user_id"])
     tails = pc.binary_join_element_wise(

@@ -18,7 +18,7 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from .._json import format_ms, normalize_timestamps
+from .._json import NO_PARSES, ParsedTexts, format_ms, normalize_timestamps
 from .._options import EventOptions
 from .._validate import ids_to_wire, merged_objects
 from . import column_wise as columnar
@@ -84,6 +84,7 @@ def build_events(
     ms: np.ndarray | None = None,
     *,
     natural: bool = False,
+    parsed: ParsedTexts = NO_PARSES,
 ) -> WireEvents:
     """Wire events for validated rows of ``work`` (a RangeIndex frame).
 
@@ -92,7 +93,8 @@ def build_events(
     the reason logged at DEBUG. Both produce the same bytes; ``path`` says which ran.
     ``ms``: occurred_at of these rows in epoch ms, when the caller has it already.
     ``natural``: with ``id_columns``, also hash the natural keys (``natural_keys``) the id
-    columns' values make, while their canonical form is at hand.
+    columns' values make, while their canonical form is at hand. ``parsed``: validation's
+    parse of ``work``'s JSON-object text columns, which the column-wise path writes from.
     """
     if len(work) == 0:
         return WireEvents(pa.array([], pa.binary()), _EMPTY, None, _EMPTY, np.empty(0, np.int64))
@@ -100,7 +102,7 @@ def build_events(
         tz = options.rules.naive_timezone
         ms = normalize_timestamps(work["occurred_at"], tz, options.epoch_unit).ms
     try:
-        body, digests = columnar.build(work, options, ms)
+        body, digests = columnar.build(work, options, ms, parsed)
     except columnar.Unsupported as exc:
         log.debug("wire: %s rows take the per-row path: %s", f"{len(work):,}", exc)
         return build_events_per_row(work, options, ms, natural=natural)

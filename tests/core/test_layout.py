@@ -43,7 +43,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("results", ("_results",)),  # the SendResult and the result files
     ("run", ("_run",)),  # one send, stage by stage
     ("track", ("_track",)),  # one-off events: the scalar engine, the tracker, its spool
-    ("client", ("_client",)),  # the Client and the one-call forms
+    ("client", ("_keywords", "_client")),  # the Client, its keywords and the one-call forms
     ("tasks", ("_tasks", "_resend")),  # what every orchestrator task does around a send
     ("top", ("__init__", "_cli", "airflow", "spark", "dagster", "samples")),
 ]

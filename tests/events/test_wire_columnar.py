@@ -38,7 +38,7 @@ from churn_connector._validate.columns import (
     column_problems,
     scalar_column,
     struct_problems,
-    text_objects_ok,
+    text_objects,
 )
 from churn_connector._wire import column_wise as columnar
 from churn_connector._wire.events import build_events, build_events_per_row
@@ -487,21 +487,24 @@ def test_a_json_text_column_is_checked_and_written_as_its_dicts_would_be(
     )
     options = EventOptions(id_format=id_format)
     rules = options.rules
-    ok = text_objects_ok(df["properties"], "properties", rules, hand_over=True)
-    assert ok is not None
+    found = text_objects(df["properties"], "properties", rules, hand_over=True)
+    assert found is not None
+    ok = found.ok & ~found.repeated
     per_cell = [
         t is None or problem_of(object_value, t, "properties", rules) is None for t in texts
     ]
     assert ok.tolist() == per_cell
     rows = np.flatnonzero(ok)
     valid = df.iloc[rows].reset_index(drop=True)
-    parsed.carry_parsed(df, valid, rows)  # validation's parse reaches the wire step, as in a stream
+    # validation's parse reaches the wire step, as in a stream
+    kept = {"properties": (found.texts, found.members)} if found.members is not None else {}
+    handed = parsed.ParsedTexts(kept).of_rows(df, valid, rows)
     if len(valid):
         ms = normalize_timestamps(valid["occurred_at"]).ms
         reference = build_events_per_row(valid, options, ms)
         # first with validation's parse (where the column is Arrow's), then parsed afresh
-        for _ in range(2):
-            body, digests = columnar.build(valid, options, ms)
+        for given in (handed, parsed.NO_PARSES):
+            body, digests = columnar.build(valid, options, ms, given)
             assert body.to_pylist() == reference.body.to_pylist()
             assert digests.tobytes() == reference.digests.tobytes()
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from churn_connector._json import flat_text, parsed
+from churn_connector._json import flat_text
 from churn_connector._json.arrow import contiguous
 from churn_connector._options.events import EventOptions
-from churn_connector._validate.columns import text_objects_ok
+from churn_connector._validate.columns import text_objects
 
 ARROW_STR = pd.ArrowDtype(pa.string())
 KEYS = st.text(min_size=0, max_size=4)
@@ -97,9 +97,12 @@ def test_validation_hands_over_plain_and_other_texts_in_row_order(*, repeated: b
     texts = ['{"b":1,"a":"x"}', "5", None, '{"z":[1]}', '{ "c" : true }']
     texts += ['{"a":1,"a":2}'] if repeated else []
     s = pd.Series(texts, dtype=ARROW_STR)
-    ok = text_objects_ok(s, "properties", EventOptions().rules, hand_over=True)
-    assert ok is not None and ok.tolist() == [True, False, True, True, True] + [False] * repeated
-    members = parsed.take_parsed(contiguous(s))
-    assert members is not None
+    found = text_objects(s, "properties", EventOptions().rules, hand_over=True)
+    assert found is not None
+    ok = found.ok & ~found.repeated
+    assert ok.tolist() == [True, False, True, True, True] + [False] * repeated
+    members = found.members
+    assert members is not None and found.texts is not None
+    assert found.texts.equals(contiguous(s))  # parsed from the column's own buffers
     expected = [b'"a":"x","b":1', None, None, b'"z":[1]', b'"c":true']
     assert members.to_pylist() == expected + [None] * repeated

@@ -13,8 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from churn_connector._json import parsed
-from churn_connector._json.arrow import contiguous
 from churn_connector._json.repeats import names_per_line, names_written, repeat_in
 from churn_connector._json.values import (
     RepeatedKeyError,
@@ -84,7 +82,7 @@ def test_a_repeated_text_hands_no_members_to_the_wire_step() -> None:
     s = pd.Series(texts, dtype=ARROW_STR)
     found = text_objects(s, "properties", EventOptions().rules, hand_over=True)
     assert found is not None and found.repeated.tolist() == [False, True, True, False]
-    members = parsed.take_parsed(contiguous(s))
+    members = found.members
     assert members is not None
     assert members.to_pylist() == [b'"plan":"a"', None, None, b'"n":1.5']
 
@@ -129,7 +127,7 @@ def test_texts_with_distinct_keys_read_as_before(
     s = pd.Series(texts, dtype=ARROW_STR)
     found = text_objects(s, "properties", EventOptions().rules, hand_over=True)
     assert found is not None and found.ok.all() and not found.repeated.any()
-    members = parsed.take_parsed(contiguous(s))
+    members = found.members
     assert members is not None
     assert members.to_pylist() == [
         orjson.dumps(orjson.loads(t), option=orjson.OPT_SORT_KEYS)[1:-1] for t in texts
