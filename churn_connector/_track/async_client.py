@@ -33,18 +33,17 @@ from .._core import (
     TransportError,
     as_secret,
 )
-from .._delivery import AsyncConnections, AsyncPoster, alone, deliver_async
+from .._delivery import AsyncConnections, AsyncPoster, deliver_async
 from .book import Book, Entry, FlushReport
 from .handles import AsyncTrackHandle
 from .scalar import event_of
-from .send import TrackResult, undelivered
+from .send import TrackResult, result_of
 from .spool import Spool
 from .tracker import OnFull, _left_behind, _merge, spend_of
 
 __all__ = ["AsyncClient", "AsyncTrackHandle", "AsyncTracker"]
 
 log = logging.getLogger("churn_connector")
-_OPEN, _CLOSE = b'{"events":[', b"]}"
 
 
 class AsyncClient:
@@ -121,11 +120,7 @@ class AsyncClient:
                 poster.flush()
                 self._poster = AsyncPoster(self._connections)
             raise
-        if outcome.status != "sent":
-            raise undelivered(event.message_id, alone(outcome, len(event.body)))
-        return TrackResult(
-            event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-        )
+        return result_of(event, outcome)
 
     def tracker(
         self,

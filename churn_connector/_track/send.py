@@ -27,7 +27,7 @@ from .._wire import Event
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["OneOff", "TrackResult", "not_delivered", "undelivered"]
+__all__ = ["OneOff", "TrackResult", "not_delivered", "result_of"]
 
 log = logging.getLogger("churn_connector")
 
@@ -52,11 +52,16 @@ def _close_in(pid: int, poster: HttpPoster) -> None:
         poster.close()
 
 
-def undelivered(message_id: str, outcome: Outcome) -> DeliveryError:
-    """The error of an event the API refused (``rejected``) or that was never acknowledged
-    (``failed``: outcome unknown, safe to re-send with the same id)."""
-    state = "rejected" if outcome.status == "rejected" else "failed"
-    return not_delivered(message_id, state, outcome.error, outcome.attempts)
+def result_of(event: Event, outcome: Outcome) -> TrackResult:
+    """How ``track()``'s one request for ``event`` ended, for the thread client and the
+    async one alike: its ``TrackResult``, or the ``DeliveryError`` of an event the API
+    refused (``rejected``) or that was never acknowledged (``failed``: outcome unknown, safe
+    to re-send with the same id), said for the event alone (``alone``)."""
+    if outcome.status != "sent":
+        outcome = alone(outcome, len(event.body))
+        state = "rejected" if outcome.status == "rejected" else "failed"
+        raise not_delivered(event.message_id, state, outcome.error, outcome.attempts)
+    return TrackResult(event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s)
 
 
 def not_delivered(message_id: str, state: str, error: str | None, attempts: int) -> DeliveryError:
@@ -131,11 +136,7 @@ class OneOff:
                 signal=signal_of(exc) or int(signal.SIGINT),
                 counts={"failed": 1},
             ) from exc
-        if outcome.status != "sent":
-            raise undelivered(event.message_id, alone(outcome, len(event.body)))
-        return TrackResult(
-            event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-        )
+        return result_of(event, outcome)
 
     def _nudge(self) -> None:
         """One INFO line when track() runs many times a second: a loop wants a batch."""

@@ -54,7 +54,6 @@ __all__ = ["OnFull", "Tracker"]
 log = logging.getLogger("churn_connector")
 
 OnFull = Literal["block", "raise", "spill"]
-_OPEN, _CLOSE = b'{"events":[', b"]}"
 
 
 class Tracker:
