@@ -264,8 +264,11 @@ class Tracker:
             deliver(trip.landing, poster, trip.request)
         except TransportError as exc:
             with self._cond:
-                if self._poster is poster:
+                dropped = self._poster is poster
+                if dropped:
                     self._poster = None  # it stopped itself; the next request opens anew
+            if dropped:  # its connections and their watchdog thread go with it
+                poster.close()
             trip.stop(exc)
         except Exception as exc:  # a bug of ours must not kill the sender and hang flush()
             log.exception("tracker: sending a request failed")

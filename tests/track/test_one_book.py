@@ -115,8 +115,12 @@ def test_one_event_too_large_for_the_api_is_said_as_a_batch_row_says_it(how: str
     big = {"pad": "x" * 4000}
     with cc.Sandbox(max_body_bytes=2048) as sandbox:
         if how == "thread":
-            with pytest.raises(cc.DeliveryError) as caught:
-                cc.Client(sandbox.base_url, sandbox.api_key).track("u1", "login", properties=big)
+            client = cc.Client(sandbox.base_url, sandbox.api_key)
+            try:
+                with pytest.raises(cc.DeliveryError) as caught:
+                    client.track("u1", "login", properties=big)
+            finally:
+                client.close()
         else:
 
             async def send() -> None:
