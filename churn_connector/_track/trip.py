@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from .._core import EVENTS_PATH, DeliveryError, RowBook, RowState
 from .._delivery import Landing, Outcome, Request, Spend
@@ -34,13 +32,12 @@ class Trip:
     ) -> None:
         self.message_ids = list(message_ids)
         self.rows = RowBook()
-        self.rows.extend(pd.Index(self.message_ids, dtype=object))
+        self.rows.extend(self.message_ids)
         n = len(self.message_ids)
+        # the bodies as a list, not an Arrow array: no Arrow allocation on a sender thread,
+        # which a fork could copy into a child while it holds the allocator's lock
         self.request = Request(
-            EVENTS_PATH,
-            list(range(n)),
-            pa.array(bodies, pa.binary()),
-            times=np.asarray(ms, dtype=np.int64),
+            EVENTS_PATH, list(range(n)), list(bodies), times=np.asarray(ms, dtype=np.int64)
         )
         self.landing = Landing(self.rows, spend, on_landed=self._landed)
         self._outcomes: dict[int, Outcome | None] = {}  # the request that ended each row
