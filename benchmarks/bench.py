@@ -739,8 +739,8 @@ def _cpu_per_call(calls: int, call: Callable[[int], Any]) -> float:
 def track(args: argparse.Namespace, report: Report) -> None:
     """One-off events: CPU per track() beyond the HTTP exchange; a tracker's events/s."""
     from churn_connector._core.contract import TRACK_PATH  # noqa: PLC0415 - internals
+    from churn_connector._delivery.transport import HttpPoster  # noqa: PLC0415 - internals
     from churn_connector._track.scalar import event_of  # noqa: PLC0415 - internals
-    from churn_connector._track.send import CallPoster  # noqa: PLC0415 - internals
 
     calls = 2_000 if args.quick else 10_000
     when = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
@@ -770,10 +770,9 @@ def track(args: argparse.Namespace, report: Report) -> None:
     with receiver(0.0) as sink:
         client = cc.Client(sink.url, KEY)
         body = event_of("user_42", "page_view", properties={"n": 1}).body
-        poster = CallPoster(client.config, 1)
+        poster = HttpPoster(client.config, 1, deadline="call")  # as track() posts
 
         def exchange(i: int) -> Any:
-            poster.start_call()
             return poster.post(TRACK_PATH, body)
 
         def whole(i: int) -> Any:

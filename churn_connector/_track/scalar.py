@@ -1,10 +1,11 @@
-"""One event checked and made wire without a DataFrame: the scalar engine.
+"""One event checked without a DataFrame: the one-event checks, before the events engine's
+fast path for one event makes it wire (``_wire.one_event``).
 
-One set of rules, two engines. For the values of one event this gives the verdict, the check
-names and the wire bytes (message id included; ``_wire.one_event`` builds them) that the batch
-path (the pandera schema of ``_events.schema``, then ``_wire.events``) gives for a one-row
-table of the same values; ``tests/track/test_scalar.py`` holds the two equal over generated
-rows, invalid ones included.
+For the values of one event this gives the verdict and the check names that the batch path
+(the pandera schema of ``_events.schema``) gives a one-row table of the same values, and the
+wire bytes (message id included) its per-row path writes, by the same writer;
+``tests/track/test_scalar.py`` holds the two equal over generated rows, invalid ones
+included.
 
 The common spellings are checked here in plain Python, in a few microseconds: a string id, a
 snake_case event type, an aware ``datetime`` or an RFC 3339 text with its offset, dicts of
@@ -268,9 +269,7 @@ def problems(
     assert user is not None
     assert kind is not None
     assert ms is not None
-    return found, make_event(
-        user, kind, ms, props, ctx, given, namespace=options.namespace, id_format=options.id_format
-    )
+    return found, make_event(user, kind, ms, props, ctx, given, options)
 
 
 def event_of(

@@ -277,6 +277,7 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
         "'churn_connector._read.delta', 'churn_connector._read.iceberg', 'pyarrow.orc', "
         # what the faces load on first use (_core.lazy)
         "'httpx', 'churn_connector._track.async_client', 'churn_connector._delivery.session', "
+        "'churn_connector._delivery.async_poster', "
         "'churn_connector._validate.ci']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
