@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from .display import Groups, report_html, result_html, undelivered_groups
+from .display import (
+    Groups,
+    reason_lines,
+    report_html,
+    result_html,
+    result_title,
+    undelivered_groups,
+)
 from .palette import COLOURS, MARKS, ORDER, WORST_FIRST
 from .plots import failures_chart, states_chart, timeline_chart
 
@@ -13,8 +20,10 @@ __all__ = [
     "WORST_FIRST",
     "Groups",
     "failures_chart",
+    "reason_lines",
     "report_html",
     "result_html",
+    "result_title",
     "states_chart",
     "timeline_chart",
     "undelivered_groups",

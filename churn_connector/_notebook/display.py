@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,8 @@ from .._core import RowState, row_label
 from .palette import COLOURS, ORDER, STATES, WORST_FIRST
 
 MAX_GROUPS = 6  # failure groups shown; the rest are counted in one line
-TEXT_LIMIT = 140  # characters of a message or reason
+TEXT_LIMIT = 300  # characters of a message or reason (values cut first, never the fix)
+VALUE_LIMIT = 24  # characters of a quoted value inside a message that is too long
 LABEL_LIMIT = 40  # characters of a row label
 NAME_LIMIT = 24  # characters of a column name in a group's detail
 NAMES_SHOWN = 2  # column names a group lists before "+N more"
@@ -47,17 +49,39 @@ _HEAD = f"{_ROW};border-bottom:1px solid rgba(127,127,127,.35)"  # the header ro
 # the theme's text colour, fainter: >= 4.5:1 on light and dark themes alike
 MUTED_OPACITY = 0.72
 _MUTED = "opacity:.72"
-# an example wraps onto two lines at most (a shorter one fits on one)
-_CLAMP = "display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2;overflow:hidden"
-_ONE_LINE = 70
+# a long text wraps in its cell, whole: nothing is hidden by a line clamp or an ellipsis,
+# and a long word (an id, a path) breaks rather than widen the table past a narrow window
+_WRAP = "overflow-wrap:anywhere"
+# a quoted value: what a message may lose first, for its fix to stay
+_QUOTED = re.compile(r"'[^']{%d,}'|\"[^\"]{%d,}\"" % (VALUE_LIMIT, VALUE_LIMIT))
+
+
+def fit(text: str, limit: int = TEXT_LIMIT) -> str:
+    """``text`` on one line, at most about ``limit`` characters, cut where it tells least:
+    first the quoted values it echoes (each cut in its middle to ``VALUE_LIMIT``), then, if
+    still too long, its middle, so the start (the column) and the end (the fix) stay."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    text = _QUOTED.sub(lambda m: m[0][0] + middle_cut(m[0][1:-1], VALUE_LIMIT) + m[0][0], text)
+    return middle_cut(text, limit)
 
 
 def esc(value: Any, limit: int = TEXT_LIMIT) -> str:
-    """``value`` as trimmed, escaped text (one line)."""
-    text = " ".join(str(value).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return html.escape(text)
+    """``value`` as fitted (``fit``), escaped text (one line)."""
+    return html.escape(fit(str(value), limit))
+
+
+def bdi(text: str, direction: str = "auto") -> str:
+    """Escaped ``text`` in a bidi isolate: right-to-left text (a Hebrew label, an Arabic
+    message) keeps its own order without moving the words and numbers around it."""
+    return f'<bdi dir="{direction}">{html.escape(text)}</bdi>'
+
+
+def where_text(label: str | None) -> str:
+    """``row <label>`` (the label isolated left to right, as ``name:row`` is built, so its
+    row number stays at its end), or ``whole table``."""
+    return "whole table" if label is None else f"row {bdi(label, 'ltr')}"
 
 
 def middle_cut(text: str, limit: int) -> str:
@@ -109,11 +133,22 @@ def _row(cells: str) -> str:
     return f'<tr style="{_ROW}">{cells}</tr>'
 
 
-def counts_table(rows: Iterable[tuple[str, int]], total: int, notes: Mapping[str, str]) -> str:
-    """One line per state: its mark, name, rows, share of ``total``, a bar, what it means."""
+def counts_table(
+    rows: Iterable[tuple[str, int]],
+    total: int,
+    notes: Mapping[str, str],
+    *,
+    reasons_below: bool = False,
+) -> str:
+    """One line per state: its mark, name, rows, share of ``total``, a bar, what it means;
+    ``reasons_below``: the reasons are listed under it, and the undelivered states say so
+    (never a pointer to reasons that are not shown)."""
     lines = []
     for name, n in rows:
         share = n / total if total else 0.0
+        meaning = notes.get(name, STATES[name].meaning)
+        if reasons_below and n and name in UNDELIVERED:
+            meaning += " (reasons below)"
         lines.append(
             _row(
                 f'<td style="{_CELL};white-space:nowrap">{mark(name)} '
@@ -122,7 +157,7 @@ def counts_table(rows: Iterable[tuple[str, int]], total: int, notes: Mapping[str
                 f'<td style="{_NUM};{_MUTED}">{html.escape(_percent(share))}</td>'
                 f'<td style="{_CELL}">{_bar(share, COLOURS[name])}</td>'
                 f'<td style="{_CELL};{_MUTED}">'
-                f"{esc(notes.get(name, STATES[name].meaning))}</td>"
+                f"{esc(meaning)}</td>"
             )
         )
     return f'<table style="{_TABLE}">{"".join(lines)}</table>'
@@ -135,7 +170,7 @@ class Group:
     reason: str
     detail: str  # HTML: the columns (report) or the row state (send result)
     count: int
-    example_row: str
+    example_row: str | None  # the example's row label (None: the whole table)
     example: str
 
 
@@ -181,7 +216,8 @@ def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -
     if found.several:
         lines.append(
             f"a row with several reasons is counted under each "
-            f"({_plural(found.several, 'row')} have more than one)"
+            f"({_plural(found.several, 'row')} {'has' if found.several == 1 else 'have'} "
+            "more than one)"
         )
     extra = "".join(f'<div style="{_MUTED}">{line}</div>' for line in lines)
     return (
@@ -191,21 +227,17 @@ def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -
 
 
 def _reason_cell(reason: str) -> str:
-    # a check name or a status (HTTP 503) stays on its line; an error's own text wraps
-    text = esc(reason, LABEL_LIMIT * 2)
-    if " " not in reason or _HTTP.fullmatch(reason):
-        return f'<td style="{_CELL};white-space:nowrap"><code>{text}</code></td>'
-    return f'<td style="{_CELL}"><div style="{_CLAMP}">{text}</div></td>'
+    # a check name stays on its line; an error's own text wraps, whole
+    if " " not in reason:
+        return f'<td style="{_CELL};white-space:nowrap"><code>{bdi(fit(reason))}</code></td>'
+    return f'<td style="{_CELL};{_WRAP}">{bdi(fit(reason))}</td>'
 
 
 def _example_cell(group: Group) -> str:
-    where = f'<span style="{_MUTED}">{html.escape(group.example_row)}</span>'
-    if not group.example or group.example == group.reason:  # the reason says it all
+    where = f'<span style="{_MUTED};white-space:nowrap">{where_text(group.example_row)}</span>'
+    if not group.example or group.reason.endswith(group.example):  # the reason says it all
         return f'<td style="{_CELL}">{where}</td>'
-    text = esc(group.example)
-    if len(text) > _ONE_LINE:
-        return f'<td style="{_CELL}"><div style="{_CLAMP}">{where}: {text}</div></td>'
-    return f'<td style="{_CELL}">{where}: {text}</td>'
+    return f'<td style="{_CELL};{_WRAP}">{where}: {bdi(fit(group.example))}</td>'
 
 
 def page(state: str, title: str, sections: Sequence[str], hints: Sequence[str]) -> str:
@@ -262,9 +294,7 @@ def check_groups(failures: pd.DataFrame) -> Groups:
     groups = []
     for check, count in counts.items():
         example = first[str(check)]
-        where = (
-            "whole table" if pd.isna(example["position"]) else f"row {label_text(example['row'])}"
-        )
+        where = None if pd.isna(example["position"]) else label_text(example["row"])
         groups.append(
             Group(
                 str(check),
@@ -306,19 +336,20 @@ def report_html(
             if duplicates
             else ""
         ),
-        "invalid": "never sent: fix the data (see the reasons below)",
+        "invalid": "never sent: fix the data",
     }
-    sections = [counts_table(states, n_rows, notes), notes_section(remarks)]
-    sections.append(
-        groups_table(
-            "Failures by check", check_groups(failures), "failures", "column", "report.failures"
-        )
-    )
+    groups = check_groups(failures)
+    sections = [
+        counts_table(states, n_rows, notes, reasons_below=bool(groups.groups)),
+        notes_section(remarks),
+        groups_table("Failures by check", groups, "failures", "column", "report.failures"),
+    ]
     if failures.empty:
-        state, title = "sent", f"{kind}: all {n_rows:,} rows valid"
+        everything = "the 1 row is valid" if n_rows == 1 else f"all {n_rows:,} rows valid"
+        state, title = "sent", f"{kind}: {everything}"
         hints = [f"{code(f'{send}(report.valid)')} sends them"]
     else:
-        state, title = "invalid", f"{kind}: {n_invalid:,} of {n_rows:,} rows invalid"
+        state, title = "invalid", f"{kind}: {n_invalid:,} of {_plural(n_rows, 'row')} invalid"
         hints = [
             f"{code('report.failures')} lists every failure",
             f"{code(_QUARANTINE)} writes the invalid rows with their reasons",
@@ -341,32 +372,78 @@ _REQUEST_WORDS = {
 }
 
 
-def reasons_of(error: str | None, state: str) -> list[tuple[str, str]]:
-    """(reason, example text) pairs of one undelivered row's error: one per failed check
-    for an invalid row (as the report groups them); the HTTP status for an answer, with the
-    API's message as the example; else the error itself."""
+# what varies between rows that share a reason: masked so those rows group together
+_MASKS = (
+    # a timestamp (the window's bounds, a server time): before its numbers are masked
+    (
+        re.compile(
+            r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?"
+            r"(?:Z|[+-]\d{2}:?\d{2})?"
+        ),
+        "<time>",
+    ),
+    # an id: a UUID, or a run of hex digits long enough to be one (a message id)
+    (re.compile(r"\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b", re.IGNORECASE), "<id>"),
+    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b", re.IGNORECASE), "<id>"),
+    # a number standing alone (an index, a count, a size), never digits inside a word
+    (re.compile(r"(?<![\w.<])[-+]?\d+(?:[.,]\d+)*(?![\w>])"), "<n>"),
+)
+
+
+def normalised(message: str) -> str:
+    """``message`` with what varies from row to row masked: timestamps (``<time>``), ids
+    (``<id>``) and numbers (``<n>``), so rows the API refused for one reason group together
+    whatever their values (``events[3]`` and ``events[7]``, 3 or 5 problems)."""
+    text = " ".join(message.split())
+    for pattern, mask in _MASKS:
+        text = pattern.sub(mask, text)
+    return text
+
+
+def reasons_of(error: str | None, state: str) -> list[tuple[str, str, str]]:
+    """(reason, its text, example text) of one undelivered row's error: one per failed
+    check for an invalid row (as the report groups them); else the error's own message:
+    the reason is its text with the values masked (``normalised``), which rows share, and
+    the example the row's own message. An answer's reason keeps its HTTP status: ``HTTP
+    400: occurred_at: more than 30 days before server time``."""
     if not error:
-        return [(state, "")]
+        return [(state, state, "")]
     if state == "invalid":
         found = [(m.group(1), m.group(2)) for m in _CHECKED.finditer(error)]
-        return list(dict(found).items()) or [("invalid", error)]
-    http = _HTTP.match(error)
+        return [(k, k, v) for k, v in dict(found).items()] or [("invalid", "invalid", error)]
+    text = " ".join(error.split())
+    http = _HTTP.match(text)
     if http:
-        said = error[http.end() :].lstrip(":; ").strip()
-        return [(http.group(0), said or "the API said nothing more")]
-    return [(error, error)]
+        said = text[http.end() :].lstrip(":; ").strip() or "the API said nothing more"
+        return [(f"{http.group(0)}: {normalised(said)}", f"{http.group(0)}: {said}", said)]
+    return [(normalised(text), text, text)]
 
 
-def undelivered_groups(
-    status: np.ndarray, errors: Mapping[int, str], label: Callable[[int], Any]
-) -> Groups:
+@dataclass(frozen=True)
+class Reason:
+    """Undelivered rows that share a reason: the reason (its text when every row's is the
+    same, else with the values masked), their state, how many, the first such row's
+    position and its own text."""
+
+    reason: str
+    state: str
+    count: int
+    first: int
+    example: str
+    key: tuple[str, str]  # (the masked reason, the state): what the rows share
+
+
+def reason_groups(
+    status: np.ndarray, errors: Mapping[int, str], states: Sequence[str] = UNDELIVERED
+) -> tuple[list[Reason], list[tuple[list[tuple[str, str]], int]], int]:
     """Rows not delivered, grouped by (reason, state), largest first; a row with several
-    reasons (an invalid row failing two checks) is counted under each.
+    reasons (an invalid row failing two checks) is counted under each. Also returns each
+    distinct error's (reason, state) keys with its rows, and the rows with several reasons.
 
     Vectorised over the rows: an interrupted million-row send has a million failed rows,
     but only a few distinct errors, each turned into reasons once.
     """
-    codes = [int(RowState[s.upper()]) for s in UNDELIVERED]
+    codes = [int(RowState[s.upper()]) for s in states]
     positions = np.flatnonzero(np.isin(status, codes))
     texts = pd.Series([errors.get(p) for p in positions.tolist()], dtype=object)
     text_codes, texts_seen = pd.factorize(texts, use_na_sentinel=False)
@@ -374,36 +451,118 @@ def undelivered_groups(
     pairs, first, counts = np.unique(
         text_codes.astype(np.int64) * len(RowState) + states, return_index=True, return_counts=True
     )
-    found: dict[tuple[str, str], list[Any]] = {}  # -> [count, first position, example]
+    # -> [count, first position, example, the reason's text (None: it varies)]
+    found: dict[tuple[str, str], list[Any]] = {}
     keys_of_pair: list[tuple[list[tuple[str, str]], int]] = []
     several = 0
     for pair, at, count in zip(pairs.tolist(), first.tolist(), counts.tolist(), strict=True):
         error = texts_seen[pair // len(RowState)]
         state = RowState(pair % len(RowState)).label
         reasons = reasons_of(error if isinstance(error, str) else None, state)
-        keys = [(reason, state) for reason, _ in reasons]
+        keys = [(reason, state) for reason, _, _ in reasons]
         keys_of_pair.append((keys, count))
         if len(keys) > 1:
             several += count
         p = int(positions[at])
-        for key, (_, example) in zip(keys, reasons, strict=True):
+        for key, (_, text, example) in zip(keys, reasons, strict=True):
             entry = found.get(key)
             if entry is None:
-                found[key] = [count, p, example]
+                found[key] = [count, p, example, text]
             else:
                 entry[0] += count
                 if p < entry[1]:
                     entry[1], entry[2] = p, example
+                if entry[3] != text:
+                    entry[3] = None
     ordered = sorted(found.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
-    hidden = {key for key, _ in ordered[MAX_GROUPS:]}
-    more = sum(count for keys, count in keys_of_pair if hidden.intersection(keys))
+    reasons_found = [
+        Reason(reason if text is None else text, state, count, first, example, (reason, state))
+        for (reason, state), (count, first, example, text) in ordered
+    ]
+    return reasons_found, keys_of_pair, several
+
+
+_RTL = frozenset(("R", "AL", "RLE", "RLO", "RLI"))
+
+
+def isolated(text: str, *, ltr: bool = False) -> str:
+    """``text`` between Unicode bidi isolates when it holds right-to-left characters
+    (first-strong, or left-to-right for a row label ``name:row``), so a terminal shows the
+    words and numbers around it in their places; other text is left as it is."""
+    if not any(unicodedata.bidirectional(ch) in _RTL for ch in text):
+        return text
+    return ("\u2066" if ltr else "\u2068") + text + "\u2069"
+
+
+def reason_lines(
+    status: np.ndarray,
+    errors: Mapping[int, str],
+    label: Callable[[int], Any],
+    frame: str = "res.failures",
+) -> list[str]:
+    """The reasons of the rows the API refused or that failed, as text (the summary's, the
+    command line's): one line a reason, largest first, with its state, its rows and an
+    example row, as the HTML groups them; then what the lines beyond the shown ones hold.
+    Invalid rows are left to the validation report's lines, which list them by check."""
+    found, keys_of_pair, several = reason_groups(status, errors, ("rejected", "failed"))
+    lines = []
+    for r in found[:MAX_GROUPS]:
+        where = f"row {isolated(label_text(label(r.first)), ltr=True)}"
+        example = "" if r.reason.endswith(r.example) else f": {isolated(fit(r.example))}"
+        lines.append(f"{r.state} {r.count:,}: {isolated(fit(r.reason))} (e.g. {where}{example})")
+    if len(found) > MAX_GROUPS:
+        more = _beyond(found, keys_of_pair)
+        lines.append(
+            f"… and {_plural(len(found) - MAX_GROUPS, 'more reason')} ({_plural(more, 'row')}) "
+            f"in {frame}"
+        )
+    if several:
+        lines.append(
+            f"a row with several reasons is counted under each ({_plural(several, 'row')} "
+            f"{'has' if several == 1 else 'have'} more than one)"
+        )
+    return lines
+
+
+def _beyond(found: list[Reason], keys_of_pair: list[tuple[list[tuple[str, str]], int]]) -> int:
+    """The rows under the reasons beyond the first ``MAX_GROUPS`` (a row once)."""
+    hidden = {r.key for r in found[MAX_GROUPS:]}
+    return sum(count for keys, count in keys_of_pair if hidden.intersection(keys))
+
+
+def undelivered_groups(
+    status: np.ndarray, errors: Mapping[int, str], label: Callable[[int], Any]
+) -> Groups:
+    """Rows not delivered, grouped by reason (``reason_groups``), as the HTML shows them."""
+    found, keys_of_pair, several = reason_groups(status, errors)
+    more = _beyond(found, keys_of_pair)
     groups = [
         Group(
-            reason, f"{mark(state)} {esc(state)}", count, f"row {label_text(label(first))}", example
+            r.reason,
+            f"{mark(r.state)} {esc(r.state)}",
+            r.count,
+            label_text(label(r.first)),
+            r.example,
         )
-        for (reason, state), (count, first, example) in ordered
+        for r in found
     ]
     return Groups(groups, more, several)
+
+
+def result_title(kind: str, n_rows: int, counts: Mapping[str, int], *, dry_run: bool) -> str:
+    """The result's headline in words: ``events: 1,194 of 1,201 rows sent, 1 skipped``;
+    ``dry run of events: 10 of 10 rows would be sent``; ``events: no rows``."""
+    if n_rows == 0:
+        return f"{'dry run of ' if dry_run else ''}{kind}: no rows"
+    if dry_run:
+        return (
+            f"dry run of {kind}: {counts.get('would_send', 0):,} of "
+            f"{_plural(n_rows, 'row')} would be sent"
+        )
+    skipped = counts.get("skipped", 0)
+    return f"{kind}: {counts.get('sent', 0):,} of {_plural(n_rows, 'row')} sent" + (
+        f", {skipped:,} skipped" if skipped else ""
+    )
 
 
 def headline_state(counts: Mapping[str, int], *, dry_run: bool) -> str:
@@ -432,7 +591,7 @@ def result_html(
         f"{code('res.plot()')}",
     ]
     if n_rows == 0:
-        title = f"{'dry run of ' if dry_run else ''}{kind}: no rows"
+        title = result_title(kind, n_rows, counts, dry_run=dry_run)
         text = "the input holds no rows: nothing was sent"
         return page("skipped", title, [f'<div style="{_MUTED}">{text}</div>'], hints[:1])
     states = [(s, counts.get(s, 0)) for s in ORDER if counts.get(s, 0) or s == "sent"]
@@ -447,20 +606,12 @@ def result_html(
         f"{': ' + said if said else ''}; {elapsed_s:.2f} s</div>"
     )
     sections = [
-        counts_table(states, n_rows, {}),
+        counts_table(states, n_rows, {}, reasons_below=bool(groups.groups)),
         timing,
         notes_section(remarks),
         groups_table("Rows not delivered, by reason", groups, "rows", "state", "res.failures"),
     ]
-    if dry_run:
-        title = (
-            f"dry run of {kind}: {counts.get('would_send', 0):,} of {n_rows:,} rows would be sent"
-        )
-    else:
-        skipped = counts.get("skipped", 0)
-        title = f"{kind}: {counts.get('sent', 0):,} of {n_rows:,} rows sent" + (
-            f", {skipped:,} skipped" if skipped else ""
-        )
+    title = result_title(kind, n_rows, counts, dry_run=dry_run)
     if counts.get("failed", 0):
         hints.insert(0, "failed rows are safe to re-send: run the same send again")
     return page(headline_state(counts, dry_run=dry_run), title, sections, hints)
