@@ -86,7 +86,7 @@ def outcome(counts: Mapping[str, int], *, stopped: bool) -> tuple[str, str]:
 
 def counts_text(counts: Mapping[str, int], unread: int = 0, retries: int = 0) -> str:
     """``1,993 sent · 1 skipped · 7 invalid``: the rows by state, in the palette's order."""
-    parts = [f"{counts[s]:,} {s.replace('_', ' ')}" for s in ORDER if counts.get(s, 0)]
+    parts = [f"{counts[s]:,} {s}" for s in ORDER if counts.get(s, 0)]
     if unread:
         parts.append(f"{unread:,} not read")
     if retries:

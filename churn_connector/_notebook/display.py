@@ -152,7 +152,7 @@ def counts_table(
         lines.append(
             _row(
                 f'<td style="{_CELL};white-space:nowrap">{mark(name)} '
-                f"{esc(name.replace('_', ' '))}</td>"
+                f"{esc(name)}</td>"
                 f'<td style="{_NUM}">{n:,}</td>'
                 f'<td style="{_NUM};{_MUTED}">{html.escape(_percent(share))}</td>'
                 f'<td style="{_CELL}">{_bar(share, COLOURS[name])}</td>'

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -408,3 +409,43 @@ def test_rows_whose_messages_differ_in_numbers_only_share_a_reason_and_each_keep
         ("HTTP 400: occurred_at: more than 5 minutes after server time", "rejected", 4, "row 12"),
         ("HTTP 400: occurred_at: more than 30 days before server time", "rejected", 3, "row 1"),
     ]
+
+
+# -- every state shown is a documented one ----------------------------------------------------
+
+
+def documented_states() -> list[str]:
+    """The states the row-states page's first table lists."""
+    page = (Path(__file__).parents[2] / "docs" / "concepts" / "row-states.md").read_text()
+    table = page.split("| state |", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE)
+
+
+def test_a_dry_runs_rows_have_one_documented_state_in_the_frame_the_counts_and_the_words(
+    now: pd.Timestamp, make_events: MakeEvents, tmp_path: Path
+) -> None:
+    events = make_events(now, n=12)
+    events.loc[3, "event_type"] = "Bad Type"
+    res = cc.send_events(events, now=now, dry_run=True, progress=False)
+    documented = documented_states()
+    assert "would_send" in documented
+    statuses = res.rows["status"].astype(str).value_counts().to_dict()
+    assert statuses == {"would_send": 11, "invalid": 1}
+    assert {s for s, n in res.counts.items() if n} == set(statuses)
+    assert set(res.counts) <= set(documented)
+    assert set(res.rows["status"].cat.categories) <= set(documented)  # no "pending"
+    assert "would_send 11," in res.summary()
+    page = read_page(res._repr_html_())
+    assert counts_of(page) == statuses
+    res.rows.to_csv(tmp_path / "rows.csv")
+    assert set(pd.read_csv(tmp_path / "rows.csv")["status"]) == {"would_send", "invalid"}
+
+
+def test_every_state_a_send_shows_is_documented(
+    sandbox: cc.Sandbox, now: pd.Timestamp
+) -> None:
+    res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(messy_report(now), now=now)
+    documented = set(documented_states())
+    assert set(res.counts) <= documented
+    assert set(counts_of(read_page(res._repr_html_()))) <= documented
+    assert set(res.rows["status"].astype(str)) <= documented
