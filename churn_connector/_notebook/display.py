@@ -53,7 +53,7 @@ _MUTED = "opacity:.72"
 # and a long word (an id, a path) breaks rather than widen the table past a narrow window
 _WRAP = "overflow-wrap:anywhere"
 # a quoted value: what a message may lose first, for its fix to stay
-_QUOTED = re.compile(r"'[^']{%d,}'|\"[^\"]{%d,}\"" % (VALUE_LIMIT, VALUE_LIMIT))
+_QUOTED = re.compile(rf"'[^']{{{VALUE_LIMIT},}}'|\"[^\"]{{{VALUE_LIMIT},}}\"")
 
 
 def fit(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -434,7 +434,7 @@ class Reason:
 
 
 def reason_groups(
-    status: np.ndarray, errors: Mapping[int, str], states: Sequence[str] = UNDELIVERED
+    status: np.ndarray, errors: Mapping[int, str], among: Sequence[str] = UNDELIVERED
 ) -> tuple[list[Reason], list[tuple[list[tuple[str, str]], int]], int]:
     """Rows not delivered, grouped by (reason, state), largest first; a row with several
     reasons (an invalid row failing two checks) is counted under each. Also returns each
@@ -443,7 +443,7 @@ def reason_groups(
     Vectorised over the rows: an interrupted million-row send has a million failed rows,
     but only a few distinct errors, each turned into reasons once.
     """
-    codes = [int(RowState[s.upper()]) for s in states]
+    codes = [int(RowState[s.upper()]) for s in among]
     positions = np.flatnonzero(np.isin(status, codes))
     texts = pd.Series([errors.get(p) for p in positions.tolist()], dtype=object)
     text_codes, texts_seen = pd.factorize(texts, use_na_sentinel=False)

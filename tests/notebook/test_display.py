@@ -404,8 +404,13 @@ def test_rows_whose_messages_differ_in_numbers_only_share_a_reason_and_each_keep
         "(the answer named other events of the request, not this one)"
     )
     assert groups_against_rows(res) == [
-        (masked, "rejected", 13, "row 0: 3 validation problem(s); nothing was stored "
-         "(the answer named other events of the request, not this one)"),
+        (
+            masked,
+            "rejected",
+            13,
+            "row 0: 3 validation problem(s); nothing was stored "
+            "(the answer named other events of the request, not this one)",
+        ),
         ("HTTP 400: occurred_at: more than 5 minutes after server time", "rejected", 4, "row 12"),
         ("HTTP 400: occurred_at: more than 30 days before server time", "rejected", 3, "row 1"),
     ]
@@ -441,9 +446,7 @@ def test_a_dry_runs_rows_have_one_documented_state_in_the_frame_the_counts_and_t
     assert set(pd.read_csv(tmp_path / "rows.csv")["status"]) == {"would_send", "invalid"}
 
 
-def test_every_state_a_send_shows_is_documented(
-    sandbox: cc.Sandbox, now: pd.Timestamp
-) -> None:
+def test_every_state_a_send_shows_is_documented(sandbox: cc.Sandbox, now: pd.Timestamp) -> None:
     res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(messy_report(now), now=now)
     documented = set(documented_states())
     assert set(res.counts) <= documented
