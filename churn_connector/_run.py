@@ -30,7 +30,7 @@ from ._delivery import (
     SizeLimit,
 )
 from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
-from ._notebook.interrupts import short_interrupts
+from ._notebook import short_interrupts
 from ._read import read_by_caller, row_count, unread_labels
 from ._results import SendResult
 from ._slices import Stream, batches

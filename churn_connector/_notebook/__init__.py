@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from .display import (
     Groups,
-    reason_lines,
     report_html,
     result_html,
     result_title,
     undelivered_groups,
 )
+from .interrupts import short_interrupts
 from .palette import COLOURS, MARKS, ORDER, WORST_FIRST
 from .plots import failures_chart, states_chart, timeline_chart
+from .reasons import reason_lines
 
 __all__ = [
     "COLOURS",
@@ -24,6 +25,7 @@ __all__ = [
     "report_html",
     "result_html",
     "result_title",
+    "short_interrupts",
     "states_chart",
     "timeline_chart",
     "undelivered_groups",

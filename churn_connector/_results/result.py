@@ -288,8 +288,10 @@ class SendResult:
         return self._reason_lines
 
     def __repr__(self) -> str:
-        lines = self.summary().splitlines()
-        return "\n".join([f"<SendResult {lines[0]}>", *(f"  {line}" for line in lines[1:])])
+        # one line, and under it the reasons of rows refused or failed (the notes are the
+        # summary's: they are no failure)
+        first = self.summary().splitlines()[0]
+        return "\n".join([f"<SendResult {first}>", *(f"  {line}" for line in self.reason_lines())])
 
     def plot(self, kind: PlotKind = "states", ax: Axes | None = None) -> Axes:
         """A chart drawn with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure:

@@ -16,8 +16,8 @@ import churn_connector as cc
 from churn_connector import samples
 from churn_connector._core.book import RowBook
 from churn_connector._core.types import RowState
-from churn_connector._notebook.display import MAX_GROUPS, label_text
 from churn_connector._notebook.palette import COLOURS, MARKS
+from churn_connector._notebook.reasons import MAX_GROUPS, label_text
 from churn_connector._results.result import SendResult
 from tests.conftest import MakeEvents
 from tests.notebook.reading import Page, number, read_page
