@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
 .PHONY: chromium postgresql demo test lint typecheck pytest pytest-main pytest-spark pytest-airflow \
-	pytest-dagster test-min docs docs-reference bench strip-notebooks clean
+	pytest-dagster test-min docs docs-serve docs-reference bench strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -126,6 +126,12 @@ test: $(STAMP) $(MIN_STAMP) chromium postgresql
 # as tests in the suite (tests/docs/test_docs.py)
 docs: $(STAMP)
 	$(BIN)/python docs/_tools/build.py
+
+# the built site, served on http://127.0.0.1:8000 (DOCS_PORT): its search runs in a web
+# worker, which a browser does not start for a page opened from disk (file://)
+DOCS_PORT ?= 8000
+docs-serve: docs
+	$(BIN)/python -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory site
 
 # regenerate the reference pages' generated parts: the command line from its parsers, the
 # checks table from churn_connector/_validate/checks.py (tests/docs/test_docs_reference.py checks both)
