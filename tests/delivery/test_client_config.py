@@ -300,7 +300,9 @@ def test_max_requests_per_second(path: Path_) -> None:
         log = sandbox.requests_log()
     assert report.ok and len(log) == 10
     assert elapsed >= 9 / 5
-    assert busiest(log["received_at"], 1.0) <= 5 + 1
+    # one request of slack beyond the bucket's own: on a loaded machine the sandbox's
+    # thread can note two requests that left 0.2 s apart within the same instant
+    assert busiest(log["received_at"], 1.0) <= 5 + 2
 
 
 # -- how much at once --------------------------------------------------------------------------
