@@ -23,8 +23,18 @@ from .columns import (
 )
 from .document import FIRST_FAILURES, check_counts, column_counts, dumps, report_document
 from .failure_log import FailureLog, failures_frame, run_schema
-from .gate import GateOptions, GateVerdict, ThresholdArg, check_of_kind, counted_rows, judge
+from .gate import (
+    GateOptions,
+    GateVerdict,
+    ThresholdArg,
+    check_of_kind,
+    counted_rows,
+    judge,
+    warns,
+)
 from .pandera import pa
+from .plan import PlanSource, TrackingPlan, as_plan
+from .plan_check import PlanFindings, plan_failures
 from .report import ValidationReport, write_rows
 from .schema import (
     EXPLAIN_KEY,
@@ -54,9 +64,13 @@ __all__ = [
     "FailureLog",
     "GateOptions",
     "GateVerdict",
+    "PlanFindings",
+    "PlanSource",
     "SchemaBuilder",
     "ThresholdArg",
+    "TrackingPlan",
     "ValidationReport",
+    "as_plan",
     "check_counts",
     "check_of_kind",
     "column_counts",
@@ -79,12 +93,14 @@ __all__ = [
     "message",
     "not_blank",
     "pa",
+    "plan_failures",
     "report_document",
     "run_schema",
     "strings_ok",
     "struct_lacks",
     "timestamp_cache",
     "unknown_column",
+    "warns",
     "write_rows",
 ]
 

@@ -12,16 +12,18 @@ goes to the quarantine), but it does not count against ``max_invalid``.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from .._core import ConfigurationError, ExitCode, declare, named, registered
-from .checks import CHECKS
+from .checks import CHECKS, PLAN_PREFIX, family, info, is_registered
 
 if TYPE_CHECKING:
     from .report import ValidationReport
@@ -127,8 +129,10 @@ class GateOptions:
     warn_on: Sequence[str] | None = declare(
         None,
         doc="checks whose failures only warn: their rows stay invalid (never sent, "
-        "quarantined) but do not count against `max_invalid`",
-        help="a check whose failures only warn (repeatable), e.g. --warn-on occurred_at_window",
+        "quarantined) but do not count against `max_invalid`; a name, a tracking plan's "
+        "family (`plan.minimum`) or a pattern (`plan.*`)",
+        help="a check whose failures only warn (repeatable), e.g. --warn-on occurred_at_window; "
+        "a tracking plan's rules by name or pattern: --warn-on 'plan.*'",
         metavar="CHECK",
         parse=_check_name,
         repeat=True,
@@ -163,9 +167,34 @@ class GateOptions:
         return fail, warn
 
 
+def warns(check: str, warn_on: Iterable[str]) -> bool:
+    """Whether ``warn_on`` names ``check``: by its name, its family (``plan.minimum`` for
+    ``plan.invoice_paid.amount.minimum``) or a pattern (``plan.*``)."""
+    for name in warn_on:
+        if name == check or name == family(check):
+            return True
+        if "*" in name and fnmatch.fnmatchcase(check, name):
+            return True
+    return False
+
+
+def warned_mask(checks: pd.Series, warn_on: Iterable[str]) -> np.ndarray:
+    """``warns`` for a column of check names (each distinct name judged once)."""
+    warn = tuple(warn_on)
+    codes, uniques = pd.factorize(checks.astype(str))
+    judged = np.array([warns(str(u), warn) for u in uniques], dtype=bool)
+    return judged[codes] if len(uniques) else np.zeros(len(checks), dtype=bool)
+
+
 def refuse_unknown_check(check: Any) -> None:
     """A ConfigurationError for a name that is no registered check, naming close ones."""
-    if isinstance(check, str) and check in CHECKS:
+    if isinstance(check, str) and is_registered(check):
+        return
+    if (
+        isinstance(check, str)
+        and "*" in check
+        and (check.startswith(PLAN_PREFIX) or fnmatch.filter(CHECKS, check))
+    ):
         return
     close = difflib.get_close_matches(str(check), list(CHECKS), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -276,13 +305,13 @@ def counted_rows(report: ValidationReport, warn_on: Iterable[str]) -> tuple[int,
     failures = report.failures
     at_table = failures["position"].isna()
     table_checks = set(failures.loc[at_table, "check"].astype(str))
-    if table_checks - warn:
+    if any(not warns(c, warn) for c in table_checks):
         return n_invalid, 0
     per_row = failures.loc[~at_table, ["position", "check"]]
     invalid = report.invalid_positions
     per_row = per_row[per_row["position"].isin(invalid)]
-    blocking = ~per_row["check"].astype(str).isin(warn)
-    by_row = pd.Series(blocking.to_numpy(), index=per_row["position"].to_numpy()).groupby(level=0)
+    blocking = ~warned_mask(per_row["check"], warn)
+    by_row = pd.Series(blocking, index=per_row["position"].to_numpy()).groupby(level=0)
     any_blocking = by_row.any()
     warn_only = int((~any_blocking).sum())
     # invalid rows without a failure of their own: marked by the (warn-only) table-level ones
@@ -293,7 +322,9 @@ def counted_rows(report: ValidationReport, warn_on: Iterable[str]) -> tuple[int,
 
 def check_of_kind(check: str, kind: str) -> None:
     """Refuse a ``warn_on`` check that never applies to ``kind``."""
-    applies = CHECKS[check].applies_to
+    if "*" in check:
+        return  # a pattern: whichever checks it matches
+    applies = info(check).applies_to
     if applies not in ("both", kind):
         raise ConfigurationError(
             f"{named('warn_on')}: {check!r} is a check of {applies}, not of {kind}"
