@@ -153,15 +153,15 @@ class Rules:
         self.types = names
         self.type_codes = np.array(sorted({c for n in names for c in _TYPE_CODES[n]}), np.int8)
         self.whole_floats = "integer" in names and "number" not in names
-        self.enum: _Members | None = None
-        self.enum_rule = ""
+        self.members: list[tuple[str, _Members, str]] = []  # (keyword, values, rule)
         if "enum" in schema:
-            self.enum = _Members(schema["enum"])
-            self.enum_rule = "enum " + _shown(list(schema["enum"]))
-        elif "const" in schema:
-            self.enum = _Members([schema["const"]])
-            self.enum_rule = "const " + _shown(schema["const"])
-        self.enum_keyword = "enum" if "enum" in schema else "const"
+            self.members.append(
+                ("enum", _Members(schema["enum"]), "enum " + _shown(list(schema["enum"])))
+            )
+        if "const" in schema:
+            self.members.append(
+                ("const", _Members([schema["const"]]), "const " + _shown(schema["const"]))
+            )
         self.bounds = [
             (k, schema[k])
             for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -188,11 +188,10 @@ class Rules:
         kinds = kinds_of(values)
         if len(self.types):
             self._type(values, rows, kinds, out)
-        if self.enum is not None:
-            bad = ~self.enum.contain(values, kinds)
-            self._add(
-                out, self.enum_keyword, self.enum_rule, "is not one of them", bad, values, rows
-            )
+        for keyword, members, rule in self.members:
+            bad = ~members.contain(values, kinds)
+            why = "is not one of its values" if keyword == "enum" else "is not its value"
+            self._add(out, keyword, rule, why, bad, values, rows)
         if self.bounds:
             self._numbers(values, rows, kinds, out)
         if self.lengths or self.pattern is not None or self.format is not None:
@@ -375,7 +374,7 @@ class Rules:
 def _date_times(strings: np.ndarray) -> np.ndarray:
     """Which strings are RFC 3339 date-times of real dates and times (column-wise)."""
     parts = pd.Series(strings, dtype=object).str.extract(_DATE_TIME)
-    ok = parts[0].notna().to_numpy()
+    ok = parts[0].notna().to_numpy().copy()
     if not ok.any():
         return ok
     fields = parts[ok].fillna("0").astype(np.int64).to_numpy()
