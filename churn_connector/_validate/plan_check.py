@@ -10,15 +10,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._core import Kind, shown
-from .._json import ValueRules
+from .._json import ValueRules, contiguous
 from .checks import UNKNOWN_EVENT
-from .columns import merged_objects
+from .columns import (
+    flat_columns,
+    is_struct,
+    is_text_dtype,
+    merged_objects,
+    scalar_column,
+)
 from .failure_log import failure_record
 from .plan import TrackingPlan
-from .plan_rules import MISSING, Found, Rules
+from .plan_rules import MISSING, Found, Members, Rules
 
 __all__ = ["PlanFindings", "plan_failures", "rule_name"]
 
@@ -54,37 +63,37 @@ def plan_failures(
     if not len(rows):
         return out
     found: dict[tuple[int, str], dict[str, Any]] = {}
+    column = "traits" if kind == "identities" else "properties"
     if kind == "identities":
         traits = plan.traits_rules
         if traits is not None:
-            _check(traits, frame, rows, "traits", "traits", rules, start, labels, found)
+            values = _Values(frame, rows, column, rules)
+            _check(traits, values, slice(0, len(rows)), rows, "traits", start, labels, found)
     else:
-        types = frame["event_type"].to_numpy(dtype=object)[rows]
-        codes, uniques = pd.factorize(types)
+        all_codes, uniques = pd.factorize(frame["event_type"], use_na_sentinel=False)
+        codes = all_codes[rows]
+        # the rows in order of their event type: each type's rows are one range of them
+        order = np.argsort(codes, kind="stable")
+        rows, codes = rows[order], codes[order]
+        bounds = np.searchsorted(codes, np.arange(len(uniques) + 1))
+        values = _Values(frame, rows, column, rules)
         for k, event_type in enumerate(uniques):
-            mine = rows[codes == k]
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            if lo == hi:
+                continue
+            mine = slice(lo, hi)
             compiled = plan.rules_for(str(event_type))
             if compiled is not None:
-                _check(
-                    compiled,
-                    frame,
-                    mine,
-                    str(event_type),
-                    "properties",
-                    rules,
-                    start,
-                    labels,
-                    found,
-                )
+                _check(compiled, values, mine, rows[mine], str(event_type), start, labels, found)
             elif plan.unknown_events == "warn":
-                out.unknown[str(event_type)] += len(mine)
+                out.unknown[str(event_type)] += hi - lo
             elif plan.unknown_events == "refuse":
                 message = (
                     f"event type {event_type!r} is not in the tracking plan, which refuses "
                     "unknown events (plan: unknown_events refuse): add it to the plan, or fix "
                     "the event type"
                 )
-                for p in mine.tolist():
+                for p in rows[mine].tolist():
                     found[p, UNKNOWN_EVENT] = failure_record(
                         labels[p], start + p, "event_type", UNKNOWN_EVENT, event_type, message
                     )
@@ -94,22 +103,63 @@ def plan_failures(
     return out
 
 
+class _Values:
+    """The ``column`` objects of the checked rows, made once (as columns, or as objects)
+    when a check first asks, and handed out for a selection of those rows."""
+
+    def __init__(
+        self, frame: pd.DataFrame, rows: np.ndarray, column: str, rules: ValueRules
+    ) -> None:
+        prefix = column + "."
+        mine = [c for c in frame.columns if c == column or str(c).startswith(prefix)]
+        self.part = frame[mine].iloc[rows]
+        self.column, self.rules = column, rules
+        self._members: Members | None = None
+        self._ends: dict[str, np.ndarray] = {}  # per key: present values before each row
+        self._made = False
+        self._objects: np.ndarray | None = None
+
+    def members(self, selected: slice) -> Members | None:
+        """The members of a range of the rows (views, nothing copied)."""
+        if not self._made:
+            self._members, self._made = _members(self.part, self.column, self.rules), True
+            for key, (present, _) in (self._members or {}).items():
+                self._ends[key] = np.concatenate(([0], np.cumsum(present)))
+        if self._members is None:
+            return None
+        lo, hi = selected.start, selected.stop
+        return {
+            k: (p[lo:hi], v[self._ends[k][lo] : self._ends[k][hi]])
+            for k, (p, v) in self._members.items()
+        }
+
+    def objects(self, selected: slice) -> np.ndarray:
+        if self._objects is None:
+            self._objects = np.empty(len(self.part), dtype=object)
+            self._objects[:] = _objects(self.part, self.column, self.rules)
+        return self._objects[selected]
+
+
 def _check(
     compiled: Rules,
-    frame: pd.DataFrame,
+    values: _Values,
+    selected: slice,
     rows: np.ndarray,
     scope: str,
-    column: str,
-    rules: ValueRules,
     start: int,
     labels: pd.Index,
     found: dict[tuple[int, str], dict[str, Any]],
 ) -> None:
-    """Check the ``column`` objects (merged with their flat columns) of ``rows``."""
-    objects = np.empty(len(rows), dtype=object)
-    objects[:] = merged_objects(frame.iloc[rows], column, rules)
+    """Check the objects of ``rows`` (``selected`` of the checked rows): column by column
+    where the values come in columns (flat columns, an Arrow struct of plain fields), each
+    JSON text parsed once, one object at a time otherwise."""
+    column = values.column
     failures: list[Found] = []
-    compiled.check(objects, rows, failures)
+    members = values.members(selected) if compiled.takes_members else None
+    if members is not None:
+        compiled.check_members(members, rows, failures)
+    else:
+        compiled.check(values.objects(selected), rows, failures)
     for f in failures:
         check = rule_name(scope, f.path, f.keyword)
         where = f"{column}.{f.path}" if f.path else column
@@ -125,3 +175,54 @@ def _check(
             found[p, check] = failure_record(
                 labels[p], start + p, where, check, None if absent else value, message
             )
+
+
+def _objects(part: pd.DataFrame, column: str, rules: ValueRules) -> list[Any]:
+    """Each row's object: JSON text parsed once (no flat columns beside it), or the wire's
+    own merge of the object and its flat columns."""
+    s = part.get(column)
+    if isinstance(s, pd.Series) and is_text_dtype(s) and not flat_columns(part, column):
+        try:
+            # the rows met the contract: each text is one exact JSON object (or null)
+            return [orjson.loads(t) if type(t) is str else {} for t in s.tolist()]
+        except orjson.JSONDecodeError:
+            pass  # an integer beyond 64 bits: the exact reader below
+    return merged_objects(part, column, rules)
+
+
+_PLAIN = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_boolean,
+    pa.types.is_string,
+    pa.types.is_large_string,
+)
+
+
+def _members(part: pd.DataFrame, column: str, rules: ValueRules) -> Members | None:
+    """The objects' members as columns, key -> (present, the present values), when the
+    values come in columns of plain values: flat columns alone, or an Arrow struct of
+    plain fields (a null field is omitted, as the wire's v2 omits it); else None."""
+    flats = flat_columns(part, column)
+    if column not in part.columns:
+        out: Members = {}
+        for name in flats:
+            values, _ = scalar_column(part[name], name, rules)
+            found = np.empty(len(values), dtype=object)
+            found[:] = values
+            present = np.not_equal(found, MISSING).astype(bool)
+            out[name[len(column) + 1 :]] = (present, found[present])
+        return out
+    s = part[column]
+    if flats or not rules.v2 or not is_struct(s):
+        return None
+    struct = contiguous(s)
+    if not all(any(test(f.type) for test in _PLAIN) for f in struct.type):
+        return None
+    out = {}
+    for i, f in enumerate(struct.type):
+        field = pc.struct_field(struct, [i])  # null where the struct is
+        present = field.is_valid().to_numpy(zero_copy_only=False)
+        values = field.drop_null().to_numpy(zero_copy_only=False).astype(object)
+        out[f.name] = (present, values)
+    return out

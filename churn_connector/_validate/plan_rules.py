@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-__all__ = ["MISSING", "Found", "Rules", "kind_words"]
+__all__ = ["MISSING", "Found", "Members", "Rules", "kind_words"]
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 """The value of a required key an object lacks."""
@@ -56,6 +56,10 @@ _DATE_TIME = (
 )
 
 
+Members = dict[str, tuple[np.ndarray, np.ndarray]]
+"""Objects given as columns: key -> (where the key is present, the values there)."""
+
+
 class _Codes(dict[type, int]):
     def __missing__(self, key: type) -> int:
         return OTHER
@@ -66,8 +70,15 @@ _CODES = _Codes(
 )
 
 
+_ONE_KIND = {"string": STR, "integer": INT, "floating": FLOAT, "boolean": BOOL}
+
+
 def kinds_of(values: np.ndarray) -> np.ndarray:
-    """Each value's JSON kind (``NULL`` .. ``OBJECT``), as small integers."""
+    """Each value's JSON kind (``NULL`` .. ``OBJECT``), as small integers (a column of one
+    kind, the common case, is told by pandas' C-level inference)."""
+    one = _ONE_KIND.get(pd.api.types.infer_dtype(values, skipna=False))
+    if one is not None:
+        return np.full(len(values), one, dtype=np.int8)
     return np.fromiter(map(_CODES.__getitem__, map(type, values)), dtype=np.int8, count=len(values))
 
 
@@ -180,6 +191,46 @@ class Rules:
         self.extra = Rules(extra, _join(path, "*")) if isinstance(extra, Mapping) else None
         items = schema.get("items")
         self.items = Rules(items, f"{path}[]") if isinstance(items, Mapping) else None
+
+    @property
+    def takes_members(self) -> bool:
+        """Objects may be checked as columns (``check_members``): the keywords that judge
+        an object as a whole (``enum``, ``const``) are absent, and ``type`` allows it."""
+        return not self.members and (not len(self.types) or "object" in self.types)
+
+    def check_members(self, members: Members, rows: np.ndarray, out: list[Found]) -> None:
+        """``check`` for objects given as columns (``takes_members``): one per row."""
+        n = len(rows)
+        for key in self.required:
+            found = members.get(key)
+            missing = np.ones(n, dtype=bool) if found is None else ~found[0]
+            self._add(
+                out,
+                "required",
+                f"required {key}",
+                "is missing",
+                missing,
+                np.full(n, MISSING, dtype=object),
+                rows,
+                path=_join(self.path, key),
+            )
+        for key, (present, values) in members.items():
+            rules = self.properties.get(key)
+            if rules is not None:
+                rules.check(values, rows[present], out)
+            elif self.closed:
+                self._add(
+                    out,
+                    "additionalProperties",
+                    "additionalProperties false",
+                    "is not in the plan",
+                    np.ones(len(values), dtype=bool),
+                    values,
+                    rows[present],
+                    path=_join(self.path, key),
+                )
+            elif self.extra is not None:
+                self.extra.check(values, rows[present], out)
 
     def check(self, values: np.ndarray, rows: np.ndarray, out: list[Found]) -> None:
         """Add to ``out`` what ``values`` (from ``rows``) break."""

@@ -244,7 +244,7 @@ def test_flat_property_columns_are_checked_as_the_object_they_make(now: pd.Times
     [("allow", 0, False), ("warn", 0, True), ("refuse", 1, False)],
 )
 def test_unknown_events_are_allowed_noted_or_refused(
-    now: pd.Timestamp, unknown_events: Any, invalid: int, noted: bool
+    now: pd.Timestamp, unknown_events: Any, invalid: int, *, noted: bool
 ) -> None:
     df = _events(
         now, [("invoice_paid", {"amount": 1, "currency": "usd", "plan": "p"}), ("page_viewed", {})]
