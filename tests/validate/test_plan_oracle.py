@@ -56,7 +56,7 @@ def _keywords(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dic
     )
 
 
-SCHEMAS = st.recursive(st.just({}), _keywords, max_leaves=6)
+SCHEMAS: st.SearchStrategy[dict[str, Any]] = st.recursive(st.just({}), _keywords, max_leaves=6)
 
 
 @settings(max_examples=400, deadline=None)
