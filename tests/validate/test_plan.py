@@ -295,3 +295,14 @@ def test_warn_on_takes_a_plan_rule_a_family_or_a_pattern(now: pd.Timestamp) -> N
     assert report.gate(warn_on=["plan.maximum"]).status == "fail"
     with pytest.raises(cc.ConfigurationError, match="no check's name"):
         report.gate(warn_on=["plan.invoice_paid.amount.minimun"])
+
+
+def test_junit_has_a_failing_case_for_each_plan_rule_that_found_rows(now: pd.Timestamp) -> None:
+    from churn_connector._validate.ci import junit_xml  # noqa: PLC0415
+
+    df = _events(now, [("invoice_paid", {"amount": -1, "currency": "usd", "plan": "p"})])
+    report = cc.validate_events(df, plan=cc.TrackingPlan(INVOICE))
+    xml = junit_xml(report, report.gate())
+    assert 'name="plan.invoice_paid.amount.minimum"' in xml
+    assert 'type="plan.invoice_paid.amount.minimum"' in xml
+    assert "plan.invoice_paid.currency.pattern" not in xml
