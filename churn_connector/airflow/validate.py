@@ -17,7 +17,7 @@ fails too: a check that did not complete never passes.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,13 +32,14 @@ from .._results import write_text
 from .._validate import (
     GateOptions,
     ThresholdArg,
+    TrackingPlan,
     ValidationReport,
     check_counts,
     dumps,
     junit_xml,
     report_document,
 )
-from .operators import DEFAULT_RESULTS_DIR, _ChurnSendOperator
+from .operators import DEFAULT_RESULTS_DIR, _ChurnSendOperator, _plan_argument
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -53,8 +54,11 @@ class ValidateOperator(_ChurnSendOperator):
     :func:`~churn_connector.validate_events` / :func:`~churn_connector.validate_identities`
     (templated; ``naive_timezone``, ``rename``, ``dtypes``, ...). ``max_invalid``,
     ``warn_invalid`` and ``warn_on`` are :meth:`ValidationReport.gate`'s (templated
-    thresholds: ``"0.5%"`` or ``"10"``). The task fails above ``max_invalid`` (without it,
-    on any invalid row); its XCom is the summary (see the module).
+    thresholds: ``"0.5%"`` or ``"10"``). ``plan``: a tracking plan, as the send operators
+    take it (a :class:`~churn_connector.TrackingPlan`, or its file's path, templated): rows
+    that break it are invalid, by the checks ``plan.<event type>.<property>.<keyword>``.
+    The task fails above ``max_invalid`` (without it, on any invalid row); its XCom is the
+    summary (see the module).
     """
 
     template_fields: Sequence[str] = (
@@ -63,6 +67,7 @@ class ValidateOperator(_ChurnSendOperator):
         "validate_options",
         "max_invalid",
         "warn_invalid",
+        "plan",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"validate_options": "json"}
     ui_color = "#eef6e8"
@@ -78,6 +83,7 @@ class ValidateOperator(_ChurnSendOperator):
         warn_on: Sequence[str] = (),
         results_dir: str | None = DEFAULT_RESULTS_DIR,
         results_base: str | None = None,
+        plan: TrackingPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -87,6 +93,9 @@ class ValidateOperator(_ChurnSendOperator):
             raise TypeError(f"ValidateOperator: kind must be one of {KINDS}, not {kind!r}")
         self.kind: Kind = kind
         self.validate_options = dict(validate_options or {})
+        self.plan, self.plan_document = _plan_argument(
+            "ValidateOperator", plan, self.validate_options
+        )
         self.max_invalid = max_invalid
         self.warn_invalid = warn_invalid
         self.warn_on = list(warn_on)
@@ -150,6 +159,9 @@ class ValidateOperator(_ChurnSendOperator):
             else value
             for name, value in self.validate_options.items()
         }
+        plan = self._plan(f"churn validate {self.kind}")
+        if plan is not None:
+            options["plan"] = plan
         validate = validate_events if self.kind == "events" else validate_identities
         return validate(data, **options)
 
