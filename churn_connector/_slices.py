@@ -24,6 +24,7 @@ import pandas as pd
 
 from ._core import Kind, Note, RowBook, RowState
 from ._json import ParsedTexts
+from ._options import utc_now
 from ._read import DEFAULT_TEXT, Fingerprinter, Slice, as_slice
 from ._validate import (
     FailureLog,
@@ -58,6 +59,7 @@ class Stream(Protocol):
     duplicates: int  # rows skipped as exact repeats of an earlier row
     wire_paths: Counter[str]  # events: slices by the wire path that wrote them
     natural_keys: bool  # events: batches carry their natural keys (a ledger's re-id guard)
+    newest_ms: int | None  # events: the newest valid occurred_at (epoch ms), for max_lag
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -99,6 +101,7 @@ class SliceStream:
     kind: Kind
     duplicates = 0
     natural_keys = False
+    newest_ms: int | None = None  # events: the newest valid occurred_at, epoch ms
 
     def __init__(self, schema: pa.DataFrameSchema) -> None:
         self.schema = schema
@@ -297,6 +300,11 @@ def report(stream: Stream) -> ValidationReport:
         source=stream.fingerprinter.source,
         fingerprint=stream.fingerprinter.result(),
         table_rows=stream.failures.table_rows,
+        newest_occurred_at=None
+        if stream.newest_ms is None
+        else pd.Timestamp(stream.newest_ms, unit="ms", tz="UTC"),
+        # the validation's now (the events' `now` option, when given): max_lag's measure
+        validated_at=utc_now(getattr(getattr(stream, "options", None), "now", None)),
     )
 
 

@@ -64,6 +64,9 @@ def github_lines(
             None if at_table else rec.position, rec.row, rec.column, str(rec.message)
         )
         lines.append(f"::{level} {','.join(props)}::{_data(text)}")
+    for gate in verdict.gates:  # volume and freshness: one annotation each that failed
+        if gate.status == "fail":
+            lines.append(f"::error title=gate.{gate.name}::{_data(gate.message)}")
     more = len(report.failures) - min(cap, len(report.failures))
     tail = f"; {more:,} more failures not shown" if more else ""
     level = {"fail": "error", "warn": "warning", "pass": "notice"}[verdict.status]
@@ -113,9 +116,21 @@ def junit_xml(report: ValidationReport, verdict: GateVerdict) -> str:
         failure.text = "; ".join(verdict.reasons)
     elif verdict.reasons:
         ET.SubElement(case, "system-out").text = "; ".join(verdict.reasons)
-    gate.set("failures", "1" if verdict.status == "fail" else "0")
-    totals["tests"] += 1
-    totals["failures"] += verdict.status == "fail"
+    failed = int(verdict.status == "fail")
+    for judged in verdict.gates:  # volume and freshness: a case each, named for its gate
+        one = ET.SubElement(
+            gate, "testcase", classname=f"churn_connector.{report.kind}", name=f"gate.{judged.name}"
+        )
+        if judged.status == "fail":
+            fault = ET.SubElement(one, "failure", message=judged.message, type=judged.name)
+            fault.text = judged.message
+            failed += 1
+        else:
+            ET.SubElement(one, "system-out").text = judged.message
+    gate.set("tests", str(1 + len(verdict.gates)))
+    gate.set("failures", str(failed))
+    totals["tests"] += 1 + len(verdict.gates)
+    totals["failures"] += failed
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("errors", "0")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import pandas as pd
 
 from .._core import ConfigurationError, ExitCode, declare, named, registered
 from .checks import CHECKS, PLAN_PREFIX, family, info, is_registered
+from .volume import GateCheck, TableFacts, parse_change, parse_lag, parse_range, table_checks
 
 if TYPE_CHECKING:
     from .report import ValidationReport
@@ -91,6 +93,16 @@ def _threshold_text(text: str) -> str:
     return text
 
 
+def _checked(parse: Any) -> Any:
+    """A flag's text, checked by ``parse`` as the command line reads it (kept as written)."""
+
+    def read(text: str) -> str:
+        parse(text)
+        return text
+
+    return read
+
+
 def _check_name(text: str) -> str:
     """A ``--warn-on`` name, checked as the command line reads it (a ValueError naming
     close matches)."""
@@ -139,7 +151,78 @@ class GateOptions:
         spark=False,
     )
 
+    expect_rows: str | None = declare(
+        None,
+        doc="fail unless the rows read are within `MIN..MAX` (`1000..50000`; an end may be "
+        "left open: `1000..`, `..50000`)",
+        help="fail unless the rows read are within MIN..MAX (an end may be open: 1000..)",
+        metavar="MIN..MAX",
+        parse=_checked(parse_range),
+        spark=False,
+    )
+    max_change: str | None = declare(
+        None,
+        doc="fail when the rows read differ by more than this share (`50%`) from the median "
+        "of the last `history_runs` runs of the kind recorded in the receipts (`history`)",
+        help="fail when the rows read differ by more than N%% from the median of the last "
+        "--history-runs runs in the receipts (--history)",
+        metavar="N%",
+        parse=_checked(parse_change),
+        spark=False,
+    )
+    history: str | None = declare(
+        None,
+        doc="the receipts `max_change` compares with: a `receipts.jsonl` (as `--receipts` "
+        "writes it) or its folder",
+        help="the receipts (FILE, or DIR/receipts.jsonl, as send --receipts writes them) "
+        "that --max-change compares with",
+        metavar="FILE",
+        spark=False,
+    )
+    history_runs: int = declare(
+        10,
+        doc="how many of the latest complete runs in `history` give the median",
+        help="the latest complete runs in --history whose median --max-change compares with",
+        metavar="N",
+        spark=False,
+    )
+    max_lag: str | None = declare(
+        None,
+        doc="events: fail when the newest valid `occurred_at` is older than this when "
+        "validated (`6h`, `30m`, `2d`, `90s`)",
+        help="events: fail when the newest valid occurred_at is older than this (6h, 30m, 2d)",
+        metavar="DURATION",
+        parse=_checked(parse_lag),
+        spark=False,
+    )
+
     def __post_init__(self) -> None:
+        for name, parse in (
+            ("expect_rows", parse_range),
+            ("max_change", parse_change),
+            ("max_lag", parse_lag),
+        ):
+            if getattr(self, name) is not None:
+                try:
+                    parse(getattr(self, name))
+                except ValueError as exc:
+                    raise ConfigurationError(str(exc)) from None
+        if self.history is not None:
+            object.__setattr__(self, "history", os.fspath(self.history))
+        if self.max_change is not None and self.history is None:
+            raise ConfigurationError(
+                f"{named('max_change')} compares with earlier runs: give their receipts with "
+                f"{named('history')} (the file send --receipts writes)"
+            )
+        if (
+            isinstance(self.history_runs, bool)
+            or not isinstance(self.history_runs, int)
+            or (self.history_runs < 1)
+        ):
+            raise ConfigurationError(
+                f"{named('history_runs')} must be a whole number of runs, at least 1, not "
+                f"{self.history_runs!r}"
+            )
         for name in ("max_invalid", "warn_invalid"):
             value = getattr(self, name)
             if value is not None:
@@ -221,6 +304,7 @@ class GateVerdict:
     max_invalid: str | None  # as given ("10", "0.5%"); None: unset
     warn_invalid: str | None
     warn_on: tuple[str, ...]
+    gates: tuple[GateCheck, ...] = ()  # the table-level judgements asked for
 
     @property
     def passed(self) -> bool:
@@ -237,6 +321,7 @@ class GateVerdict:
             "max_invalid": self.max_invalid,
             "warn_invalid": self.warn_invalid,
             "warn_on": list(self.warn_on),
+            "gates": [g.to_dict() for g in self.gates],
         }
 
 
@@ -245,8 +330,10 @@ def judge(
     invalid: int,
     warned: int,
     options: GateOptions,
+    table: TableFacts | None = None,
 ) -> GateVerdict:
-    """The verdict for ``invalid`` counted rows (and ``warned`` warn-only ones) of ``rows``."""
+    """The verdict for ``invalid`` counted rows (and ``warned`` warn-only ones) of ``rows``;
+    with ``table``, the volume and freshness gates ``options`` asks for, too."""
     fail, warn = options.thresholds
     share = f" ({_percent(invalid, rows)} of {rows:,} rows)" if rows else ""
     reasons: list[str] = []
@@ -268,6 +355,13 @@ def judge(
             f"{warned:,} {'row' if warned == 1 else 'rows'} {fail_} only checks that warn "
             f"({checks}): not sent"
         )
+    gates = table_checks(options, table)
+    for gate in gates:
+        if gate.status == "fail":
+            status = "fail"
+            reasons.append(f"{gate.name}: {gate.message}")
+        elif gate.value is None:  # nothing to judge by: said, not failed
+            reasons.append(f"{gate.name}: {gate.message}")
     return GateVerdict(
         status=status,
         exit_code=int(ExitCode.INVALID if status == "fail" else ExitCode.OK),
@@ -278,6 +372,7 @@ def judge(
         max_invalid=None if options.max_invalid is None else str(fail),
         warn_invalid=None if options.warn_invalid is None else str(warn),
         warn_on=tuple(options.warn_on or ()),
+        gates=tuple(gates),
     )
 
 

@@ -94,3 +94,17 @@ def test_the_plan_is_given_once() -> None:
         ValidateOperator(
             task_id="v", source="x.csv", plan="p.yaml", validate_options={"plan": "q.yaml"}
         )
+
+
+def test_the_gate_fails_a_stale_export_by_its_named_freshness_gate(
+    sandbox: cc.Sandbox, conf: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    use_connection(monkeypatch, sandbox.base_url, GOOD_KEY)
+    monkeypatch.setenv("CHURN_RESULTS_BASE", str(tmp_path / "results"))
+    # the newest valid event is an hour old: within 2h, not within 30m
+    state, _, run_id = run_dag("churn_plan", {**conf, "max_invalid": "1", "max_lag": "30m"})
+    assert state == "failed"
+    summary = xcom("churn_plan", "validate_events", run_id, key="churn_summary")
+    [gate] = summary["verdict"]["gates"]
+    assert (gate["gate"], gate["status"]) == ("max_lag", "fail")
+    assert len(sandbox.events()) == 0

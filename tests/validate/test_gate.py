@@ -196,6 +196,7 @@ def test_the_json_report_is_exact_on_a_known_messy_input(messy_csv: Path) -> Non
             "max_invalid": "2",
             "warn_invalid": None,
             "warn_on": ["event_type_pattern"],
+            "gates": [],
         },
         "counts": {"rows": 6, "valid": 3, "invalid": 3, "duplicates": 0, "failures": 4},
         "checks": [

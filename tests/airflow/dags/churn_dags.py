@@ -130,7 +130,7 @@ PAID = {
 with DAG(
     "churn_plan",
     schedule=None,
-    params={**PARAMS, "plan": "", "max_invalid": ""},
+    params={**PARAMS, "plan": "", "max_invalid": "", "max_lag": ""},
     default_args={"retries": 0},
 ) as plan_dag:
     plan_gate = ValidateOperator(
@@ -138,6 +138,7 @@ with DAG(
         source="{{ params.events }}",
         plan="{{ params.plan }}",
         max_invalid="{{ params.max_invalid }}",
+        max_lag="{{ params.max_lag }}",
         retries=2,
     )
     plan_gate >> SendEventsOperator(
