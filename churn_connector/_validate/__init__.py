@@ -35,6 +35,7 @@ from .gate import (
 from .pandera import pa
 from .plan import PlanSource, TrackingPlan, as_plan
 from .plan_check import PlanFindings, plan_failures
+from .plan_infer import MAX_ENUM, infer_plan
 from .report import ValidationReport, write_rows
 from .schema import (
     EXPLAIN_KEY,
@@ -57,6 +58,7 @@ __all__ = [
     "EXPLAIN_KEY",
     "FIRST_FAILURES",
     "GITHUB_CAP",
+    "MAX_ENUM",
     "OWNERS_KEY",
     "PARSES_KEY",
     "TIMESTAMPS_KEY",
@@ -84,6 +86,7 @@ __all__ = [
     "github_lines",
     "id_type_ok",
     "ids_to_wire",
+    "infer_plan",
     "is_int_dtype",
     "is_struct",
     "is_text_dtype",

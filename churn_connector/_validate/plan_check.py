@@ -29,7 +29,7 @@ from .failure_log import failure_record
 from .plan import TrackingPlan
 from .plan_rules import MISSING, Found, Members, Rules
 
-__all__ = ["PlanFindings", "plan_failures", "rule_name"]
+__all__ = ["PlanFindings", "objects_of", "plan_failures", "rule_name"]
 
 
 @dataclass
@@ -175,6 +175,12 @@ def _check(
             found[p, check] = failure_record(
                 labels[p], start + p, where, check, None if absent else value, message
             )
+
+
+def objects_of(part: pd.DataFrame, column: str, rules: ValueRules) -> list[Any]:
+    """Each row's ``column`` object as the plan's per-object checks see it (what ``plan
+    infer`` drafts from)."""
+    return _objects(part, column, rules)
 
 
 def _objects(part: pd.DataFrame, column: str, rules: ValueRules) -> list[Any]:
