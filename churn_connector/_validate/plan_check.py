@@ -14,9 +14,10 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from .._core import Kind, shown
-from .._json import ValueRules, contiguous
+from .._json import ValueRules, arrow_backed, contiguous
 from .checks import UNKNOWN_EVENT
 from .columns import (
     flat_columns,
@@ -190,7 +191,10 @@ def _objects(part: pd.DataFrame, column: str, rules: ValueRules) -> list[Any]:
     if isinstance(s, pd.Series) and is_text_dtype(s) and not flat_columns(part, column):
         try:
             # the rows met the contract: each text is one exact JSON object (or null)
-            return [orjson.loads(t) if type(t) is str else {} for t in s.tolist()]
+            texts = s.tolist()
+            if not s.hasnans:  # the common case: a text every row, parsed in one map
+                return list(map(orjson.loads, texts))
+            return [orjson.loads(t) if type(t) is str else {} for t in texts]
         except orjson.JSONDecodeError:
             pass  # an integer beyond 64 bits: the exact reader below
     return merged_objects(part, column, rules)
@@ -220,15 +224,68 @@ def _members(part: pd.DataFrame, column: str, rules: ValueRules) -> Members | No
             out[name[len(column) + 1 :]] = (present, found[present])
         return out
     s = part[column]
+    if not flats and is_text_dtype(s):
+        return _text_members(s)
     if flats or not rules.v2 or not is_struct(s):
         return None
-    struct = contiguous(s)
+    return _struct_members(contiguous(s))
+
+
+def _struct_members(struct: pa.Array) -> Members | None:
+    """The members of an Arrow struct of plain fields (a null field: absent), else None."""
     if not all(any(test(f.type) for test in _PLAIN) for f in struct.type):
         return None
-    out = {}
+    out: Members = {}
     for i, f in enumerate(struct.type):
         field = pc.struct_field(struct, [i])  # null where the struct is
         present = field.is_valid().to_numpy(zero_copy_only=False)
         values = field.drop_null().to_numpy(zero_copy_only=False).astype(object)
         out[f.name] = (present, values)
     return out
+
+
+# what sends a text column to the per-object path instead: a null (a JSON null is a value,
+# which a struct cannot tell from an absent key), a nested object or array (no plain
+# field), a line break (the texts are read as lines) or a long digit run (an integer
+# beyond 64 bits, which Arrow would read as a rounded double)
+_NOT_FLAT = r"null|\n|\{.*\{|\[|\d{16}"
+
+
+def _text_members(s: pd.Series) -> Members | None:
+    """Flat JSON-object texts as columns: Arrow's JSON reader parses them all at once (no
+    Python object a row); None for texts it cannot read exactly (``_NOT_FLAT``)."""
+    try:
+        texts = pa.array(s, pa.large_string()) if not arrow_backed(s) else contiguous(s)
+    except (pa.ArrowException, TypeError):
+        return None
+    if texts.null_count or not len(texts):
+        return None
+    if pc.any(pc.match_substring_regex(texts, _NOT_FLAT)).as_py():
+        return None
+    if texts.type != pa.large_string():
+        texts = texts.cast(pa.large_string())
+    newline = pa.scalar("\n", pa.large_string())
+    lines = pc.binary_join_element_wise(texts, newline, pa.scalar("", pa.large_string()))
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
+    start = int(offsets[lines.offset])
+    end = int(offsets[lines.offset + len(lines)])
+    data = lines.buffers()[2]
+    try:
+        table = pa_json.read_json(
+            pa.BufferReader(data.slice(start, end - start)),
+            read_options=pa_json.ReadOptions(block_size=max(1 << 20, end - start + 1)),
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+    if table.num_rows != len(texts):
+        return None
+    struct = (
+        pa.StructArray.from_arrays(
+            [c.combine_chunks() for c in table.columns], names=table.column_names
+        )
+        if table.num_columns
+        else None
+    )
+    if struct is None:
+        return {}
+    return _struct_members(struct)
