@@ -31,6 +31,8 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
 * ``track``: one-off events: client CPU per ``track()`` call beyond the HTTP exchange (the
   scalar engine alone, and a whole call less the CPU of posting its bytes), and the events/s
   a tracker reaches at 50 ms latency (memory queue; and with its SQLite spool).
+* ``plan``: what a tracking plan costs: the CPU of validating 1M rows (Parquet, CSV) with a
+  20-event-type plan of ~5 rules each over the CPU without one (budget 1.3x; plan_cost.py).
 
 Every run talks to a receiver on 127.0.0.1 only (benchmarks/sink.py, in its own process),
 which counts the events that arrive: a run that loses events says so. Exports are generated
@@ -62,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import callgrind  # sibling modules of this script
 import exports
+import plan_cost
 import sandbox
 from harness import (
     HERE,
@@ -95,6 +98,7 @@ SECTIONS = (
     "peers",
     "track",
     "ledger",
+    "plan",
 )
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
 
@@ -836,6 +840,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "peers": peers,
     "ledger": ledger,
     "track": track,
+    "plan": plan_cost.plan_section,
 }
 
 
@@ -958,6 +963,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="sandbox: events per run with a database file (default 1000000; 10000000 "
         "shows flat memory over 10M, ~10 min)",
     )
+    parser.add_argument(
+        "--plan-rows", type=int, help="plan: rows validated (default 1,000,000; quick 100,000)"
+    )
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="results file")
     parser.add_argument("--cache", type=Path, default=HERE / ".cache", help="generated exports")
     args = parser.parse_args(argv)
@@ -970,6 +978,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "memory_rows": [300_000] if quick else [300_000, 3_000_000],
         "users": 1_000 if quick else 5_000,
         "ledger_rows": 100_000 if quick else 1_000_000,
+        "plan_rows": 100_000 if quick else 1_000_000,
         "naive_seconds": 5.0 if quick else 15.0,
         "peer_default_rows": 5_000 if quick else 20_000,
         "cpu_kinds": list(exports.KINDS),

@@ -21,6 +21,7 @@ from ._core import (
     InputError,
     Interrupted,
     LedgerError,
+    PlanError,
     QueueFull,
     RetryPolicy,
     RowState,
@@ -40,7 +41,7 @@ from ._resend import resend
 from ._results import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
 from ._track import FlushReport, Tracker, TrackHandle, TrackResult, Undelivered
-from ._validate import GateVerdict, ValidationReport
+from ._validate import GateVerdict, TrackingPlan, ValidationReport
 from ._wire import message_id
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ __all__ = [
     "Interrupted",
     "Ledger",
     "LedgerError",
+    "PlanError",
     "QueueFull",
     "RetryPolicy",
     "RowState",
@@ -94,6 +96,7 @@ __all__ = [
     "TrackHandle",
     "TrackResult",
     "Tracker",
+    "TrackingPlan",
     "TransportError",
     "Undelivered",
     "ValidationReport",

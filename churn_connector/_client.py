@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from os import PathLike
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ._core import (
@@ -36,6 +37,7 @@ from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from ._results import SendResult
 from ._run import Run
 from ._track import OneOff, OnFull, Tracker, TrackResult, event_of
+from ._validate import TrackingPlan
 from ._wire import WireBatch
 
 if TYPE_CHECKING:
@@ -133,6 +135,7 @@ class Client:
         as_of: Any = None,
         snapshot_id: int | None = None,
         partitioning: Partitioning | None = "hive",
+        plan: TrackingPlan | str | PathLike[str] | None = None,
         event_type_style: NameStyle | None = None,
         options: EventOptions | None = None,
     ) -> SendResult:
@@ -174,6 +177,7 @@ class Client:
                 as_of=as_of,
                 snapshot_id=snapshot_id,
                 partitioning=partitioning,
+                plan=plan,
                 event_type_style=event_type_style,
                 text=TextFormat(
                     delimiter=delimiter,
@@ -251,6 +255,7 @@ class Client:
         as_of: Any = None,
         snapshot_id: int | None = None,
         partitioning: Partitioning | None = "hive",
+        plan: TrackingPlan | str | PathLike[str] | None = None,
         options: IdentityOptions | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
@@ -286,6 +291,7 @@ class Client:
                 as_of=as_of,
                 snapshot_id=snapshot_id,
                 partitioning=partitioning,
+                plan=plan,
                 text=TextFormat(
                     delimiter=delimiter,
                     header=header,

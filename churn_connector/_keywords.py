@@ -7,6 +7,7 @@ them by name (Airflow's ``send_options``, Spark's options, ``send_partition``, `
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from os import PathLike
 from typing import Any
 
 from ._core import (
@@ -25,6 +26,7 @@ from ._delivery import SendOptions
 from ._ledger import LedgerArg
 from ._options import EventOptions, IdentityOptions
 from ._read import NameStyle, TextOptions
+from ._validate import TrackingPlan
 
 __all__ = ["IdentifyOptions", "SendEventsOptions", "send_keywords"]
 
@@ -54,6 +56,7 @@ class SendEventsOptions(TextOptions, total=False):
     as_of: Any
     snapshot_id: int | None
     partitioning: Partitioning | None
+    plan: TrackingPlan | str | PathLike[str] | None
     event_type_style: NameStyle | None
     id_format: IdFormat
     options: EventOptions | None
@@ -82,6 +85,7 @@ class IdentifyOptions(TextOptions, total=False):
     as_of: Any
     snapshot_id: int | None
     partitioning: Partitioning | None
+    plan: TrackingPlan | str | PathLike[str] | None
     options: IdentityOptions | None
 
 

@@ -49,6 +49,7 @@ from .flags import (
 )
 from .ledger import add_ledger_parser
 from .ledger import run as ledger_command
+from .plan import add_plan_parser, run_plan
 from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
 from .track import add_track_parser, run_track
 from .validate import add_validate, run_validate
@@ -115,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_track_parser(sub, _add_verbosity)
 
     add_ledger_parser(sub, _add_verbosity)
+
+    add_plan_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -255,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_resend(args)
             if args.command == "track":
                 return run_track(args)
+            if args.command == "plan":
+                return run_plan(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))

@@ -45,7 +45,9 @@ def add_validate(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
     # --format takes the input's format (for files named without one) and the report's:
     # their values differ (csv, tsv, parquet, ndjson, avro; text, json, github)
     add_data_arguments(p, skip=("format",))
-    gate = p.add_argument_group("the gate (exit 1 above --max-invalid, 0 otherwise)")
+    gate = p.add_argument_group(
+        "the gate (exit 1 above --max-invalid, or outside a volume or freshness limit; 0 otherwise)"
+    )
     for option in options_of(GateOptions):
         add_flag(gate, option)
     out = p.add_argument_group("reports")
@@ -124,9 +126,7 @@ def _run(args: argparse.Namespace) -> int:
         _check_suffix(path)
     validate = validate_events if args.kind == "events" else validate_identities
     report: ValidationReport = validate(args.file, **data_options(args))
-    verdict = report.gate(
-        max_invalid=gate.max_invalid, warn_invalid=gate.warn_invalid, warn_on=gate.warn_on
-    )
+    verdict = report.judged(gate)
     quiet = args.quiet
     say = print if args.output == "text" else _to_stderr
     if not quiet:

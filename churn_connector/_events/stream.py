@@ -120,6 +120,10 @@ class EventStream(SliceStream):
             if self.natural_keys and wire.given is None
             else None
         )
+        if len(wire.ms):
+            newest = int(wire.ms.max())
+            if self.newest_ms is None or newest > self.newest_ms:
+                self.newest_ms = newest
         if wire.path is not None:
             self.wire_paths[wire.path] += 1
         hashed = wire.given is None and not self.options.id_columns

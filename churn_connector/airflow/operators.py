@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -41,6 +41,7 @@ from .._core import (
     DeliveryError,
     Interrupted,
     Kind,
+    PlanError,
     RunStopped,
     keyword_from_text,
 )
@@ -54,6 +55,7 @@ from .._results import (
     stopped_receipt,
 )
 from .._tasks import Recorded, record
+from .._validate import TrackingPlan, as_plan
 from .assets import asset_extra, churn_asset
 from .hook import ChurnHook, base_url_from, ledger_from_connection
 from .provider import DEFAULT_CONN_ID
@@ -95,7 +97,7 @@ class _ChurnSendOperator(BaseOperator):
 
     _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
     _delivers: ClassVar[bool] = False  # sends to the API: an outlet asset, an output dataset
-    template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts")
+    template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts", "plan")
     template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
     ui_color = "#e8f1fb"
 
@@ -111,6 +113,7 @@ class _ChurnSendOperator(BaseOperator):
         fail_on_invalid: bool = False,
         ledger_conn_id: str | None = None,
         receipts: str | bool = True,
+        plan: TrackingPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         if self._delivers:
@@ -154,6 +157,17 @@ class _ChurnSendOperator(BaseOperator):
         self.receipts = receipts
         self._sending = False
         self._main_thread: int | None = None
+        self.plan, self.plan_document = _plan_argument(type(self).__name__, plan, self.send_options)
+
+    def _plan(self, where: str) -> TrackingPlan | None:
+        """The tracking plan, loaded here, on the worker: the file ``plan`` names
+        (rendered), or the plan given in the DAG code (kept as its mapping)."""
+        try:
+            if self.plan_document is not None:
+                return TrackingPlan.from_dict(self.plan_document)
+            return as_plan(self.plan or None)  # a template left empty: no plan
+        except PlanError as exc:  # the plan has to change, not the try
+            raise AirflowFailException(f"{where}: {exc}") from None
 
     @property
     def results_base(self) -> str:
@@ -196,6 +210,9 @@ class _ChurnSendOperator(BaseOperator):
             client.send_events if self._kind == "events" else client.identify
         )
         options = self._send_options()
+        plan = self._plan(f"churn {self._kind}")
+        if plan is not None:
+            options["plan"] = plan
 
         ledger = options.get("ledger")
         opened: Ledger | None = None
@@ -405,6 +422,28 @@ class _ChurnSendOperator(BaseOperator):
         return None
 
 
+def _plan_argument(
+    operator: str, plan: Any, given: Mapping[str, Any]
+) -> tuple[str | None, dict[str, Any] | None]:
+    """``plan=`` as the operator keeps it: a path (templated, read on the worker, which
+    must see the file), or a plan given in the DAG code, checked now and kept as its
+    mapping, which Airflow can serialise with the DAG (and no worker needs a file for)."""
+    if plan is not None and given.get("plan") is not None:
+        raise TypeError(
+            f"{operator}: give the tracking plan once, as plan= or in the options' 'plan', not both"
+        )
+    if plan is None or isinstance(plan, str | os.PathLike):
+        return (None if plan is None else os.fspath(plan)), None
+    if isinstance(plan, TrackingPlan | Mapping):
+        loaded = as_plan(plan)  # a PlanError now, when the DAG is parsed
+        assert loaded is not None
+        return None, loaded.to_dict()
+    raise TypeError(
+        f"{operator}: plan= takes a TrackingPlan, its mapping or the path of its JSON or "
+        f"YAML file, not {type(plan).__name__}"
+    )
+
+
 def _refuse_ledger_password(send_options: dict[str, Any]) -> None:
     """A password in ``send_options['ledger']`` would be stored with the task's rendered
     fields and shown in its UI: refused, pointing to ``ledger_conn_id``."""
@@ -436,6 +475,9 @@ class SendEventsOperator(_ChurnSendOperator):
     ``client_options`` override the connection's extra (``max_concurrency``, ...).
     ``ledger_conn_id`` names an Airflow PostgreSQL connection that holds the ledger (its
     password stays in the connection), instead of ``send_options={"ledger": ...}``.
+    ``plan``: a :class:`~churn_connector.TrackingPlan` (or its mapping), kept with the DAG as
+    its mapping, or the path of its file (templated; read on the worker): rows that break it
+    are invalid and never sent.
     Invalid rows are reported in the summary and the rows file; they fail the task only
     with ``fail_on_invalid=True``. Valid rows that were not delivered always fail it.
     """

@@ -27,6 +27,7 @@ from churn_connector._read.text import TextOptions
 from churn_connector._track.async_client import AsyncTracker
 from churn_connector._track.scalar import event_of
 from churn_connector._validate.gate import GateOptions
+from churn_connector._validate.plan import TrackingPlan
 
 DF = pd.DataFrame({"external_user_id": ["u"], "event_type": ["login"]})
 
@@ -451,6 +452,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "as_of": {"as_of": pd.Timestamp("2026-01-01", tz="UTC")},
     "snapshot_id": {"snapshot_id": 5},
     "partitioning": {"partitioning": None},
+    "plan": {"plan": TrackingPlan({"signup": {"type": "object"}})},
     "delimiter": {"delimiter": ";"},
     "header": {"header": False, "columns": ["a"]},
     "columns": {"header": False, "columns": ["a"]},

@@ -150,3 +150,28 @@ def test_the_resources_fields_are_declared_client_options_with_their_defaults() 
         default = ChurnResource.model_fields[name].default
         # None: the client's own default applies, whatever it is
         assert default is None or default == option.default, name
+
+
+def test_a_checks_tracking_plan_blocks_the_send_of_a_table_that_breaks_it(
+    sandbox: cc.Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, GOOD_KEY)
+    events, send = _assets(invalid=0, results_dir=tmp_path)
+    # every row meets the contract; the plan knows no login (unknown_events: refuse)
+    plan = cc.TrackingPlan(events={"signup": {}}, unknown_events="refuse")
+    check = churn_check(events, plan=plan)
+    with DagsterInstance.ephemeral() as instance:
+        result = _run([events, send, check], sandbox, instance)
+        [evaluation] = result.get_asset_check_evaluations()
+        assert not evaluation.passed and evaluation.severity == AssetCheckSeverity.ERROR
+        metadata = {k: v.value for k, v in evaluation.metadata.items()}
+        assert metadata["churn/check/plan.unknown_event"] == 10
+        assert result.asset_materializations_for_node("events_delivered") == []
+    assert len(sandbox.events()) == 0
+
+
+def test_a_checks_plan_is_read_when_the_definitions_load(tmp_path: Path) -> None:
+    bad = tmp_path / "plan.json"
+    bad.write_text('{"events": {"login": {"anyOf": []}}}')
+    with pytest.raises(cc.PlanError, match="'anyOf'"):
+        churn_check("events", plan=bad)

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pandas as pd
 from airflow.sdk import DAG, task
 
+from churn_connector import TrackingPlan
 from churn_connector.airflow import (
     IdentifyOperator,
     SendEventsOperator,
@@ -114,3 +115,32 @@ with DAG("churn_on_events", schedule=[churn_asset("events")]) as on_events_dag:
         pass
 
     after_delivery()
+
+# a tracking plan twice: the gate reads it from a file (templated path, read on the worker),
+# the send is given it in the DAG code (kept with the DAG as its mapping)
+PAID = {
+    "events": {
+        "invoice_paid": {
+            "type": "object",
+            "required": ["amount"],
+            "properties": {"amount": {"type": "number", "minimum": 0}},
+        }
+    }
+}
+with DAG(
+    "churn_plan",
+    schedule=None,
+    params={**PARAMS, "plan": "", "max_invalid": "", "max_lag": ""},
+    default_args={"retries": 0},
+) as plan_dag:
+    plan_gate = ValidateOperator(
+        task_id="validate_events",
+        source="{{ params.events }}",
+        plan="{{ params.plan }}",
+        max_invalid="{{ params.max_invalid }}",
+        max_lag="{{ params.max_lag }}",
+        retries=2,
+    )
+    plan_gate >> SendEventsOperator(
+        task_id="send_events", source="{{ params.events }}", plan=TrackingPlan.from_dict(PAID)
+    )
