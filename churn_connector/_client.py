@@ -36,7 +36,7 @@ from ._options import EventOptions, IdentityOptions
 from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from ._results import SendResult
 from ._run import Run
-from ._track import OneOff, OnFull, Tracker, TrackResult, event_of
+from ._track import OneOff, OnFull, PlanSource, Tracker, TrackResult, event_of, planned
 from ._validate import TrackingPlan
 from ._wire import WireBatch
 
@@ -338,6 +338,7 @@ class Client:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> TrackResult:
         """Validate one event and send it now (``POST /v1/events/track``): for webhooks,
         scripts and low-volume services. Returns a :class:`TrackResult`.
@@ -357,6 +358,8 @@ class Client:
         is safe), ``TransportError`` when the API cannot be reached, ``Interrupted`` on
         Ctrl-C or SIGTERM. The client's retry policy applies; its ``deadline`` bounds each
         call. For many events, ``send_events`` or :meth:`tracker` send in batches.
+        ``plan``: a tracking plan (a ``TrackingPlan``, or a file read at each call) the
+        event must also keep, checked as a batch row is.
         """
         event = event_of(
             external_user_id,
@@ -369,6 +372,7 @@ class Client:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=planned(plan),
         )
         with _ONE_OFF_LOCK:  # threads of a web server may make the first call together
             if self._one_off is None:
@@ -384,6 +388,7 @@ class Client:
         block_timeout: float = 30.0,
         flush_timeout: float = 5.0,
         max_concurrency: int | None = None,
+        plan: PlanSource | None = None,
     ) -> Tracker:
         """A buffered :class:`Tracker`: ``t.track(...)`` (the arguments of :meth:`track`)
         validates and queues, background threads send batches of up to 500 to
@@ -396,7 +401,8 @@ class Client:
         ``QueueFull``, ``"raise"`` raises at once, ``"spill"`` (with a spool) keeps the
         overflow on disk only. At exit an open tracker flushes for ``flush_timeout``
         seconds, then warns with what is left. ``max_concurrency``: requests in flight
-        (default: the client's, at most 4).
+        (default: the client's, at most 4). ``plan``: a tracking plan every event must keep
+        (read once here; a ``track`` call's own ``plan=`` overrides it).
         """
         return Tracker(
             self.config,
@@ -407,6 +413,7 @@ class Client:
             block_timeout=block_timeout,
             flush_timeout=flush_timeout,
             max_concurrency=max_concurrency,
+            plan=planned(plan),
         )
 
 
@@ -456,6 +463,7 @@ def track(
     naive_timezone: str | None = None,
     namespace: str | None = None,
     id_format: IdFormat = "v2",
+    plan: PlanSource | None = None,
     base_url: str | None = None,
     api_key: str | Secret | None = None,
     config: ClientConfig | None = None,
@@ -475,6 +483,7 @@ def track(
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=plan,
         )
     finally:
         client.close()

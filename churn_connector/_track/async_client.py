@@ -34,9 +34,10 @@ from .._core import (
     as_secret,
 )
 from .._delivery import AsyncConnections, AsyncPoster, deliver_async
+from .._validate import TrackingPlan
 from .book import Book, Entry, FlushReport
 from .handles import AsyncTrackHandle
-from .scalar import event_of
+from .scalar import PlanSource, event_of, planned
 from .send import TrackResult, result_of
 from .spool import Spool
 from .tracker import OnFull, _left_behind, _merge, spend_of
@@ -98,6 +99,7 @@ class AsyncClient:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> TrackResult:
         """:meth:`Client.track`, awaited: validate one event and send it now."""
         event = event_of(
@@ -111,6 +113,7 @@ class AsyncClient:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=planned(plan),
         )
         poster = self._poster
         try:
@@ -131,6 +134,7 @@ class AsyncClient:
         block_timeout: float = 30.0,
         flush_timeout: float = 5.0,
         max_concurrency: int | None = None,
+        plan: PlanSource | None = None,
     ) -> AsyncTracker:
         """:meth:`Client.tracker` for async code: ``async with client.tracker() as t:``,
         ``handle = await t.track(...)``, ``await handle.result()``."""
@@ -142,6 +146,7 @@ class AsyncClient:
             block_timeout=block_timeout,
             flush_timeout=flush_timeout,
             max_concurrency=max_concurrency,
+            plan=planned(plan),
         )
 
 
@@ -158,6 +163,7 @@ class AsyncTracker:
         block_timeout: float,
         flush_timeout: float,
         max_concurrency: int | None,
+        plan: TrackingPlan | None = None,
     ) -> None:
         if on_full not in ("block", "raise", "spill"):
             raise ConfigurationError(
@@ -172,6 +178,7 @@ class AsyncTracker:
         self.on_full = on_full
         self.block_timeout = block_timeout
         self.flush_timeout = flush_timeout
+        self.plan = plan
         self.concurrency = max_concurrency or min(4, client.config.max_concurrency)
         self._spool = Spool(spool) if spool is not None else None
         self._book = Book(max_queue, self._spool, client.config.batch_size)
@@ -222,6 +229,7 @@ class AsyncTracker:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> AsyncTrackHandle:
         """Validate one event (``DataValidationError`` here) and queue it; its handle."""
         event = event_of(
@@ -235,6 +243,7 @@ class AsyncTracker:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=self.plan if plan is None else planned(plan),
         )
         if self._closing:
             raise ConfigurationError("the tracker is closed")

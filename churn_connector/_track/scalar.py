@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import re
 import time
 import uuid
@@ -25,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import orjson
 import pandas as pd
 
 from .._core import FUTURE_WINDOW, PAST_WINDOW, DataValidationError, IdFormat
@@ -37,10 +40,23 @@ from .._json import (
     object_value,
 )
 from .._options import EventOptions, utc_now
-from .._validate import explanations, fullmatch, id_type_ok, ids_to_wire, not_blank, strings_ok
+from .._validate import (
+    PlanSource,
+    TrackingPlan,
+    as_plan,
+    explanations,
+    fullmatch,
+    id_type_ok,
+    ids_to_wire,
+    not_blank,
+    plan_failures,
+    strings_ok,
+)
 from .._wire import Event, make_event
 
-__all__ = ["Window", "event_of", "options_for", "problems"]
+log = logging.getLogger("churn_connector")
+
+__all__ = ["PlanSource", "Window", "event_of", "options_for", "planned", "problems"]
 
 _EVENT_TYPE = re.compile(EVENT_TYPE_PATTERN)
 # the text grammar of ``_json.timestamp_text`` where a zone is written (RFC 3339 and its
@@ -284,13 +300,16 @@ def event_of(
     naive_timezone: str | None = None,
     namespace: str | None = None,
     id_format: IdFormat = "v2",
+    plan: TrackingPlan | None = None,
 ) -> Event:
     """One valid event, or DataValidationError naming every check it fails (and why).
 
     ``occurred_at`` defaults to ``now`` (default: the clock). An event given neither
     ``occurred_at`` nor ``message_id`` gets a random message id: its content and a
     millisecond clock do not tell two taps apart, and a hashed id would make the second
-    of two identical calls in one millisecond a duplicate the API drops.
+    of two identical calls in one millisecond a duplicate the API drops. With a tracking
+    ``plan`` (loaded: see :func:`planned`), an event that meets the contract is checked
+    against it too, as a batch row is.
     """
     options = _options(naive_timezone, namespace, id_format)
     window = Window.at(now)
@@ -319,7 +338,44 @@ def event_of(
             "message_id": message_id,
         }
         raise _invalid(found, options, window, values)
+    if plan is not None:
+        _check_plan(event, plan, options)
     return event
+
+
+def planned(plan: PlanSource | None) -> TrackingPlan | None:
+    """A one-off event's ``plan=`` loaded, once: a path is read here, so a service that
+    tracks many events loads its plan once (``client.tracker(plan=...)``, or a
+    ``TrackingPlan`` it keeps) rather than at every call."""
+    return as_plan(plan)
+
+
+def _check_plan(event: Event, plan: TrackingPlan, options: EventOptions) -> None:
+    """The event's wire values (what would be sent) checked against ``plan``: the batch
+    path's own check on a one-row table, so its verdict, check names and messages are a
+    batch row's."""
+    sent = orjson.loads(event.body)
+    frame = pd.DataFrame(
+        {"event_type": [sent["event_type"]], "properties": [sent.get("properties") or {}]}
+    )
+    found = plan_failures(
+        plan, "events", frame, np.zeros(1, np.int64), options.rules, 0, pd.RangeIndex(1)
+    )
+    if found.unknown:
+        log.warning(
+            "track: event type %r is not in the tracking plan (unknown_events warn): sent "
+            "unchecked",
+            sent["event_type"],
+        )
+    if found.records:
+        checks = tuple(r["check"] for r in found.records)
+        reasons = "; ".join(f"{r['check']}: {r['message']}" for r in found.records)
+        raise DataValidationError(
+            "the event breaks the tracking plan and was not sent: " + reasons,
+            n_invalid=1,
+            n_rows=1,
+            checks=checks,
+        )
 
 
 def _options(

@@ -41,9 +41,10 @@ from .._core import (
     TransportError,
 )
 from .._delivery import HttpPoster, SizeLimit, Spend, deliver
+from .._validate import TrackingPlan
 from .book import Book, Entry, FlushReport
 from .handles import _SLICE, TrackHandle
-from .scalar import event_of
+from .scalar import PlanSource, event_of, planned
 from .spool import Spool
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class Tracker:
         block_timeout: float = 30.0,
         flush_timeout: float = 5.0,
         max_concurrency: int | None = None,
+        plan: TrackingPlan | None = None,
     ) -> None:
         if on_full not in ("block", "raise", "spill"):
             raise ConfigurationError(
@@ -85,6 +87,7 @@ class Tracker:
         self.on_full = on_full
         self.block_timeout = block_timeout
         self.flush_timeout = flush_timeout
+        self.plan = plan
         self.concurrency = max_concurrency or min(4, config.max_concurrency)
         self._spool = Spool(spool) if spool is not None else None
         self._setup(Book(max_queue, self._spool, config.batch_size))
@@ -132,6 +135,7 @@ class Tracker:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> TrackHandle:
         """Validate one event (``DataValidationError`` here when invalid) and queue it;
         its handle. The arguments are :meth:`Client.track`'s. With a spool, the event is
@@ -147,6 +151,7 @@ class Tracker:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=self.plan if plan is None else planned(plan),
         )
         self._usable()
         handle = TrackHandle(event.message_id)
