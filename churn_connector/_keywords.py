@@ -25,6 +25,7 @@ from ._delivery import SendOptions
 from ._ledger import LedgerArg
 from ._options import EventOptions, IdentityOptions
 from ._read import NameStyle, TextOptions
+from ._sync import SyncOptions
 
 __all__ = ["IdentifyOptions", "SendEventsOptions", "send_keywords"]
 
@@ -56,6 +57,13 @@ class SendEventsOptions(TextOptions, total=False):
     partitioning: Partitioning | None
     event_type_style: NameStyle | None
     id_format: IdFormat
+    cursor: str | None
+    lookback: Any
+    incremental: bool
+    sync_name: str | None
+    full_refresh: bool
+    since: Any
+    until: Any
     options: EventOptions | None
 
 
@@ -82,13 +90,22 @@ class IdentifyOptions(TextOptions, total=False):
     as_of: Any
     snapshot_id: int | None
     partitioning: Partitioning | None
+    cursor: str | None
+    lookback: Any
+    incremental: bool
+    sync_name: str | None
+    full_refresh: bool
+    since: Any
+    until: Any
     options: IdentityOptions | None
 
 
 def send_keywords(kind: Kind) -> list[Option]:
     """The declared keywords of :meth:`Client.send_events` (``"events"``) or
-    :meth:`Client.identify` (``"identities"``): the table's, then the send's. With
+    :meth:`Client.identify` (``"identities"``): the table's, then the send's, then the
+    sync's. With
     ``options``, these are what Airflow's ``send_options``, Spark's options and
     ``send_partition`` take by name."""
     table = EventOptions if kind == "events" else IdentityOptions
-    return [*table.keywords(), *(o for o in options_of(SendOptions) if kind in o.declared.kinds)]
+    send = [o for o in options_of(SendOptions) if kind in o.declared.kinds]
+    return [*table.keywords(), *send, *options_of(SyncOptions)]

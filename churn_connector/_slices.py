@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,12 +31,15 @@ from ._wire import WireBatch
 __all__ = [
     "SliceStream",
     "Stream",
+    "Tap",
     "batches",
     "paused_gc",
     "report",
 ]
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
+Tap = Callable[[Iterator[Slice]], Iterator[Slice]]
+"""What watches a stream's slices as they are read, in order (a sync's cursor: ``_sync``)."""
 _NAMED_FILES = 3  # files without a final newline named one by one in the notes
 
 
@@ -50,6 +53,7 @@ class Stream(Protocol):
     duplicates: int  # rows skipped as exact repeats of an earlier row
     wire_paths: Counter[str]  # events: slices by the wire path that wrote them
     natural_keys: bool  # events: batches carry their natural keys (a ledger's re-id guard)
+    tap: Tap | None  # watches the slices a send reads (an incremental sync's cursor)
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -90,6 +94,7 @@ class SliceStream:
 
     duplicates = 0
     natural_keys = False
+    tap: Tap | None = None
 
     def __init__(self, schema: pa.DataFrameSchema) -> None:
         self.schema = schema
@@ -101,6 +106,10 @@ class SliceStream:
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
         self.book.reserve(rows)
+
+    def tapped(self, parts: Iterator[Slice]) -> Iterator[Slice]:
+        """The slices a send reads, through the tap when one watches them."""
+        return parts if self.tap is None else self.tap(parts)
 
     def notes(self) -> list[Note]:
         """What the reader noted on the input (a text file without its final newline: the

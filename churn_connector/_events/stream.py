@@ -56,7 +56,7 @@ class EventStream(SliceStream):
         self._seen.reserve(rows)
 
     def slices(self) -> Iterator[Slice]:
-        parts = iter_slices(self.data, self.options.reading)
+        parts = self.tapped(iter_slices(self.data, self.options.reading))
         if self.options.event_type_style is None:
             return parts
         return (self._restyled(part) for part in parts)
