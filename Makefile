@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: chromium postgresql demo test lint typecheck pytest test-min docs docs-reference bench strip-notebooks clean
+.PHONY: chromium postgresql demo test lint typecheck pytest pytest-main pytest-spark pytest-airflow \
+	pytest-dagster test-min docs docs-reference bench strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -39,12 +40,6 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# coverage floor: the suite covers ~94% today; below 90% something lost its tests.
-# The Airflow, the Dagster and the Spark tests run in processes of their own: Airflow's
-# configuration, logging and SIGTERM handler are process-wide, and so are Dagster's logging
-# and home, and a JVM and its SparkSession. Coverage adds up over the four. Spark's Python workers run this venv's Python
-# (PYSPARK_PYTHON); the Spark process gets a time limit, should a JVM ever hang.
-# tests/notebook/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv (~1 min)
 # the screenshot test photographs a report in a real browser: Debian's chromium package
 # (installed here when it is missing; apt needs root, as on the CI machine)
 chromium:
@@ -62,17 +57,45 @@ postgresql:
 	@{ test -x $(PG_BIN)/pg_ctl && id -u postgres >/dev/null 2>&1; } || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null; }
 
-pytest: $(STAMP) chromium postgresql
-	$(BIN)/python -m pytest -q --ignore=tests/airflow --ignore=tests/spark \
-		--cov=churn_connector --cov-report=
-	$(BIN)/python -m pytest -q tests/airflow --cov=churn_connector --cov-append --cov-report=
-	$(BIN)/python -m pytest -q tests/dagster --cov=churn_connector --cov-append --cov-report=
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) timeout --kill-after=30 600 \
-		$(BIN)/python -m pytest -q tests/spark --cov=churn_connector --cov-append \
-		--cov-report=term:skip-covered --cov-fail-under=90
+# The suite runs in four pytest processes, side by side under make -j (make test does that).
+# The Airflow, the Dagster and the Spark tests have processes of their own: Airflow's
+# configuration, logging and SIGTERM handler are process-wide, and so are Dagster's logging
+# and home, and a JVM and its SparkSession. The main one runs on every core (pytest-xdist,
+# XDIST workers; each starts the servers it needs, tests/ledger/servers.py).
+# tests/notebook/test_notebooks.py runs notebooks/ in a Jupyter kernel of this venv.
+# Spark's Python workers run this venv's Python (PYSPARK_PYTHON); the Spark process gets a
+# time limit, should a JVM ever hang.
+# Coverage: each process writes its own file, added up when all four are done. The floor:
+# the suite covers ~92% today; below 90% something lost its tests.
+XDIST ?= auto
+COVERED := --cov=churn_connector --cov-report=
+PYTEST_PARTS := pytest-main pytest-spark pytest-airflow pytest-dagster
+# make test checks for them once, first, and then runs its parts without them: a phony
+# prerequisite runs each time, and held the long parts back while short ones took the slots
+NEED_CHROMIUM := chromium
+NEED_POSTGRESQL := postgresql
+
+pytest-main: $(STAMP) $(NEED_CHROMIUM) $(NEED_POSTGRESQL)
+	COVERAGE_FILE=.coverage.main $(BIN)/python -m pytest -q -n $(XDIST) $(COVERED)
+
+pytest-airflow: $(STAMP) $(NEED_POSTGRESQL)
+	COVERAGE_FILE=.coverage.airflow $(BIN)/python -m pytest -q tests/airflow $(COVERED)
+
+pytest-dagster: $(STAMP)
+	COVERAGE_FILE=.coverage.dagster $(BIN)/python -m pytest -q tests/dagster $(COVERED)
+
+pytest-spark: $(STAMP) $(NEED_POSTGRESQL)
+	COVERAGE_FILE=.coverage.spark PYSPARK_PYTHON=$(abspath $(BIN)/python) \
+		timeout --kill-after=30 600 $(BIN)/python -m pytest -q tests/spark $(COVERED)
+
+pytest: $(PYTEST_PARTS)
+	$(BIN)/coverage combine --quiet $(PYTEST_PARTS:pytest-%=.coverage.%)
+	$(BIN)/coverage report --skip-covered --fail-under=90
 
 # the suite again on the oldest dependency versions pyproject.toml allows (constraints-min.txt),
-# so the declared lower bounds stay true (the notebooks and Airflow run once, above)
+# so the declared lower bounds stay true: the tests marked lower_bounds, those that exercise
+# how the package uses its dependencies (tests/conftest.py says which, and why the others
+# need not run twice)
 MIN_VENV := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed
 
@@ -85,15 +108,24 @@ $(MIN_STAMP): pyproject.toml constraints-min.txt
 	$(MIN_VENV)/bin/python -m pip check
 	@touch $(MIN_STAMP)
 
-test-min: $(MIN_STAMP) chromium postgresql
-	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/notebook/test_notebooks.py
+test-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(XDIST) -m lower_bounds
 
-test: lint typecheck docs pytest test-min
+# everything a contributor runs before a push, JOBS parts at once: ruff and the docs first
+# (seconds; a mistake there stops the rest early), then the longest first. Each part's output
+# is printed whole when it ends. Installs come first, one at a time
+JOBS ?= 4
+test: $(STAMP) $(MIN_STAMP) chromium postgresql
+	+@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target NEED_CHROMIUM= NEED_POSTGRESQL= \
+		lint docs pytest test-min typecheck
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, anchor or API
-# reference fails. Its Python examples run as tests in the suite (tests/docs/test_docs.py)
+# reference fails, in the changelog and the tutorials too. Not --quiet, which hides the
+# warnings strict mode counts: docs/_tools/build.py leaves out MkDocs's INFO lines only
+# (tests/docs/test_docs_build.py plants broken links in a copy). Its Python examples run
+# as tests in the suite (tests/docs/test_docs.py)
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python docs/_tools/build.py
 
 # regenerate the reference pages' generated parts: the command line from its parsers, the
 # checks table from churn_connector/_validate/checks.py (tests/docs/test_docs_reference.py checks both)
@@ -123,5 +155,5 @@ strip-notebooks: $(STAMP)
 	$(BIN)/python tests/notebook/test_notebooks.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache \
+	rm -rf $(VENV) $(MIN_VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache .coverage* \
 		docs/tutorials/notebook-output

@@ -10,6 +10,7 @@ server) or run the program, a kernel or a server in a process of their own.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -49,8 +50,10 @@ OWN_PROCESS = tuple(Path(__file__).parent / name for name in ("airflow", "spark"
 
 
 # what the fault and interrupt tests saw (requests, retries, duplicates absorbed, seconds),
-# printed after the run: figures for reviewers, never asserted on as timings
-FIGURES: dict[str, str] = {}
+# printed after the run: figures for reviewers, never asserted on as timings. They travel
+# in the test's report (its user properties), so those seen in pytest-xdist's workers reach
+# the summary the main process prints
+FIGURE = "churn-figure"
 
 
 class Figures(Protocol):
@@ -62,7 +65,7 @@ def figures(request: pytest.FixtureRequest) -> Figures:
     """Note what this test saw; it is printed in the run's summary."""
 
     def note(text: str) -> None:
-        FIGURES[request.node.name] = text
+        request.node.user_properties.append((FIGURE, text))
 
     return note
 
@@ -72,19 +75,55 @@ E2E_FIXTURES = frozenset({"sandbox", "client", "odd_server", "ca_file", "api"})
 SANDBOX_SUITE = Path(__file__).parent / "sandbox"  # the sandbox's own tests: HTTP throughout
 
 
+# make test-min runs the suite again on the oldest versions of the package's dependencies
+# (constraints-min.txt), to keep pyproject's lower bounds true: the tests marked
+# ``lower_bounds``, those that exercise how the package uses pandas, pyarrow, numpy, pandera,
+# orjson, requests, urllib3, tqdm and phonenumbers. That is every unit test (reading, dtypes,
+# validation, JSON, ids, the row book, displays: in process) and every end-to-end test but
+# those of these folders, whose subjects are processes, servers and documents (the CLI's
+# exit codes and signals, the ledger's SQLite, PostgreSQL and S3 servers, tasks' files, the
+# notebooks' kernels and Chromium, the docs' examples and build): their tools (psycopg,
+# s3fs, Jupyter, MkDocs) are the same versions in both environments, and what they reach
+# of the dependencies the end-to-end tests of reading, delivery, tracking and the sandbox
+# reach too.
+NOT_AT_LOWER_BOUNDS = tuple(
+    Path(__file__).parent / name for name in ("cli", "ledger", "tasks", "notebook", "docs")
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.is_relative_to(
             SANDBOX_SUITE
         ):
             item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("e2e") is None or not any(
+            item.path.is_relative_to(folder) for folder in NOT_AT_LOWER_BOUNDS
+        ):
+            item.add_marker(pytest.mark.lower_bounds)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if FIGURES:
+    seen = {
+        report.location[2]: value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == FIGURE
+    }
+    if seen:
         terminalreporter.write_sep("-", "what the fault and interrupt tests saw")
-        for name, text in FIGURES.items():
+        for name, text in sorted(seen.items()):
             terminalreporter.write_line(f"{name}: {text}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which
+    # tqdm 4.66 (make test-min) takes for a terminal's size, cutting the progress bars the
+    # tests read from captured output: the suite's output has no terminal, wherever it runs
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -69,11 +69,6 @@ def test_a_typo_in_duplicates_is_refused() -> None:
         cc.validate_identities(DF, duplicates="keep-last")  # type: ignore[arg-type]
 
 
-def test_an_unknown_zone_is_refused() -> None:
-    with pytest.raises(cc.ConfigurationError, match="IANA"):
-        cc.validate_events(DF, naive_timezone="Mars/Olympus")
-
-
 def test_a_bad_retry_policy_is_a_configuration_error() -> None:
     with pytest.raises(cc.ConfigurationError, match="delays"):
         cc.RetryPolicy(initial_delay=-1)

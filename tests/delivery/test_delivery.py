@@ -52,11 +52,6 @@ def test_chunks_hold_at_most_the_batch_size(
     assert list(result.chunks["first_row"]) == [0, 4, 8]
 
 
-def test_batch_size_above_the_api_limit_is_refused(client: cc.Client, events: pd.DataFrame) -> None:
-    with pytest.raises(cc.ConfigurationError, match="500"):
-        client.send_events(events, batch_size=501)
-
-
 def test_invalid_rows_never_reach_the_server(
     client: cc.Client, sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp
 ) -> None:

@@ -1,7 +1,9 @@
 """The ledger's servers for the tests: a real PostgreSQL server and an S3-compatible one
 (moto's server mode), each started on 127.0.0.1 when a test first asks for it and stopped
 at the end of the session. Loaded by the root conftest (``pytest_plugins``), so the Airflow
-and Spark suites have them too.
+and Spark suites have them too. Under pytest-xdist each worker is a session: it starts
+servers of its own (own folder, own port), so a test that stops its server stops no other
+worker's.
 
 PostgreSQL refuses to run as root, and the tests run as root on CI: the server runs as the
 unprivileged ``postgres`` system user (``runuser``), in a temporary folder that user owns.
@@ -87,7 +89,6 @@ class PostgresServer:
         if self.as_root:
             os.chown(self.home, account.pw_uid, account.pw_gid)
         self.data = self.home / "data"
-        self.port = free_port()
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync",
                   "-E", "UTF8", "--locale=C.UTF-8")  # fmt: skip
         (self.data / "pg_hba.conf").write_text(
@@ -95,7 +96,16 @@ class PostgresServer:
             "host all postgres 127.0.0.1/32 trust\n"
             f"host all {PG_USER} 127.0.0.1/32 scram-sha-256\n"
         )
-        self.start()
+        # a free port can be taken before the server binds it (by another pytest-xdist
+        # worker's servers, each worker starting its own): then another port
+        for attempt in range(3):
+            self.port = free_port()
+            try:
+                self.start()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
         self.admin(
             f"CREATE ROLE {PG_USER} LOGIN PASSWORD '{PG_PASSWORD}'",
             f"CREATE DATABASE ledger OWNER {PG_USER}",

@@ -1,4 +1,8 @@
-"""The ledger: re-runs skip what the API acknowledged; identify re-sends only changed users."""
+"""The ledger on SQLite, the default: a re-run skips what the API acknowledged, with the
+ledger given as a path; what the file holds on disk, a dry run that creates no file, paths
+that cannot be used. What every backend does alike (only acknowledged requests recorded,
+identify re-sending only changed users, dry runs, one ledger per API and key) is
+tests/ledger/test_backends.py's, SQLite included."""
 
 from __future__ import annotations
 
@@ -33,47 +37,6 @@ def test_a_rerun_with_a_ledger_sends_nothing_already_acknowledged(
     }
     assert set(again.rows["error"]) == {"already delivered (ledger)"}
     assert len(sandbox.requests_log()) == 1  # only the first run's single batch
-
-
-def test_only_acknowledged_events_are_recorded(
-    sandbox: cc.Sandbox, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
-) -> None:
-    ledger = tmp_path / "ledger.sqlite"
-    client = cc.Client(
-        sandbox.base_url, sandbox.api_key, max_concurrency=1, retry=cc.RetryPolicy(max_attempts=2)
-    )
-    sandbox.script_faults([cc.Fault("5xx")] * 2)  # the first batch fails for good
-    first = client.send_events(events, now=now, ledger=ledger, batch_size=5)
-    assert first.counts["failed"] == 5
-    with cc.Ledger(ledger) as book:
-        assert book.count("events") == 5
-    again = client.send_events(events, now=now, ledger=ledger, batch_size=5)
-    assert (again.counts["sent"], again.counts["skipped"]) == (5, 5)
-
-
-def test_identify_with_a_ledger_sends_only_changed_users(
-    client: cc.Client, sandbox: cc.Sandbox, tmp_path: Path
-) -> None:
-    ledger = tmp_path / "ledger.sqlite"
-    users = pd.DataFrame(
-        {"external_user_id": ["a", "b", "c"], "traits.plan": ["pro", "free", "pro"]}
-    )
-    client.identify(users, ledger=ledger)
-    users.loc[1, "traits.plan"] = "pro"
-    again = client.identify(users, ledger=ledger)
-    assert list(again.rows["status"]) == ["skipped", "sent", "skipped"]
-    assert sandbox.stats()["identifies"] == 4
-
-
-def test_dry_run_consults_but_does_not_write_the_ledger(
-    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
-) -> None:
-    ledger = tmp_path / "ledger.sqlite"
-    client.send_events(events.iloc[:4], now=now, ledger=ledger)
-    dry = client.send_events(events, now=now, dry_run=True, ledger=ledger)
-    assert (dry.counts["skipped"], dry.counts["would_send"]) == (4, 6)
-    with cc.Ledger(ledger) as book:
-        assert book.count("events") == 4
 
 
 def ledger_bytes(path: Path) -> bytes:
@@ -121,32 +84,6 @@ def test_cli_send_with_ledger_skips_on_rerun(
     assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
     assert main(["send", "events", str(path), "--ledger", str(ledger)]) == 0
     assert "skipped 10" in capsys.readouterr().out
-
-
-def test_a_ledger_is_scoped_to_one_api_and_key(
-    client: cc.Client, events: pd.DataFrame, now: pd.Timestamp, tmp_path: Path
-) -> None:
-    ledger = tmp_path / "ledger.sqlite"
-    client.send_events(events, now=now, ledger=ledger)
-    with cc.Sandbox() as other:
-        elsewhere = cc.Client(other.base_url, other.api_key)
-        assert elsewhere.send_events(events, now=now, ledger=ledger).counts["sent"] == len(events)
-
-
-def test_a_user_whose_last_send_had_an_unknown_outcome_is_sent_again(
-    sandbox: cc.Sandbox, tmp_path: Path
-) -> None:
-    ledger = tmp_path / "ledger.sqlite"
-    client = cc.Client(sandbox.base_url, sandbox.api_key, retry=cc.RetryPolicy(max_attempts=1))
-    first = pd.DataFrame({"external_user_id": ["x"], "traits.plan": ["free"]})
-    client.identify(first, ledger=ledger)
-    sandbox.script_faults([cc.Fault("drop")])  # stored, but the response is lost
-    assert (
-        client.identify(first.assign(**{"traits.plan": "pro"}), ledger=ledger).counts["failed"] == 1
-    )
-    again = client.identify(first, ledger=ledger)
-    assert again.counts["sent"] == 1
-    assert sandbox.users().iloc[0]["traits"] == {"plan": "free"}
 
 
 def test_a_dry_run_creates_no_ledger_file(

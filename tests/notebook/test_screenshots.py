@@ -50,6 +50,9 @@ def photograph(html: str, theme: str, folder: Path) -> Counter[tuple[int, ...]]:
             "--no-first-run",
             "--hide-scrollbars",
             "--window-size=1000,600",
+            # a profile of its own: a second Chromium on the default one (another pytest-xdist
+            # worker's) hands its page to the first and exits
+            f"--user-data-dir={folder / f'profile-{theme}'}",
             f"--screenshot={picture}",
             source.as_uri(),
         ],

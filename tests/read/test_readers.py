@@ -106,9 +106,3 @@ def test_unsupported_inputs_raise_input_error(tmp_path: Path) -> None:
         cc.validate_events(tmp_path / "missing.csv")
     with pytest.raises(cc.InputError, match="unsupported input"):
         cc.validate_events(42)
-
-
-def test_invalid_ndjson_line_is_reported_with_its_number(tmp_path: Path) -> None:
-    (tmp_path / "e.ndjson").write_text('{"a": 1}\n{oops\n')
-    with pytest.raises(cc.InputError, match="line 2"):
-        cc.validate_events(tmp_path / "e.ndjson")
