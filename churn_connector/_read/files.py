@@ -125,9 +125,9 @@ def part_name(path: Path, base: Path | None) -> str:
 def expand(data: str | os.PathLike[str], text: TextFormat = DEFAULT_TEXT) -> Parts:
     """The files ``data`` names (see the module docstring)."""
     if isinstance(data, FileSubset):
-        found = expand(data.path, text)
-        chosen = [p for p in found.files if part_name(p, found.base) in data.names]
-        return replace(found, files=chosen)
+        whole = expand(data.path, text)
+        chosen = [p for p in whole.files if part_name(p, whole.base) in data.names]
+        return replace(whole, files=chosen)
     path = Path(data)
     if path.is_file():
         if is_manifest_name(path):

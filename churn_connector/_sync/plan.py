@@ -383,7 +383,8 @@ class _Test:
             keep &= codes >= self.since.code
         if self.until is not None:
             keep &= codes < self.until.code
-        return keep | nulls
+        kept: np.ndarray = keep | nulls
+        return kept
 
     def _frame(self, frame: pd.DataFrame) -> pd.DataFrame:
         if self.column not in frame.columns:
