@@ -25,7 +25,7 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 # real Dagster (~15 s more to install), the notebooks run in a kernel of this environment, and
 # make docs builds the site with MkDocs
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,dagster,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,sql,airflow,notebook,spark,dagster,docs]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)

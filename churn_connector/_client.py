@@ -159,11 +159,9 @@ class Client:
         ``snapshot_id``, ``partitioning`` and ``options`` (all of them as one
         :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
         1) and ``batch_size`` default to the client's. Input that breaks part way raises
-        InputError carrying what was delivered. ``cursor`` (with a ``ledger``) makes the send
-        an incremental sync: only the rows past its watermark are read, and the watermark
-        moves only past rows delivered or settled for good; ``lookback``, ``incremental``,
-        ``sync_name``, ``full_refresh``, ``since`` and ``until`` say more
-        (:class:`SyncOptions`, ``docs/guides/incremental.md``).
+        InputError carrying what was delivered. ``cursor``, ``lookback``, ``incremental``,
+        ``sync_name``, ``full_refresh``, ``since``, ``until``: an incremental sync
+        (``docs/guides/incremental-syncs.md``).
         """
         # each keyword to its field: the table's options (or options=, whole), the send's
         table = EventOptions.chosen(
@@ -206,28 +204,13 @@ class Client:
             batch_size=batch_size,
             max_concurrency=max_concurrency,
         )
-        syncing = SyncOptions(
-            cursor=cursor,
-            lookback=lookback,
-            incremental=incremental,
-            sync_name=sync_name,
-            full_refresh=full_refresh,
-            since=since,
-            until=until,
-        )
+        syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
+                              sync_name=sync_name, full_refresh=full_refresh, since=since,
+                              until=until)  # fmt: skip
         config = self.config
         if send.batch_size is not None:
             config = config.with_options(batch_size=send.batch_size)
-        sync = Sync.open(
-            data,
-            syncing,
-            kind="events",
-            reading=table.reading,
-            ledger=send.ledger,
-            config=config,
-            dry_run=send.dry_run,
-        )
-        try:
+        with Sync.open(data, syncing, "events", table.reading, send, config) as sync:
             stream = EventStream(sync.data, table)
             concurrency = send.max_concurrency or config.max_concurrency  # None: the client's
             run = Run(
@@ -250,8 +233,6 @@ class Client:
                 by_columns=bool(table.id_columns),
             )
             return sync.deliver(stream, lambda ledger: run.deliver(requests, ledger, guard=guard))
-        finally:
-            sync.close()
 
     def identify(
         self,
@@ -344,25 +325,10 @@ class Client:
             progress=progress,
             max_concurrency=max_concurrency,
         )
-        syncing = SyncOptions(
-            cursor=cursor,
-            lookback=lookback,
-            incremental=incremental,
-            sync_name=sync_name,
-            full_refresh=full_refresh,
-            since=since,
-            until=until,
-        )
-        sync = Sync.open(
-            data,
-            syncing,
-            kind="identities",
-            reading=table.reading,
-            ledger=send.ledger,
-            config=self.config,
-            dry_run=send.dry_run,
-        )
-        try:
+        syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
+                              sync_name=sync_name, full_refresh=full_refresh, since=since,
+                              until=until)  # fmt: skip
+        with Sync.open(data, syncing, "identities", table.reading, send, self.config) as sync:
             stream = IdentityStream(sync.data, table)
             concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
             run = Run(
@@ -378,8 +344,6 @@ class Client:
                 ahead=table.slice_rows,
             )
             return sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger))
-        finally:
-            sync.close()
 
     def track(
         self,

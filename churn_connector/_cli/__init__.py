@@ -181,8 +181,13 @@ def _send(args: argparse.Namespace) -> int:
 def sync_line(synced: dict[str, Any]) -> str:
     """One line on a sync's run: what it read, and where its watermark went."""
     read = ", ".join(f"{k} {v}" for k, v in synced["read"].items()) or "everything"
-    verb = "moved" if synced["moved"] else "stays" if synced["watermark_before"] == synced[
-        "watermark_after"] else "would move"
+    verb = (
+        "moved"
+        if synced["moved"]
+        else "stays"
+        if synced["watermark_before"] == synced["watermark_after"]
+        else "would move"
+    )
     return (
         f"sync {synced['name']}: read {read} (filtered {synced['pushed']}); watermark {verb} "
         f"{synced['watermark_before']} -> {synced['watermark_after']}"

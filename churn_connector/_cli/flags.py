@@ -124,10 +124,10 @@ def add_data_arguments(
             type=input_argument,
             nargs="?",
             default=None,
-            help="(or --sql and --connection) a .parquet, .csv, .tsv, .ndjson, .avro, .orc or .arrow file (text optionally "
-            ".gz/.zst), a folder of part files (or a Redshift manifest), a glob (quote it), a "
-            "Delta table's folder, or an Iceberg table (its metadata file or folder, or "
-            "iceberg://CATALOG/NAMESPACE.TABLE)",
+            help="(or --sql and --connection) a .parquet, .csv, .tsv, .ndjson, .avro, .orc or "
+            ".arrow file (text optionally .gz/.zst), a folder of part files (or a Redshift "
+            "manifest), a glob (quote it), a Delta table's folder, or an Iceberg table (its "
+            "metadata file or folder, or iceberg://CATALOG/NAMESPACE.TABLE)",
         )
         query = p.add_argument_group("a query of a database (instead of a file)")
         query.add_argument(

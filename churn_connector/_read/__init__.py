@@ -8,10 +8,11 @@ Accepted (``iter_slices``): a pandas DataFrame; anything Arrow-native (``arrow``
 batches, readers, polars frames and lazy frames, DuckDB relations, ADBC results); a Delta or
 Iceberg table, by its path, URL or object (``tables``: read as its table, at one version,
 never file by file); a query of a database (``query``: ``cc.sql(query, connection)``, its
-rows streamed as Arrow batches, the connection opened by ``databases``); a file, a folder of part files, a Redshift manifest or a glob
-(``files``: Parquet, CSV, TSV, NDJSON, Avro, ORC, Arrow IPC, compressed or not; ``key=value``
-folders restore their columns, ``hive``); or an iterable of any of these. Anything else is
-refused with its type and what to pass. ``pinned`` resolves a table's version once per run.
+rows streamed as Arrow batches, the connection opened by ``databases``); a file, a folder of
+part files, a Redshift manifest or a glob (``files``: Parquet, CSV, TSV, NDJSON, Avro, ORC,
+Arrow IPC, compressed or not; ``key=value`` folders restore their columns, ``hive``); or an
+iterable of any of these. Anything else is refused with its type and what to pass.
+``pinned`` resolves a table's version once per run.
 
 Row labels: a DataFrame keeps its own index; Arrow inputs are labelled by their 0-based row
 number; files as ``files`` says (CSV/NDJSON by line number). ``rename`` maps source column
@@ -45,8 +46,8 @@ from .arrow import (
     one_column,
 )
 from .counts import row_count, unread_labels
-from .files import FileSubset, Parts, expand, format_of, part_name, partitions, read_paths
 from .databases import without_url_password
+from .files import FileSubset, Parts, expand, format_of, part_name, partitions, read_paths
 from .fingerprint import Fingerprinter, Source, query_of
 from .names import NAME_STYLES, NameStyle, near_misses, styler, word_styler
 from .ndjson import repeat_of
@@ -69,11 +70,11 @@ __all__ = [
     "DEFAULT_SLICE_ROWS",
     "DEFAULT_TEXT",
     "DTYPES",
-    "NOW",
     "NAME_STYLES",
-    "FileSubset",
+    "NOW",
     "At",
     "Bound",
+    "FileSubset",
     "Fingerprinter",
     "Format",
     "NameStyle",
@@ -113,8 +114,8 @@ _END: Any = object()  # after the last item of the caller's iterable
 _ACCEPTED_INPUTS = (
     "pass a DataFrame, a pyarrow Table/RecordBatch/RecordBatchReader, a polars or DuckDB "
     "frame (anything with __arrow_c_stream__), a Delta or Iceberg table (its path, or a "
-    "DeltaTable / pyiceberg Table), a query (cc.sql(query, connection)), a path to a .parquet/.csv/.tsv/.ndjson/.avro/.orc/.arrow "
-    "file or a folder of them, or an iterable of these"
+    "DeltaTable / pyiceberg Table), a query (cc.sql(query, connection)), a path to a "
+    ".parquet/.csv/.tsv/.ndjson/.avro/.orc/.arrow file or a folder of them, or an iterable of these"
 )
 
 

@@ -3,7 +3,7 @@ its driver writes a bound parameter and quotes a name, and its errors without a 
 
 Arrow-native drivers first, so rows arrive as Arrow batches without a per-row Python step:
 ``postgresql://`` through ADBC's PostgreSQL driver (libpq: the password from ``PGPASSWORD``
-or ``~/.pgpass`` when the URL has none; the ``[postgres-source]`` extra), a SQLite file
+or ``~/.pgpass`` when the URL has none; the ``[sql]`` extra), a SQLite file
 (``sqlite:///path``, or a path ending ``.sqlite``, ``.sqlite3``, ``.db``) through ADBC's
 SQLite driver (the ``[sql]`` extra), a DuckDB file (``duckdb:///path``, ``.duckdb``,
 ``.ddb``) through DuckDB itself; files are opened read-only. Any other URL goes to
@@ -15,6 +15,7 @@ left open.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -38,7 +39,7 @@ __all__ = [
 _SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 _DUCKDB_SUFFIXES = (".duckdb", ".ddb")
 _EXTRAS = {
-    "adbc_driver_postgresql": 'pip install "churn-connector[postgres-source]"',
+    "adbc_driver_postgresql": 'pip install "churn-connector[sql]"',
     "adbc_driver_sqlite": 'pip install "churn-connector[sql]"',
     "duckdb": 'pip install "churn-connector[sql]"',
     "sqlalchemy": "pip install sqlalchemy (and the database's driver)",
@@ -111,16 +112,12 @@ class Database:
 
     def close(self) -> None:
         if self.cursor is not None:
-            try:
+            with contextlib.suppress(Exception):  # a cursor cut short: the connection goes next
                 self.cursor.close()
-            except Exception:  # noqa: S110 - a cursor cut short: the connection goes next
-                pass
             self.cursor = None
         if self.owned:
-            try:
+            with contextlib.suppress(Exception):  # closing after reading: nothing more to do
                 self.connection.close()
-            except Exception:  # noqa: S110 - closing after reading: nothing more to do
-                pass
 
 
 def _module(name: str, what: str) -> Any:

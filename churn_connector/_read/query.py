@@ -24,6 +24,7 @@ its password) and the range a sync read.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
@@ -53,10 +54,8 @@ class Bound:
     order: bool = True
 
     def described(self) -> dict[str, Any]:
-        return {
-            k: str(v) for k, v in (("after", self.lower), ("since", self.since), ("until", self.until))
-            if v is not None
-        }  # fmt: skip
+        named = (("after", self.lower), ("since", self.since), ("until", self.until))
+        return {k: str(v) for k, v in named if v is not None}
 
 
 class Query:
@@ -122,7 +121,8 @@ class Query:
             if value is not None:
                 values.append(value)
                 tests.append(f"{column} {op} {database.placeholder(len(values))}")
-        text = f"SELECT * FROM (\n{self.text}\n) AS churn_source"
+        # the caller's own query, wrapped; the bounds are bound parameters, never text
+        text = f"SELECT * FROM (\n{self.text}\n) AS churn_source"  # noqa: S608
         if tests:
             text += f"\nWHERE ({' AND '.join(tests)}) OR {column} IS NULL"
         if self.bound.order:
@@ -210,10 +210,8 @@ def _streamed(reader: Any, rows: int, database: Database) -> Iterator[pa.RecordB
     finally:
         close = getattr(reader, "close", None)
         if close is not None:
-            try:
+            with contextlib.suppress(Exception):  # a reader cut short: the connection goes next
                 close()
-            except Exception:  # noqa: S110 - a reader cut short: the connection goes next
-                pass
         database.close()
 
 
@@ -270,6 +268,6 @@ def sql(query: str, connection: Any) -> Query:
     or a function that opens one. Rows stream as Arrow batches, labelled by their row
     number; column aliases name the wire fields (``plan AS "properties.plan"``). With
     ``cursor=`` and a ledger, only the rows past the sync's watermark are read: the query
-    is filtered in the database (``docs/guides/incremental.md``).
+    is filtered in the database (``docs/guides/incremental-syncs.md``).
     """
     return Query(query, connection)

@@ -151,7 +151,7 @@ def type_of_series(column: pd.Series, name: str) -> CursorType:
         return "local_timestamp"
     if pd.api.types.is_integer_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
         return "integer"
-    if dtype == object:
+    if pd.api.types.is_object_dtype(dtype):
         found = column.dropna()
         if len(found) == 0:
             return "integer"  # only nulls: nothing to compare yet
@@ -217,7 +217,7 @@ def lookback_of(lookback: Any, kind: CursorType) -> int:
 def duration(value: Any) -> pd.Timedelta | None:
     """A duration (``"2h"``, ``"30min"``, ``"1d"``, ISO 8601 ``"PT2H"``, a timedelta), or
     None when ``value`` is not one (a plain number is not: it would need a unit)."""
-    if isinstance(value, bool) or isinstance(value, int | float):
+    if isinstance(value, bool | int | float):
         return None
     if isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit():
         return None

@@ -23,13 +23,13 @@ def _text(value: str) -> str:
 @registered
 @dataclass(frozen=True, kw_only=True)
 class SyncOptions:
-    """How a send reads only what is new (``docs/guides/incremental.md``)."""
+    """How a send reads only what is new (``docs/guides/incremental-syncs.md``)."""
 
     cursor: str | None = declare(
         None,
         doc="a column that grows as rows arrive (an integer, a timestamp or a date): with a "
         "`ledger`, only the rows past the sync's watermark are read, the filter pushed into "
-        "the query or the table's scan ([Incremental syncs](../guides/incremental.md))",
+        "the query or the table's scan ([Incremental syncs](../guides/incremental-syncs.md))",
         help="a column that grows as rows arrive (integer, timestamp or date): with --ledger, "
         "read only the rows past the sync's watermark",
         metavar="COLUMN",
@@ -47,11 +47,9 @@ class SyncOptions:
     )
     incremental: bool = declare(
         False,
-        doc="with a `ledger`, read only what is new without a cursor column: a Delta "
-        "table's versions since the last sync (its change data feed), an Iceberg table's "
-        "append snapshots, a folder's files not seen before",
-        help="with --ledger, read only what is new: a Delta table's versions (change data "
-        "feed), an Iceberg table's appends, a folder's new files",
+        doc="with a `ledger`, read only what is new without a cursor column: a folder's "
+        "part files not seen before (by name, size and modification time)",
+        help="with --ledger, read only a folder's part files not seen before",
         spark=False,
     )
     sync_name: str | None = declare(

@@ -25,6 +25,7 @@ from .._core import (
     RunStopped,
     named,
 )
+from .._delivery import SendOptions
 from .._ledger import Ledger, LedgerArg, ScopedLedger, scheme_of, scope_of
 from .._read import ReadSpec, query_of
 from .._results import SendResult
@@ -66,14 +67,14 @@ class Sync:
         cls,
         data: Any,
         options: SyncOptions,
-        *,
         kind: Kind,
         reading: ReadSpec,
-        ledger: LedgerArg,
+        send: SendOptions,
         config: ClientConfig,
-        dry_run: bool,
     ) -> Sync:
-        """Read the sync's watermark and narrow the read (see the module)."""
+        """Read the sync's watermark and narrow the read (see the module); closed as a
+        context manager."""
+        ledger, dry_run = send.ledger, send.dry_run
         sync = cls(data, ledger)
         if not options.active:
             return sync
@@ -85,11 +86,12 @@ class Sync:
                 "current version, from where the last run stopped (drop the option)"
             )
         name = options.sync_name or source_name(data, kind, options.cursor)
-        if name is None:
+        if name is None and not options.ranged:
             raise ConfigurationError(
                 f"an incremental sync of a {type(data).__name__}: such a table has no name of "
                 f"its own for its watermark: name the sync ({named('sync_name')})"
             )
+        name = name or "backfill"  # a range read moves no watermark: it needs no name
         sync.name = name
         if ledger is None and not options.ranged:
             raise ConfigurationError(
@@ -99,7 +101,7 @@ class Sync:
             )
         if ledger is not None:
             config.check_run(dry_run=dry_run, ledger=True)
-            sync._open_ledger(ledger, scope_of(config.base_url, config.api_key), dry_run)
+            sync._open_ledger(ledger, scope_of(config.base_url, config.api_key), dry_run=dry_run)
         scoped = sync._scoped
         if scoped is not None and not options.ranged and not options.full_refresh:
             sync.mark = read_watermark(scoped, name)
@@ -120,7 +122,7 @@ class Sync:
                 scoped.forget(FILES_KIND, file_keys(scoped.ledger, scoped.scope, name))
         return sync
 
-    def _open_ledger(self, ledger: LedgerArg, scope: str, dry_run: bool) -> None:
+    def _open_ledger(self, ledger: LedgerArg, scope: str, *, dry_run: bool) -> None:
         if isinstance(ledger, Ledger):
             self._scoped = ScopedLedger(ledger, scope, writable=not dry_run)
             return
@@ -130,6 +132,12 @@ class Sync:
         self._opened = Ledger(ledger, read_only=dry_run)
         self._scoped = ScopedLedger(self._opened, scope, writable=not dry_run)
         self.ledger = self._opened  # the run shares it (and leaves it open: closed here)
+
+    def __enter__(self) -> Sync:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         if self.plan is not None:

@@ -17,7 +17,7 @@ from tests.ledger.servers import PG_PASSWORD, PostgresServer
 # the query the tests read: column aliases name the wire fields; QUERY has the cursor ``id``
 # too (a sync's cursor column is left out of the events it sends)
 PLAIN = (
-    'SELECT uid AS external_user_id, et AS event_type, ts AS occurred_at, plan AS '
+    "SELECT uid AS external_user_id, et AS event_type, ts AS occurred_at, plan AS "
     '"properties.plan" FROM events'
 )
 QUERY = PLAIN.replace("SELECT ", "SELECT id, ", 1)
@@ -47,9 +47,7 @@ class SqliteSource(Source):
         self.path = path
         self.connection = str(path)
         with sqlite3.connect(path) as db:
-            db.execute(
-                "CREATE TABLE events (id INTEGER, uid TEXT, et TEXT, ts TEXT, plan TEXT)"
-            )
+            db.execute("CREATE TABLE events (id INTEGER, uid TEXT, et TEXT, ts TEXT, plan TEXT)")
 
     def add(self, batch: Sequence[tuple[Any, ...]]) -> None:
         with sqlite3.connect(self.path) as db:
@@ -78,9 +76,7 @@ class PostgresSource(Source):
         self.schema = server.fresh_schema()
         monkeypatch.setenv("PGPASSWORD", PG_PASSWORD)
         self.connection = server.url(self.schema, password=False)
-        self._run(
-            "CREATE TABLE events (id BIGINT, uid TEXT, et TEXT, ts TIMESTAMPTZ, plan TEXT)"
-        )
+        self._run("CREATE TABLE events (id BIGINT, uid TEXT, et TEXT, ts TIMESTAMPTZ, plan TEXT)")
 
     def _run(self, statement: str, batch: Sequence[tuple[Any, ...]] = ()) -> None:
         import psycopg  # noqa: PLC0415 - the postgres extra

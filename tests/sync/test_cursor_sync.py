@@ -58,7 +58,7 @@ def test_the_filter_is_pushed_into_the_query_with_bound_parameters(tmp_path: Pat
         text, values = query.statement(database)
     finally:
         database.close()
-    assert "WHERE (\"id\" > ?) OR \"id\" IS NULL" in text and "ORDER BY \"id\"" in text
+    assert 'WHERE ("id" > ?) OR "id" IS NULL' in text and 'ORDER BY "id"' in text
     assert values == [9] and "9" not in text
 
 

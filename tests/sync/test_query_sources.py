@@ -28,7 +28,7 @@ def test_a_query_is_sent_with_its_aliases_naming_the_wire_fields(
 
 def test_a_query_is_read_in_batches_not_whole(source: Source, now: pd.Timestamp) -> None:
     source.add(rows(0, 1_000, now))
-    schema, batches = cc.sql(PLAIN, source.connection).batches(100)
+    _, batches = cc.sql(PLAIN, source.connection).batches(100)
     sizes = [b.num_rows for b in batches]
     assert sum(sizes) == 1_000 and max(sizes) <= 100 and len(sizes) >= 10
 
