@@ -61,7 +61,9 @@ class Bound:
 class Query:
     """A query of a database, read as Arrow batches (see the module); made by :func:`sql`."""
 
-    def __init__(self, text: str, connection: Any, *, bound: Bound | None = None) -> None:
+    def __init__(
+        self, text: str, connection: Any, *, bound: Bound | None = None, label: str | None = None
+    ) -> None:
         if not isinstance(text, str) or not text.strip():
             raise ConfigurationError("sql: the query is empty: give the SELECT to read")
         self.text = text.strip().rstrip(";").rstrip()
@@ -77,6 +79,7 @@ class Query:
         else:
             self._password = None
         self.bound = bound
+        self.label = label  # how messages name a connection given as an object
 
     def __repr__(self) -> str:
         return f"cc.sql({self.shown!r}, {self.where!r})"
@@ -92,6 +95,8 @@ class Query:
         """The connection as messages name it (a URL without its password)."""
         if isinstance(self.connection, str):
             return self.connection
+        if self.label:
+            return self.label
         kind = type(self.connection)
         return f"{kind.__module__.split('.')[0]} {kind.__name__}"
 

@@ -4,7 +4,16 @@ Input, ``source``: a path, a folder of part files or a URI (templated, e.g.
 ``"/exports/{{ ds }}/events/"``), or an upstream task's output (``source=extract()``), a
 DataFrame passed through XCom. An upstream output is not a template field: Airflow stores
 rendered template fields in its database, and a DataFrame there would copy row values out
-of the warehouse.
+of the warehouse. Or a query, ``sql=`` (templated) on the Airflow connection ``conn_id=``,
+read through that connection (:mod:`churn_connector.airflow.query`: ADBC for PostgreSQL and
+SQLite, DuckDB, else the connection's own ``DbApiHook``), its password staying in the
+connection.
+
+Incremental, ``cursor=`` (templated; ``send_options`` take ``lookback``, ``sync_name``, ...):
+with a ledger, each run reads the rows past the sync's watermark; without one, the DAG run's
+data interval bounds the cursor (``data_interval_start <= cursor < data_interval_end``), so a
+backfill of past intervals reads exactly their rows (``send_options`` ``since`` / ``until``
+override it).
 
 Output: the result files (``<kind>_chunks.csv``, ``<kind>_rows.parquet``) in a folder per
 run, task and try (``results_dir``, templated), and a small JSON summary as the task's XCom:
@@ -95,14 +104,25 @@ class _ChurnSendOperator(BaseOperator):
 
     _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
     _delivers: ClassVar[bool] = False  # sends to the API: an outlet asset, an output dataset
-    template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts")
-    template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
+    template_fields: Sequence[str] = (
+        "source",
+        "sql",
+        "conn_id",
+        "cursor",
+        "results_dir",
+        "send_options",
+        "receipts",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json", "sql": "sql"}
     ui_color = "#e8f1fb"
 
     def __init__(
         self,
         *,
-        source: str | os.PathLike[str] | Sequence[str] | XComArg,
+        source: str | os.PathLike[str] | Sequence[str] | XComArg | None = None,
+        sql: str | None = None,
+        conn_id: str | None = None,
+        cursor: str | None = None,
         churn_conn_id: str = DEFAULT_CONN_ID,
         send_options: dict[str, Any] | None = None,
         client_options: dict[str, Any] | None = None,
@@ -130,11 +150,32 @@ class _ChurnSendOperator(BaseOperator):
         self._upstream: XComArg | None = None
         self._lineage_summary: dict[str, Any] | None = None  # the last try's, for lineage
         self._base_url: str | None = None
-        if isinstance(source, XComArg):
+        if (source is None) == (sql is None):
+            raise TypeError(
+                f"{type(self).__name__}: give one input, source= (a path, URI or upstream "
+                "output) or sql= (a query, with conn_id=)"
+            )
+        if sql is not None and not conn_id:
+            raise TypeError(
+                f"{type(self).__name__}: sql= runs on an Airflow connection: name it (conn_id=)"
+            )
+        if conn_id is not None and sql is None:
+            raise TypeError(f"{type(self).__name__}: conn_id= is the connection of sql=: give it")
+        if cursor is not None and (send_options or {}).get("cursor") is not None:
+            raise TypeError(
+                f"{type(self).__name__}: give the cursor once, as cursor= or as "
+                "send_options['cursor'], not both"
+            )
+        self.sql = sql
+        self.conn_id = conn_id
+        self.cursor = cursor
+        if sql is not None:
+            self.source: Any = None
+        elif isinstance(source, XComArg):
             # resolved in execute(), never rendered: see the module's docstring
             self._upstream = source
             XComArg.apply_upstream_relationship(self, source)
-            self.source: Any = None
+            self.source = None
         elif _is_location(source):
             self.source = source
         else:
@@ -196,6 +237,9 @@ class _ChurnSendOperator(BaseOperator):
             client.send_events if self._kind == "events" else client.identify
         )
         options = self._send_options()
+        if self.cursor:
+            options["cursor"] = self.cursor
+        self._bound_by_interval(options, context)
 
         ledger = options.get("ledger")
         opened: Ledger | None = None
@@ -282,12 +326,62 @@ class _ChurnSendOperator(BaseOperator):
         if self._delivers:
             output = (lineage.api_namespace(self._api_url()), self._kind)
         checks, severity = self._lineage_quality()
+        inputs = lineage.input_datasets(self.source, upstream)
+        if self.sql is not None and self.conn_id is not None:
+            inputs = self._query_lineage(lineage)
         return lineage.operator_lineage(
-            inputs=lineage.input_datasets(self.source, upstream),
+            inputs=inputs,
             output=output,
             summary=self._lineage_summary,
             checks=checks,
             severity=severity,
+        )
+
+    def _query_lineage(self, lineage: Any) -> list[tuple[str, str]]:
+        """The tables the query reads, named by OpenLineage's rules for the database."""
+        from .query import query_of_connection  # noqa: PLC0415
+
+        assert self.sql is not None
+        assert self.conn_id is not None
+        try:
+            found = query_of_connection(self.conn_id, self.sql)
+        except Exception:  # lineage only: a connection gone names the connection id
+            return [(f"airflow-connection://{self.conn_id}", "query")]
+        return list(
+            lineage.query_datasets(
+                self.sql,
+                namespace=found.namespace,
+                database=found.database,
+                dialect=found.dialect,
+                default_schema=found.default_schema,
+            )
+        )
+
+    def _bound_by_interval(self, options: dict[str, Any], context: Context) -> None:
+        """Without a ledger, a cursor is bounded by the DAG run's data interval (see the
+        module), unless ``since`` / ``until`` are given."""
+        if not options.get("cursor") or options.get("incremental"):
+            return
+        if options.get("ledger") is not None or self.ledger_conn_id is not None:
+            return
+        if options.get("since") is not None or options.get("until") is not None:
+            return
+        start = context.get("data_interval_start")
+        end = context.get("data_interval_end")
+        if start is None or end is None or not start < end:
+            raise AirflowFailException(
+                f"churn {self._kind}: cursor {options['cursor']!r} without a ledger is bounded "
+                f"by the DAG run's data interval, and this run has none ({start} to {end}): "
+                "give the DAG a schedule with data intervals, a ledger, or send_options "
+                "since/until"
+            )
+        options["since"], options["until"] = start, end
+        self.log.info(
+            "churn %s: cursor %s bounded by the data interval [%s, %s)",
+            self._kind,
+            options["cursor"],
+            start,
+            end,
         )
 
     def _lineage_quality(self) -> tuple[dict[str, int], str]:
@@ -374,6 +468,14 @@ class _ChurnSendOperator(BaseOperator):
             raise ChurnSendKilled(f"churn {self._kind}: stopped by on_kill")
 
     def _input(self, context: Context) -> Any:
+        if self.sql is not None:
+            from .query import query_of_connection  # noqa: PLC0415
+
+            assert self.conn_id is not None
+            try:
+                return query_of_connection(self.conn_id, self.sql).query
+            except ConfigurationError as exc:
+                raise AirflowFailException(f"churn {self._kind}: {exc}") from None
         if self._upstream is None:
             return os.fspath(self.source) if isinstance(self.source, os.PathLike) else self.source
         data = self._upstream.resolve(context)
