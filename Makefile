@@ -143,7 +143,7 @@ bench: $(STAMP) postgresql
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
 	@test $(BENCH_VENV)/.installed -nt pyproject.toml || { \
 		rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV) && \
-		$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench]" && \
+		$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench,sql]" && \
 		touch $(BENCH_VENV)/.installed; }
 	@# the package's bytecode, as a user's first run leaves it: where PYTHONDONTWRITEBYTECODE
 	@# is set, every measured start would otherwise compile each module changed since

@@ -78,6 +78,7 @@ __all__ = [
     "Fingerprinter",
     "Format",
     "NameStyle",
+    "PinnedTable",
     "Query",
     "ReadSpec",
     "Slice",

@@ -3,7 +3,9 @@ it, applied after reading where it cannot.
 
 * a query (``cc.sql``): by its cursor, the query wrapped in a filtered, ordered subquery
   with bound parameters (``_read.query``);
-* a Delta or Iceberg table: refused for now (read it through a query with a cursor);
+* a Delta or Iceberg table: by its cursor, the filter pushed into the table's scan; without
+  one (``incremental``), a Delta table by versions (its change data feed) and an Iceberg
+  table by snapshots (its appends) since the last synced (``tables``);
 * a folder or glob of part files: the files not seen before (by name, size and
   modification time);
 * a DataFrame, Arrow data, polars or DuckDB data: by its cursor, filtered as it is read
@@ -29,17 +31,20 @@ from .._core import ConfigurationError, Kind, named
 from .._read import (
     Bound,
     FileSubset,
+    PinnedTable,
     Query,
     ReadSpec,
     arrow_batches,
     expand,
     is_arrow,
     part_name,
+    pin,
     table_format,
 )
 from .cursor import CursorType, Value, codes_of, parse_bound, type_of_series, words
 from .options import SyncOptions
 from .record import Watermark
+from .tables import DeltaChanges, IcebergAppends, narrowed_table
 from .tap import Tap, keeps
 
 __all__ = ["Plan", "plan_for", "source_name"]
@@ -111,15 +116,8 @@ def plan_for(
     since, until = parse_bound("since", options.since), parse_bound("until", options.until)
     if isinstance(data, Query):
         return _query(data, options, kind, reading, mark, since, until)
-    form = table_format(data)
-    if form is not None:
-        # the Delta (versions, change data feed) and Iceberg (append snapshots) plans below
-        # need readers that scan a range of versions, which _read does not have yet
-        raise ConfigurationError(
-            f"an incremental sync of a {form.capitalize()} table is not supported yet: read "
-            "it as a query (DuckDB's delta_scan / iceberg_scan through cc.sql) with a "
-            f"{named('cursor')}, or sync the folder its exports land in"
-        )
+    if table_format(data) is not None:
+        return _table(data, options, kind, reading, mark, since, until)
     if isinstance(data, str | os.PathLike):
         return _files(data, options, reading, known_files)
     return _in_memory(data, options, kind, reading, mark, since, until)
@@ -191,6 +189,67 @@ def _query(
         ordered=True,
         pushed="into the query (a filtered, ordered subquery)",
     )
+
+
+def _table(
+    data: Any,
+    options: SyncOptions,
+    kind: Kind,
+    reading: ReadSpec,
+    mark: Watermark | None,
+    since: Value | None,
+    until: Value | None,
+) -> Plan:
+    table = pin(data, reading.at)  # the current version: every read of the run sees it
+    if options.cursor is not None:
+        _same_by(mark, "cursor")
+        lower, expect = _by_cursor(options, mark, since, until)
+        if lower is not None or since is not None or until is not None:
+            table = narrowed_table(table, options.cursor, lower, since, until)
+        return Plan(
+            table,
+            "cursor",
+            _column_tap(options, kind, reading, expect),
+            cursor=options.cursor,
+            lower=lower,
+            since=since,
+            until=until,
+            pushed=f"into the {table.format.capitalize()} table's scan",
+        )
+    _refuse_lookback(options, "a table's versions")
+    if table.format == "delta":
+        by, position = "versions", int(table.version)  # type: ignore[attr-defined]
+        _same_by(mark, by)
+        read: PinnedTable = table
+        pushed = f"version {position}, whole (the sync's first run)"
+        if mark is not None and mark.position is not None:
+            configuration = table.table.metadata().configuration  # type: ignore[attr-defined]
+            if str(configuration.get("delta.enableChangeDataFeed", "")).lower() != "true":
+                raise ConfigurationError(
+                    f"an incremental sync of the {table.described} reads the rows its new "
+                    "versions added from its change data feed, which this table does not "
+                    "have (delta.enableChangeDataFeed): name a column that grows as rows "
+                    f"arrive ({named('cursor')})"
+                )
+            read = DeltaChanges(table, mark.position + 1, position)
+            pushed = f"versions {mark.position + 1} to {position} (the change data feed)"
+    else:
+        by = "snapshots"
+        snapshot = table.snapshot_id  # type: ignore[attr-defined]
+        _same_by(mark, by)
+        if snapshot is None:  # a table with no snapshot yet: nothing to read, no position
+            return Plan(table, by, Tap(None), position=mark.position if mark else None)
+        position = int(snapshot)
+        read = table
+        pushed = f"snapshot {position}, whole (the sync's first run)"
+        if mark is not None and mark.position is not None:
+            appends = IcebergAppends(table, mark.position)
+            read = appends
+            pushed = (
+                f"the appends after snapshot {mark.position} to {position} "
+                f"({len(appends.snapshots)} snapshots)"
+            )
+    return Plan(read, by, Tap(None), position=position, pushed=pushed)
 
 
 def _refuse_lookback(options: SyncOptions, what: str) -> None:
