@@ -81,7 +81,7 @@ def test_a_delta_table_without_a_change_data_feed_needs_a_cursor(
     _delta(table, _rows(0, 3, now, cursor=False), cdf=False)
     client.send_events(table, incremental=True, ledger=ledger)
     _delta(table, _rows(3, 5, now, cursor=False), cdf=False)
-    with pytest.raises(cc.ConfigurationError, match="change data feed.*cursor"):
+    with pytest.raises(cc.ConfigurationError, match=r"change data feed.*cursor"):
         client.send_events(table, incremental=True, ledger=ledger)
 
 
