@@ -107,10 +107,10 @@ def test_an_iceberg_sync_by_cursor_reads_the_new_rows_through_the_row_filter(
 ) -> None:
     ledger = str(tmp_path / "ledger.sqlite")
     iceberg.append(_rows(0, 10, now))
-    name = {"sync_name": "iceberg-events"}  # each snapshot has a metadata file of its own
-    first = client.send_events(_metadata(iceberg), cursor="id", ledger=ledger, **name)
+    name = "iceberg-events"  # each snapshot has a metadata file of its own: a name of ours
+    first = client.send_events(_metadata(iceberg), cursor="id", ledger=ledger, sync_name=name)
     iceberg.append(_rows(10, 15, now))
-    second = client.send_events(_metadata(iceberg), cursor="id", ledger=ledger, **name)
+    second = client.send_events(_metadata(iceberg), cursor="id", ledger=ledger, sync_name=name)
     assert (first.n_rows, second.n_rows) == (10, 5)
     assert second.fingerprint["sync"]["read"] == {"after": "9"}
     assert _users(sandbox) == _expected(15)
@@ -121,12 +121,12 @@ def test_an_iceberg_sync_by_snapshots_reads_the_appends_since_the_last(
 ) -> None:
     ledger = str(tmp_path / "ledger.sqlite")
     iceberg.append(_rows(0, 10, now, cursor=False))
-    name = {"sync_name": "iceberg-events"}
-    first = client.send_events(_metadata(iceberg), incremental=True, ledger=ledger, **name)
+    name = "iceberg-events"
+    first = client.send_events(_metadata(iceberg), incremental=True, ledger=ledger, sync_name=name)
     iceberg.append(_rows(10, 14, now, cursor=False))
     iceberg.append(_rows(14, 17, now, cursor=False))
-    second = client.send_events(_metadata(iceberg), incremental=True, ledger=ledger, **name)
-    third = client.send_events(_metadata(iceberg), incremental=True, ledger=ledger, **name)
+    second = client.send_events(_metadata(iceberg), incremental=True, ledger=ledger, sync_name=name)
+    third = client.send_events(_metadata(iceberg), incremental=True, ledger=ledger, sync_name=name)
     assert (first.n_rows, second.n_rows, third.n_rows) == (10, 7, 0)
     assert second.fingerprint["sync"]["watermark_after"].startswith("snapshot ")
     assert _users(sandbox) == _expected(17)
