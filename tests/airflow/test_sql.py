@@ -205,3 +205,23 @@ def test_with_a_ledger_each_run_reads_the_rows_past_the_watermark_of_a_sqlite_co
     counts = [xcom("churn_sql_ledger", "send_events", r[2])["rows"] for r in (first, second)]
     assert counts == [5, 3]
     assert sorted(sandbox.events()["external_user_id"]) == sorted(f"user_{i}" for i in range(8))
+
+
+def test_a_cursor_without_a_ledger_or_a_data_interval_fails_the_task_without_a_retry(
+    sandbox: cc.Sandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    use_connection(monkeypatch, sandbox.base_url, GOOD_KEY)
+    path = tmp_path / "source.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE events (id INTEGER, uid TEXT, ts TEXT)")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CHURN_SOURCE", json.dumps({"conn_type": "sqlite", "host": str(path)})
+    )
+    state, tasks, _ = run_dag("churn_sql_no_interval", {})
+    assert (state, tasks["send_events"]) == ("failed", ("failed", 1))  # retries=1: not used
+    out, err = capfd.readouterr()  # the task's log: dag.test() runs it in this process
+    assert "bounded by the DAG run's data interval, and this run has none" in out + err
+    assert len(sandbox.requests_log()) == 0

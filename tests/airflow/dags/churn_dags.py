@@ -156,3 +156,15 @@ with DAG(
         cursor="id",
         send_options={"ledger": "{{ params.ledger }}"},
     )
+
+# a cursor, no ledger and no data interval (no schedule): nothing bounds the read
+with DAG(
+    "churn_sql_no_interval", schedule=None, default_args={"retries": 1}
+) as sql_no_interval_dag:
+    SendEventsOperator(
+        task_id="send_events",
+        sql="SELECT id, uid AS external_user_id, 'login' AS event_type, ts AS occurred_at "
+        "FROM events",
+        conn_id="churn_source",
+        cursor="id",
+    )
