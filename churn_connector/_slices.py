@@ -73,6 +73,10 @@ class Stream(Protocol):
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
         ...
 
+    def expect(self, rows: int) -> None:
+        """Size what a guess of the input's rows may size (a database's estimate)."""
+        ...
+
     def notes(self) -> list[Note]:
         """What the report says beyond failures, over the slices processed so far."""
         ...
@@ -106,6 +110,10 @@ class SliceStream:
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
         self.book.reserve(rows)
+
+    def expect(self, rows: int) -> None:
+        """Size what may be sized by a guess of the input's rows (a database's estimate):
+        the events' index of message ids; nothing that counts rows."""
 
     def tapped(self, parts: Iterator[Slice]) -> Iterator[Slice]:
         """The slices a send reads, through the tap when one watches them."""

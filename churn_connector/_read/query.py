@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -149,6 +150,37 @@ class Query:
                 raise self.failed(exc) from None
             raise
         return reader.schema, _streamed(reader, rows, database)
+
+    def estimated_rows(self) -> int | None:
+        """The rows the database expects the query to give (PostgreSQL's planner, by
+        ``EXPLAIN``: no row is read), or None. Never a count a run may rely on: it sizes
+        the run's index of message ids up front (a 10M-row query then holds them in 2.5
+        bytes each, as a file of known length does), and nothing else."""
+        if self.bound is None and not isinstance(self.connection, str):
+            return None  # a connection of the caller's: not opened for a guess
+        try:
+            database = self._open()
+        except Exception:  # a guess: the run's own read says what is wrong
+            return None
+        try:
+            if database.style != "dollar" or database.engine != "adbc":
+                return None
+            text, values = self.statement(database)
+            cursor = database.connection.cursor()
+            try:
+                # ADBC copies a result out (COPY (...) TO STDOUT), which EXPLAIN cannot be
+                cursor.adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
+                explain = f"EXPLAIN (FORMAT JSON) {text}"
+                cursor.execute(explain, values) if values else cursor.execute(explain)
+                found = cursor.fetchone()
+            finally:
+                cursor.close()
+            plan = json.loads(found[0]) if found and isinstance(found[0], str) else found[0]
+            return int(plan[0]["Plan"]["Plan Rows"])
+        except Exception:  # any driver's, any plan's shape: no guess
+            return None
+        finally:
+            database.close()
 
     def _open(self) -> Database:
         try:

@@ -12,7 +12,7 @@ import pytest
 import churn_connector as cc
 from churn_connector._cli import main
 from tests.ledger.servers import PG_PASSWORD, PostgresServer
-from tests.sync.sources import PLAIN, PostgresSource, Source, rows
+from tests.sync.sources import PLAIN, QUERY, PostgresSource, Source, SqliteSource, rows
 
 
 def test_a_query_is_sent_with_its_aliases_naming_the_wire_fields(
@@ -100,3 +100,16 @@ def test_a_sql_query_and_a_file_together_are_refused(
                  "--connection", str(tmp_path / "db.sqlite")])  # fmt: skip
     assert code == 3
     assert "one input a run" in capsys.readouterr().err
+
+
+def test_postgresqls_planner_estimates_a_querys_rows_without_reading_them(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch, now: pd.Timestamp, tmp_path: Path
+) -> None:
+    source = PostgresSource(postgres, monkeypatch)
+    source.add(rows(0, 500, now))
+    source._run("ANALYZE events")
+    estimate = cc.sql(QUERY, source.connection).estimated_rows()
+    assert estimate is not None
+    assert 400 <= estimate <= 600  # the planner's guess, after ANALYZE
+    sqlite = SqliteSource(tmp_path / "x.sqlite")
+    assert cc.sql(QUERY, sqlite.connection).estimated_rows() is None  # no planner's count
