@@ -130,3 +130,40 @@ def test_an_iceberg_sync_by_snapshots_reads_the_appends_since_the_last(
     assert (first.n_rows, second.n_rows, third.n_rows) == (10, 7, 0)
     assert second.fingerprint["sync"]["watermark_after"].startswith("snapshot ")
     assert _users(sandbox) == _expected(17)
+
+
+def _loaded(start: int, stop: int, now: pd.Timestamp) -> pa.Table:
+    """Events with ``loaded_at``, a timestamp cursor one second apart (UTC)."""
+    rows = _rows(start, stop, now, cursor=False)
+    stamps = [now - pd.Timedelta(hours=2) + pd.Timedelta(seconds=i) for i in range(start, stop)]
+    return rows.append_column("loaded_at", pa.array(stamps, pa.timestamp("us", tz="UTC")))
+
+
+def test_a_timestamp_cursor_narrows_delta_and_iceberg_scans_alike(
+    client: cc.Client, sandbox: cc.Sandbox, now: pd.Timestamp, tmp_path: Path, iceberg: Table
+) -> None:
+    delta = tmp_path / "events"
+    deltalake.write_deltalake(str(delta), _loaded(0, 6, now))
+    # a table of its own in the fixture's catalog (its namespace made there)
+    catalog_table = SqlCatalog(
+        "local",
+        uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+        warehouse=(tmp_path / "warehouse").as_uri(),
+    ).create_table("analytics.loaded", schema=_loaded(0, 1, now).schema)
+    catalog_table.append(_loaded(0, 6, now))
+    ledger = str(tmp_path / "ledger.sqlite")
+    firsts = [
+        client.send_events(delta, cursor="loaded_at", ledger=ledger).n_rows,
+        client.send_events(
+            _metadata(catalog_table), cursor="loaded_at", ledger=ledger, sync_name="ice"
+        ).n_rows,
+    ]
+    deltalake.write_deltalake(str(delta), _loaded(6, 9, now), mode="append")
+    catalog_table.append(_loaded(6, 9, now))
+    seconds = [
+        client.send_events(delta, cursor="loaded_at", ledger=ledger).n_rows,
+        client.send_events(
+            _metadata(catalog_table), cursor="loaded_at", ledger=ledger, sync_name="ice"
+        ).n_rows,
+    ]
+    assert (firsts, seconds) == ([6, 6], [3, 3])
