@@ -66,6 +66,7 @@ from .._tasks import Recorded, record
 from .assets import asset_extra, churn_asset
 from .hook import ChurnHook, base_url_from, ledger_from_connection
 from .provider import DEFAULT_CONN_ID
+from .query import bound_by_interval, check_inputs, query_lineage, query_of_connection
 
 if TYPE_CHECKING:
     import jinja2
@@ -150,22 +151,7 @@ class _ChurnSendOperator(BaseOperator):
         self._upstream: XComArg | None = None
         self._lineage_summary: dict[str, Any] | None = None  # the last try's, for lineage
         self._base_url: str | None = None
-        if (source is None) == (sql is None):
-            raise TypeError(
-                f"{type(self).__name__}: give one input, source= (a path, URI or upstream "
-                "output) or sql= (a query, with conn_id=)"
-            )
-        if sql is not None and not conn_id:
-            raise TypeError(
-                f"{type(self).__name__}: sql= runs on an Airflow connection: name it (conn_id=)"
-            )
-        if conn_id is not None and sql is None:
-            raise TypeError(f"{type(self).__name__}: conn_id= is the connection of sql=: give it")
-        if cursor is not None and (send_options or {}).get("cursor") is not None:
-            raise TypeError(
-                f"{type(self).__name__}: give the cursor once, as cursor= or as "
-                "send_options['cursor'], not both"
-            )
+        check_inputs(type(self).__name__, source, sql, conn_id, cursor, send_options)
         self.sql = sql
         self.conn_id = conn_id
         self.cursor = cursor
@@ -239,7 +225,14 @@ class _ChurnSendOperator(BaseOperator):
         options = self._send_options()
         if self.cursor:
             options["cursor"] = self.cursor
-        self._bound_by_interval(options, context)
+        if bound_by_interval(self._kind, options, context, self.ledger_conn_id):
+            self.log.info(
+                "churn %s: cursor %s bounded by the data interval [%s, %s)",
+                self._kind,
+                options["cursor"],
+                options["since"],
+                options["until"],
+            )
 
         ledger = options.get("ledger")
         opened: Ledger | None = None
@@ -328,60 +321,13 @@ class _ChurnSendOperator(BaseOperator):
         checks, severity = self._lineage_quality()
         inputs = lineage.input_datasets(self.source, upstream)
         if self.sql is not None and self.conn_id is not None:
-            inputs = self._query_lineage(lineage)
+            inputs = query_lineage(self.conn_id, self.sql)
         return lineage.operator_lineage(
             inputs=inputs,
             output=output,
             summary=self._lineage_summary,
             checks=checks,
             severity=severity,
-        )
-
-    def _query_lineage(self, lineage: Any) -> list[tuple[str, str]]:
-        """The tables the query reads, named by OpenLineage's rules for the database."""
-        from .query import query_of_connection  # noqa: PLC0415
-
-        assert self.sql is not None
-        assert self.conn_id is not None
-        try:
-            found = query_of_connection(self.conn_id, self.sql)
-        except Exception:  # lineage only: a connection gone names the connection id
-            return [(f"airflow-connection://{self.conn_id}", "query")]
-        return list(
-            lineage.query_datasets(
-                self.sql,
-                namespace=found.namespace,
-                database=found.database,
-                dialect=found.dialect,
-                default_schema=found.default_schema,
-            )
-        )
-
-    def _bound_by_interval(self, options: dict[str, Any], context: Context) -> None:
-        """Without a ledger, a cursor is bounded by the DAG run's data interval (see the
-        module), unless ``since`` / ``until`` are given."""
-        if not options.get("cursor") or options.get("incremental"):
-            return
-        if options.get("ledger") is not None or self.ledger_conn_id is not None:
-            return
-        if options.get("since") is not None or options.get("until") is not None:
-            return
-        start = context.get("data_interval_start")
-        end = context.get("data_interval_end")
-        if start is None or end is None or not start < end:
-            raise AirflowFailException(
-                f"churn {self._kind}: cursor {options['cursor']!r} without a ledger is bounded "
-                f"by the DAG run's data interval, and this run has none ({start} to {end}): "
-                "give the DAG a schedule with data intervals, a ledger, or send_options "
-                "since/until"
-            )
-        options["since"], options["until"] = start, end
-        self.log.info(
-            "churn %s: cursor %s bounded by the data interval [%s, %s)",
-            self._kind,
-            options["cursor"],
-            start,
-            end,
         )
 
     def _lineage_quality(self) -> tuple[dict[str, int], str]:
@@ -468,10 +414,7 @@ class _ChurnSendOperator(BaseOperator):
             raise ChurnSendKilled(f"churn {self._kind}: stopped by on_kill")
 
     def _input(self, context: Context) -> Any:
-        if self.sql is not None:
-            from .query import query_of_connection  # noqa: PLC0415
-
-            assert self.conn_id is not None
+        if self.sql is not None and self.conn_id is not None:
             try:
                 return query_of_connection(self.conn_id, self.sql).query
             except ConfigurationError as exc:

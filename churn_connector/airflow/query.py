@@ -25,12 +25,19 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlunsplit
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowFailException
 
 from .._core import ConfigurationError
 from .._read import Query
 from .hook import _LIBPQ_KEYS
 
-__all__ = ["ConnectionQuery", "query_of_connection"]
+__all__ = [
+    "ConnectionQuery",
+    "bound_by_interval",
+    "check_inputs",
+    "query_lineage",
+    "query_of_connection",
+]
 
 _POSTGRES = ("postgres", "postgresql")
 
@@ -103,3 +110,69 @@ def _postgres(conn_id: str, conn: Any, sql: str) -> ConnectionQuery:
         "postgres",
         "public",
     )
+
+
+def bound_by_interval(
+    kind: str, options: dict[str, Any], context: Any, ledger_conn_id: str | None
+) -> bool:
+    """Without a ledger, a cursor is bounded by the DAG run's data interval (``since`` /
+    ``until`` set in ``options``), unless ``since`` / ``until`` are given; whether it was.
+    A run without a data interval fails the task, saying what bounds a cursor."""
+    if not options.get("cursor") or options.get("incremental"):
+        return False
+    if options.get("ledger") is not None or ledger_conn_id is not None:
+        return False
+    if options.get("since") is not None or options.get("until") is not None:
+        return False
+    start = context.get("data_interval_start")
+    end = context.get("data_interval_end")
+    if start is None or end is None or not start < end:
+        raise AirflowFailException(
+            f"churn {kind}: cursor {options['cursor']!r} without a ledger is bounded by the "
+            f"DAG run's data interval, and this run has none ({start} to {end}): give the "
+            "DAG a schedule with data intervals, a ledger, or send_options since/until"
+        )
+    options["since"], options["until"] = start, end
+    return True
+
+
+def query_lineage(conn_id: str, sql: str) -> list[tuple[str, str]]:
+    """The tables the query reads, named by OpenLineage's rules for the database."""
+    from . import lineage  # noqa: PLC0415 - OpenLineage's provider: only lineage needs it
+
+    try:
+        found = query_of_connection(conn_id, sql)
+    except Exception:  # lineage only: a connection gone names the connection id
+        return [(f"airflow-connection://{conn_id}", "query")]
+    return lineage.query_datasets(
+        sql,
+        namespace=found.namespace,
+        database=found.database,
+        dialect=found.dialect,
+        default_schema=found.default_schema,
+    )
+
+
+def check_inputs(
+    operator: str,
+    source: Any,
+    sql: str | None,
+    conn_id: str | None,
+    cursor: str | None,
+    send_options: dict[str, Any] | None,
+) -> None:
+    """An operator's input is ``source`` or ``sql`` with its ``conn_id``; the cursor once
+    (TypeError, as a DAG file's mistake is)."""
+    if (source is None) == (sql is None):
+        raise TypeError(
+            f"{operator}: give one input, source= (a path, URI or upstream output) or sql= "
+            "(a query, with conn_id=)"
+        )
+    if sql is not None and not conn_id:
+        raise TypeError(f"{operator}: sql= runs on an Airflow connection: name it (conn_id=)")
+    if conn_id is not None and sql is None:
+        raise TypeError(f"{operator}: conn_id= is the connection of sql=: give it")
+    if cursor is not None and (send_options or {}).get("cursor") is not None:
+        raise TypeError(
+            f"{operator}: give the cursor once, as cursor= or as send_options['cursor'], not both"
+        )
