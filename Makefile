@@ -25,7 +25,7 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 # real Dagster (~15 s more to install), the notebooks run in a kernel of this environment, and
 # make docs builds the site with MkDocs
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,dagster,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,sql,airflow,notebook,spark,dagster,docs]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)
@@ -149,7 +149,7 @@ bench: $(STAMP) postgresql
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
 	@test $(BENCH_VENV)/.installed -nt pyproject.toml || { \
 		rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV) && \
-		$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench]" && \
+		$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench,sql]" && \
 		touch $(BENCH_VENV)/.installed; }
 	@# the package's bytecode, as a user's first run leaves it: where PYTHONDONTWRITEBYTECODE
 	@# is set, every measured start would otherwise compile each module changed since

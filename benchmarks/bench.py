@@ -28,6 +28,10 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
   one (a server started here, as the tests start theirs, with ``fsync`` on): the send's wall
   time (PostgreSQL's overhead), a re-run that skips everything, and the ledger's own read
   rate (``known()`` over every key, one query per 50k-key slice as a run reads it).
+* ``sync``: an incremental sync (``--cursor``, a ledger) of the new rows of a PostgreSQL
+  table (10M old rows, 10k new: a server started here), its wall time against the floor (a
+  query selecting only the new rows) and against the whole table without a cursor, whose
+  peak RSS is the memory of a query send (syncs.py).
 * ``track``: one-off events: client CPU per ``track()`` call beyond the HTTP exchange (the
   scalar engine alone, and a whole call less the CPU of posting its bytes), and the events/s
   a tracker reaches at 50 ms latency (memory queue; and with its SQLite spool).
@@ -66,6 +70,7 @@ import callgrind  # sibling modules of this script
 import exports
 import plan_cost
 import sandbox
+import syncs
 from harness import (
     HERE,
     KEY,
@@ -99,6 +104,7 @@ SECTIONS = (
     "track",
     "ledger",
     "plan",
+    "sync",
 )
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
 
@@ -841,6 +847,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "ledger": ledger,
     "track": track,
     "plan": plan_cost.plan_section,
+    "sync": syncs.sync_section,
 }
 
 
@@ -966,6 +973,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--plan-rows", type=int, help="plan: rows validated (default 1,000,000; quick 100,000)"
     )
+    parser.add_argument(
+        "--sync-rows", type=int, help="sync: old rows in the table (default 10,000,000)"
+    )
+    parser.add_argument("--sync-new", type=int, help="sync: new rows (default 10,000)")
+    parser.add_argument(
+        "--sync-full-repeats",
+        action="store_true",
+        help="sync: repeat the whole-table run too (default: once)",
+    )
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="results file")
     parser.add_argument("--cache", type=Path, default=HERE / ".cache", help="generated exports")
     args = parser.parse_args(argv)
@@ -987,6 +1003,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "callgrind_repeats": 1 if quick else 3,
         "sandbox_events": [300_000] if quick else [300_000, 2_000_000],
         "sandbox_db_events": [300_000] if quick else [1_000_000],
+        "sync_rows": 1_000_000 if quick else 10_000_000,
+        "sync_new": 10_000,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:

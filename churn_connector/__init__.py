@@ -36,7 +36,7 @@ from ._events import EVENT_TYPE_PATTERN, events_schema, events_to_wire, validate
 from ._identities import identities_schema, identities_to_wire, validate_identities
 from ._ledger import Ledger
 from ._options import EventOptions, IdentityOptions
-from ._read import TextFormat
+from ._read import TextFormat, sql
 from ._resend import resend
 from ._results import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
@@ -115,6 +115,7 @@ __all__ = [
     "send_events_task",
     "send_partition",
     "set_retry_testing",
+    "sql",
     "track",
     "validate_events",
     "validate_identities",

@@ -36,6 +36,7 @@ from ._options import EventOptions, IdentityOptions
 from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from ._results import SendResult
 from ._run import Run
+from ._sync import Sync, SyncOptions
 from ._track import OneOff, OnFull, PlanSource, Tracker, TrackResult, event_of, planned
 from ._validate import TrackingPlan
 from ._wire import WireBatch
@@ -137,6 +138,13 @@ class Client:
         partitioning: Partitioning | None = "hive",
         plan: TrackingPlan | str | PathLike[str] | None = None,
         event_type_style: NameStyle | None = None,
+        cursor: str | None = None,
+        lookback: Any = None,
+        incremental: bool = False,
+        sync_name: str | None = None,
+        full_refresh: bool = False,
+        since: Any = None,
+        until: Any = None,
         options: EventOptions | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
@@ -154,7 +162,9 @@ class Client:
         ``snapshot_id``, ``partitioning`` and ``options`` (all of them as one
         :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
         1) and ``batch_size`` default to the client's. Input that breaks part way raises
-        InputError carrying what was delivered.
+        InputError carrying what was delivered. ``cursor``, ``lookback``, ``incremental``,
+        ``sync_name``, ``full_refresh``, ``since``, ``until``: an incremental sync
+        (``docs/guides/incremental-syncs.md``).
         """
         # each keyword to its field: the table's options (or options=, whole), the send's
         table = EventOptions.chosen(
@@ -198,31 +208,35 @@ class Client:
             batch_size=batch_size,
             max_concurrency=max_concurrency,
         )
+        syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
+                              sync_name=sync_name, full_refresh=full_refresh, since=since,
+                              until=until)  # fmt: skip
         config = self.config
         if send.batch_size is not None:
             config = config.with_options(batch_size=send.batch_size)
-        stream = EventStream(data, table)
-        concurrency = send.max_concurrency or config.max_concurrency  # None: the client's
-        run = Run(
-            config,
-            stream,
-            concurrency,
-            dry_run=send.dry_run,
-            progress=send.progress,
-            session=self.session,
-        )
+        with Sync.open(data, syncing, "events", table.reading, send, config) as sync:
+            stream = EventStream(sync.data, table)
+            concurrency = send.max_concurrency or config.max_concurrency  # None: the client's
+            run = Run(
+                config,
+                stream,
+                concurrency,
+                dry_run=send.dry_run,
+                progress=send.progress,
+                session=self.session,
+            )
 
-        def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
-            return chunk_events(wire, config.batch_size, run.size_limit)
+            def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
+                return chunk_events(wire, config.batch_size, run.size_limit)
 
-        guard = Guard(
-            new_ids=send.new_ids,
-            id_format=table.id_format,
-            namespace=table.namespace,
-            id_columns=tuple(table.id_columns) if table.id_columns else None,
-            by_columns=bool(table.id_columns),
-        )
-        return run.deliver(requests, send.ledger, guard=guard)
+            guard = Guard(
+                new_ids=send.new_ids,
+                id_format=table.id_format,
+                namespace=table.namespace,
+                id_columns=tuple(table.id_columns) if table.id_columns else None,
+                by_columns=bool(table.id_columns),
+            )
+            return sync.deliver(stream, lambda ledger: run.deliver(requests, ledger, guard=guard))
 
     def identify(
         self,
@@ -256,6 +270,13 @@ class Client:
         snapshot_id: int | None = None,
         partitioning: Partitioning | None = "hive",
         plan: TrackingPlan | str | PathLike[str] | None = None,
+        cursor: str | None = None,
+        lookback: Any = None,
+        incremental: bool = False,
+        sync_name: str | None = None,
+        full_refresh: bool = False,
+        since: Any = None,
+        until: Any = None,
         options: IdentityOptions | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
@@ -269,7 +290,8 @@ class Client:
         ``snapshot_id``, ``partitioning``): as for ``validate_events``; ``blank_consent``,
         ``require_consent`` and ``options`` (all of them as one :class:`IdentityOptions`): as
         for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
-        client's ``identify_concurrency``.
+        client's ``identify_concurrency``. ``cursor`` and the other sync keywords: as for
+        :meth:`send_events` (a user whose body is unchanged is still skipped by the ledger).
         """
         # each keyword to its field: the table's options (or options=, whole), the send's
         table = IdentityOptions.chosen(
@@ -309,21 +331,25 @@ class Client:
             progress=progress,
             max_concurrency=max_concurrency,
         )
-        stream = IdentityStream(data, table)
-        concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
-        run = Run(
-            self.config,
-            stream,
-            concurrency,
-            dry_run=send.dry_run,
-            progress=send.progress,
-            session=self.session,
-            # one request per row: a slice's worth is built ahead of the network, so the
-            # workers never wait while the next slice is validated (~40 µs a row; the
-            # requests ahead of the default 8 rounds would last 0.4 s at 50 ms)
-            ahead=table.slice_rows,
-        )
-        return run.deliver(identify_requests, send.ledger)
+        syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
+                              sync_name=sync_name, full_refresh=full_refresh, since=since,
+                              until=until)  # fmt: skip
+        with Sync.open(data, syncing, "identities", table.reading, send, self.config) as sync:
+            stream = IdentityStream(sync.data, table)
+            concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
+            run = Run(
+                self.config,
+                stream,
+                concurrency,
+                dry_run=send.dry_run,
+                progress=send.progress,
+                session=self.session,
+                # one request per row: a slice's worth is built ahead of the network, so the
+                # workers never wait while the next slice is validated (~40 µs a row; the
+                # requests ahead of the default 8 rounds would last 0.4 s at 50 ms)
+                ahead=table.slice_rows,
+            )
+            return sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger))
 
     def track(
         self,

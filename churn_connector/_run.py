@@ -31,7 +31,7 @@ from ._delivery import (
 )
 from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
 from ._notebook import short_interrupts
-from ._read import read_by_caller, row_count, unread_labels
+from ._read import query_of, read_by_caller, row_count, unread_labels
 from ._results import SendResult
 from ._slices import Stream, batches
 from ._wire import WireBatch
@@ -138,6 +138,11 @@ class Run:
         book = self.stream.book
         if self.total is not None:
             self.stream.reserve(self.total)
+        else:
+            query = query_of(self.stream.data)
+            expected = query.estimated_rows() if query is not None else None
+            if expected is not None and expected > 0:
+                self.stream.expect(expected)
         enabled = False if self.dry_run else self.progress
         self.bar = Progress(
             self.stream.kind,

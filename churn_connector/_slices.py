@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -40,12 +40,15 @@ from ._wire import WireBatch
 __all__ = [
     "SliceStream",
     "Stream",
+    "Tap",
     "batches",
     "paused_gc",
     "report",
 ]
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
+Tap = Callable[[Iterator[Slice]], Iterator[Slice]]
+"""What watches a stream's slices as they are read, in order (a sync's cursor: ``_sync``)."""
 _NAMED_FILES = 3  # files without a final newline named one by one in the notes
 
 
@@ -60,6 +63,7 @@ class Stream(Protocol):
     wire_paths: Counter[str]  # events: slices by the wire path that wrote them
     natural_keys: bool  # events: batches carry their natural keys (a ledger's re-id guard)
     newest_ms: int | None  # events: the newest valid occurred_at (epoch ms), for max_lag
+    tap: Tap | None  # watches the slices a send reads (an incremental sync's cursor)
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -77,6 +81,10 @@ class Stream(Protocol):
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
+        ...
+
+    def expect(self, rows: int) -> None:
+        """Size what a guess of the input's rows may size (a database's estimate)."""
         ...
 
     def notes(self) -> list[Note]:
@@ -102,6 +110,7 @@ class SliceStream:
     duplicates = 0
     natural_keys = False
     newest_ms: int | None = None  # events: the newest valid occurred_at, epoch ms
+    tap: Tap | None = None
 
     def __init__(self, schema: pa.DataFrameSchema) -> None:
         self.schema = schema
@@ -114,6 +123,14 @@ class SliceStream:
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
         self.book.reserve(rows)
+
+    def expect(self, rows: int) -> None:
+        """Size what may be sized by a guess of the input's rows (a database's estimate):
+        the events' index of message ids; nothing that counts rows."""
+
+    def tapped(self, parts: Iterator[Slice]) -> Iterator[Slice]:
+        """The slices a send reads, through the tap when one watches them."""
+        return parts if self.tap is None else self.tap(parts)
 
     def notes(self) -> list[Note]:
         """What the reader noted on the input (a text file without its final newline: the

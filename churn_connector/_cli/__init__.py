@@ -43,9 +43,12 @@ from .._run import Terminated, signal_of
 from .flags import (
     add_data_arguments,
     add_send_arguments,
+    add_sync_arguments,
     client_options,
     data_options,
+    input_of,
     send_options,
+    sync_options,
 )
 from .ledger import add_ledger_parser
 from .ledger import run as ledger_command
@@ -111,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
     add_receipts(send)
     add_send_arguments(send)
+    add_sync_arguments(send)
     add_resend(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
 
     add_track_parser(sub, _add_verbosity)
@@ -137,16 +141,18 @@ def _send(args: argparse.Namespace) -> int:
     started = now_utc()
     check_result_path(args.results)  # before anything is sent, not after
     check_result_path(args.rows)
+    data = input_of(args)
     # a dry run contacts nothing: it needs no base URL and no key
     config = ClientConfig.create(api_key=None, dry_run=args.dry_run, **client_options(args))
     sender = Client(config=config)
     send = sender.send_events if args.kind == "events" else sender.identify
     try:
         result = send(
-            args.file,
+            data,
             progress=False if args.quiet else None,
             **send_options(args),
             **data_options(args),
+            **sync_options(args),
         )
     except (RunStopped, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
@@ -157,6 +163,9 @@ def _send(args: argparse.Namespace) -> int:
         stopped_receipt(args, "send", args.kind, exc, started)
         raise
     _say(args, result.summary())
+    synced = result.fingerprint.get("sync")
+    if synced:
+        _say(args, sync_line(synced))
     if result.n_rows == 0:
         _say(args, "the input holds no rows: nothing to send")
     first = result.first_failures(10)
@@ -170,6 +179,22 @@ def _send(args: argparse.Namespace) -> int:
     written = _write_results(args, chunks, result.row_frames())
     result_receipt(args, "send", result)
     return result.exit_code if written else max(result.exit_code, ExitCode.STOPPED)
+
+
+def sync_line(synced: dict[str, Any]) -> str:
+    """One line on a sync's run: what it read, and where its watermark went."""
+    read = ", ".join(f"{k} {v}" for k, v in synced["read"].items()) or "everything"
+    verb = (
+        "moved"
+        if synced["moved"]
+        else "stays"
+        if synced["watermark_before"] == synced["watermark_after"]
+        else "would move"
+    )
+    return (
+        f"sync {synced['name']}: read {read} (filtered {synced['pushed']}); watermark {verb} "
+        f"{synced['watermark_before']} -> {synced['watermark_after']}"
+    )
 
 
 def _write_results(args: argparse.Namespace, chunks: Any, rows: Iterable[Any] | None) -> bool:

@@ -30,7 +30,7 @@ from .._validate import (
     report_document,
     write_rows,
 )
-from .flags import _given, add_data_arguments, add_flag, data_options
+from .flags import _given, add_data_arguments, add_flag, data_options, input_of
 
 FORMATS = ("text", "json", "github")
 INPUT_FORMATS: tuple[str, ...] = get_args(Format)
@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     for path in (args.report, args.passed, args.quarantine):
         _check_suffix(path)
     validate = validate_events if args.kind == "events" else validate_identities
-    report: ValidationReport = validate(args.file, **data_options(args))
+    report: ValidationReport = validate(input_of(args), **data_options(args))
     verdict = report.judged(gate)
     quiet = args.quiet
     say = print if args.output == "text" else _to_stderr

@@ -55,8 +55,12 @@ class EventStream(SliceStream):
         super().reserve(rows)
         self._seen.reserve(rows)
 
+    def expect(self, rows: int) -> None:
+        # a guess: the index takes ids beyond it exactly (SeenIds.reserve)
+        self._seen.reserve(rows)
+
     def slices(self) -> Iterator[Slice]:
-        parts = iter_slices(self.data, self.options.reading)
+        parts = self.tapped(iter_slices(self.data, self.options.reading))
         if self.options.event_type_style is None:
             return parts
         return (self._restyled(part) for part in parts)

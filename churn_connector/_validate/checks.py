@@ -82,6 +82,14 @@ def _checks() -> list[CheckInfo]:
             "fix the file or move it to the folder of its value; partitioning=None reads the "
             "files' own columns only",
         ),
+        CheckInfo(
+            "cursor_null",
+            both,
+            "in an incremental sync, a row's cursor column holds a value (a row without one "
+            "belongs to no run: it is read, and reported, by every run)",
+            "fill the cursor at the source, or leave such rows out in the query (WHERE "
+            "cursor IS NOT NULL) or coalesce them (COALESCE(updated_at, created_at))",
+        ),
         CheckInfo("column_unique", both, "a column name appears twice", "keep one"),
         CheckInfo("not_nullable", both, "a required cell is empty", "fill it or drop the row"),
         CheckInfo(

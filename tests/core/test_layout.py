@@ -42,6 +42,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("delivery", ("_delivery",)),  # chunking, retry, connections, transport, the sender
     ("results", ("_results",)),  # the SendResult and the result files
     ("run", ("_run",)),  # one send, stage by stage
+    # incremental syncs: the watermark in the ledger, the read narrowed, settled after a run
+    ("sync", ("_sync",)),
     ("track", ("_track",)),  # one-off events: the scalar engine, the tracker, its spool
     ("client", ("_keywords", "_client")),  # the Client, its keywords and the one-call forms
     ("tasks", ("_tasks", "_resend")),  # what every orchestrator task does around a send
