@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
-from ._client import Client, identify, send_events, track
+from ._client import Client
 from ._core import (
     AuthenticationError,
     ChurnConnectorError,
@@ -35,6 +35,7 @@ from ._delivery import instant_retries, set_retry_testing
 from ._events import EVENT_TYPE_PATTERN, events_schema, events_to_wire, validate_events
 from ._identities import identities_schema, identities_to_wire, validate_identities
 from ._ledger import Ledger
+from ._one_call import identify, send_events, track
 from ._options import EventOptions, IdentityOptions
 from ._read import TextFormat, sql
 from ._resend import resend

@@ -50,11 +50,10 @@ from .._core import (
     DeliveryError,
     Interrupted,
     Kind,
-    PlanError,
     RunStopped,
     keyword_from_text,
 )
-from .._ledger import Ledger, redact, scheme_of, without_password
+from .._ledger import Ledger, redact, scheme_of
 from .._results import (
     SendResult,
     append_line,
@@ -64,7 +63,8 @@ from .._results import (
     stopped_receipt,
 )
 from .._tasks import Recorded, record
-from .._validate import TrackingPlan, as_plan
+from .._validate import TrackingPlan
+from .arguments import load_plan, plan_argument, refuse_ledger_password
 from .assets import asset_extra, churn_asset
 from .hook import ChurnHook, base_url_from, ledger_from_connection
 from .provider import DEFAULT_CONN_ID
@@ -151,7 +151,7 @@ class _ChurnSendOperator(BaseOperator):
             )
         ledger = (send_options or {}).get("ledger")
         if not (isinstance(ledger, str) and "{{" in ledger):  # a template: once rendered
-            _refuse_ledger_password(send_options or {})
+            refuse_ledger_password(send_options or {})
         self._upstream: XComArg | None = None
         self._lineage_summary: dict[str, Any] | None = None  # the last try's, for lineage
         self._base_url: str | None = None
@@ -185,17 +185,10 @@ class _ChurnSendOperator(BaseOperator):
         self.receipts = receipts
         self._sending = False
         self._main_thread: int | None = None
-        self.plan, self.plan_document = _plan_argument(type(self).__name__, plan, self.send_options)
+        self.plan, self.plan_document = plan_argument(type(self).__name__, plan, self.send_options)
 
     def _plan(self, where: str) -> TrackingPlan | None:
-        """The tracking plan, loaded here, on the worker: the file ``plan`` names
-        (rendered), or the plan given in the DAG code (kept as its mapping)."""
-        try:
-            if self.plan_document is not None:
-                return TrackingPlan.from_dict(self.plan_document)
-            return as_plan(self.plan or None)  # a template left empty: no plan
-        except PlanError as exc:  # the plan has to change, not the try
-            raise AirflowFailException(f"{where}: {exc}") from None
+        return load_plan(self.plan, self.plan_document, where)
 
     @property
     def results_base(self) -> str:
@@ -212,7 +205,7 @@ class _ChurnSendOperator(BaseOperator):
         super().render_template_fields(context, jinja_env)
         # a ledger URL whose template put a password in it must not be stored either
         try:
-            _refuse_ledger_password(self.send_options)
+            refuse_ledger_password(self.send_options)
         except AirflowFailException:
             self.send_options = {**self.send_options, "ledger": redact(self.send_options["ledger"])}
             raise
@@ -466,45 +459,6 @@ class _ChurnSendOperator(BaseOperator):
                 return DeliveryError(message, counts=exc.counts)
             return AirflowFailException(message)  # invalid or rejected: the data must change
         return None
-
-
-def _plan_argument(
-    operator: str, plan: Any, given: Mapping[str, Any]
-) -> tuple[str | None, dict[str, Any] | None]:
-    """``plan=`` as the operator keeps it: a path (templated, read on the worker, which
-    must see the file), or a plan given in the DAG code, checked now and kept as its
-    mapping, which Airflow can serialise with the DAG (and no worker needs a file for)."""
-    if plan is not None and given.get("plan") is not None:
-        raise TypeError(
-            f"{operator}: give the tracking plan once, as plan= or in the options' 'plan', not both"
-        )
-    if plan is None or isinstance(plan, str | os.PathLike):
-        return (None if plan is None else os.fspath(plan)), None
-    if isinstance(plan, TrackingPlan | Mapping):
-        loaded = as_plan(plan)  # a PlanError now, when the DAG is parsed
-        assert loaded is not None
-        return None, loaded.to_dict()
-    raise TypeError(
-        f"{operator}: plan= takes a TrackingPlan, its mapping or the path of its JSON or "
-        f"YAML file, not {type(plan).__name__}"
-    )
-
-
-def _refuse_ledger_password(send_options: dict[str, Any]) -> None:
-    """A password in ``send_options['ledger']`` would be stored with the task's rendered
-    fields and shown in its UI: refused, pointing to ``ledger_conn_id``."""
-    ledger = send_options.get("ledger")
-    if not isinstance(ledger, str):
-        return
-    try:
-        without_password(
-            ledger,
-            "would be stored with the task's rendered fields and shown in its UI",
-            "name an Airflow connection instead (ledger_conn_id=), or set PGPASSWORD on the "
-            "workers",
-        )
-    except ValueError as exc:
-        raise AirflowFailException(str(exc)) from None
 
 
 def _with_note(error: RunStopped | Interrupted, note: str) -> RunStopped | Interrupted:

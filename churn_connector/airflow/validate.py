@@ -39,7 +39,8 @@ from .._validate import (
     junit_xml,
     report_document,
 )
-from .operators import DEFAULT_RESULTS_DIR, _ChurnSendOperator, _plan_argument
+from .arguments import plan_argument
+from .operators import DEFAULT_RESULTS_DIR, _ChurnSendOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -106,7 +107,7 @@ class ValidateOperator(_ChurnSendOperator):
             raise TypeError(f"ValidateOperator: kind must be one of {KINDS}, not {kind!r}")
         self.kind: Kind = kind
         self.validate_options = dict(validate_options or {})
-        self.plan, self.plan_document = _plan_argument(
+        self.plan, self.plan_document = plan_argument(
             "ValidateOperator", plan, self.validate_options
         )
         self.max_invalid = max_invalid
