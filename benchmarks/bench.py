@@ -37,6 +37,10 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
   a tracker reaches at 50 ms latency (memory queue; and with its SQLite spool).
 * ``plan``: what a tracking plan costs: the CPU of validating 1M rows (Parquet, CSV) with a
   20-event-type plan of ~5 rules each over the CPU without one (budget 1.3x; plan_cost.py).
+* ``budget``: four CLI processes, each at ``--max-requests-per-second 20``, one event a
+  request, against a receiver that answers 429 above 20 requests a second
+  (ratelimited.py): the rate it accepted and the share of 429s, sharing one ``--budget``
+  in PostgreSQL (a server started here, as for ``ledger``) and each on its own.
 
 Every run talks to a receiver on 127.0.0.1 only (benchmarks/sink.py, in its own process),
 which counts the events that arrive: a run that loses events says so. Exports are generated
@@ -69,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import callgrind  # sibling modules of this script
 import exports
 import plan_cost
+import ratelimited
 import sandbox
 import syncs
 from harness import (
@@ -81,6 +86,7 @@ from harness import (
     Row,
     Sink,
     check_ours,
+    cli,
     cli_send,
     delivered_note,
     fmt,
@@ -105,6 +111,7 @@ SECTIONS = (
     "ledger",
     "plan",
     "sync",
+    "budget",
 )
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
 
@@ -718,6 +725,59 @@ def ledger(args: argparse.Namespace, report: Report) -> None:
         server.close()
 
 
+def budget(args: argparse.Namespace, report: Report) -> None:
+    """Four CLI processes sharing 20 requests a second (a PostgreSQL budget), and the same
+    four each on its own, against a receiver that answers 429 above 20 a second."""
+    sys.path.insert(0, str(ROOT))
+    from tests.ledger.servers import (  # noqa: PLC0415 - only this section
+        PG_PASSWORD,
+        PostgresServer,
+        ServerMissing,
+    )
+
+    try:
+        server = PostgresServer(fsync=True)
+    except ServerMissing as exc:
+        report.problem(f"budget: {exc}")
+        return
+    env = {**os.environ, "PGPASSWORD": PG_PASSWORD, "CHURN_API_KEY": KEY}
+    each = 50 if args.quick else 150
+    try:
+        for shared in (True, False):
+            url = server.url(server.fresh_schema(), password=False) if shared else None
+            with tempfile.TemporaryDirectory() as tmp:
+                got = ratelimited.four_workers([cli()], Path(tmp), budget=url, env=env, each=each)
+            output = got.pop("output")
+            # each on its own, rows may run out of attempts (exit 2): that is the contrast
+            if shared and (got["exit_codes"] != [0, 0, 0, 0] or got["accepted"] != 4 * each):
+                report.problem(f"budget ({got['budget']}): {got} {output[-500:]}")
+                continue
+            how = "one shared --budget" if shared else "each its own (no --budget)"
+            lost = 4 * each - got["accepted"]
+            report.add(
+                Row(
+                    "budget",
+                    f"4 processes at 20 requests/s, {how}: rate accepted (target 18-20)",
+                    got["rate_per_s"],
+                    "requests/s",
+                    f"{got['accepted']} accepted in {got['seconds']:.1f} s",
+                    details=got,
+                )
+            )
+            report.add(
+                Row(
+                    "budget",
+                    f"4 processes at 20 requests/s, {how}: answered 429 (target < 1%)",
+                    got["share_429"] * 100,
+                    "%",
+                    f"{got['answered_429']} of {got['requests']} requests; {lost} of "
+                    f"{4 * each} rows left failed after their attempts",
+                )
+            )
+    finally:
+        server.close()
+
+
 def ledger_read_rate(where: str) -> tuple[float, str]:
     """Keys/s of ``known()`` over every event key of the ledger, in slices as a run asks."""
     with cc.Ledger(where, read_only=True) as book:
@@ -848,6 +908,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "track": track,
     "plan": plan_cost.plan_section,
     "sync": syncs.sync_section,
+    "budget": budget,
 }
 
 

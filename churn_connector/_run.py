@@ -27,7 +27,9 @@ from ._delivery import (
     Progress,
     Request,
     Sender,
+    SharedBudget,
     SizeLimit,
+    ledger_budget,
 )
 from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
 from ._notebook import short_interrupts
@@ -76,6 +78,7 @@ class Run:
         self.started = time.monotonic()
         self.size_limit = SizeLimit(config.max_request_bytes)  # learned from 413 answers
         self.total: int | None = None  # the input's rows, when known up front
+        self.budget: SharedBudget | None = None  # budget="ledger": the ledger's database's
 
     def deliver(
         self, requests: RequestsOf, ledger: LedgerArg, *, guard: Guard | None = None
@@ -95,6 +98,8 @@ class Run:
                 config.check_run(dry_run=self.dry_run, ledger=ledger is not None)
                 scope = scope_of(config.base_url, config.api_key)
                 scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
+                if config.budget == "ledger" and not self.dry_run:
+                    self.budget = ledger_budget(config, None if scoped is None else scoped.ledger)
                 try:
                     # the caller's own objects (a cursor, a generator) are read on this
                     # thread only
@@ -160,6 +165,7 @@ class Run:
                 self.concurrency,
                 session=self.session,
                 on_retry=bar.retried if bar.takes_retries else None,
+                budget=self.budget,
             )
         )
         deadline = self.config.deadline

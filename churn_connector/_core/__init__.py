@@ -70,7 +70,7 @@ from .types import (
     Partitioning,
     RowState,
 )
-from .urls import check_proxy, endpoint_of, is_loopback
+from .urls import budget_name_of, check_budget, check_proxy, endpoint_of, is_loopback
 from .words import (
     AsShown,
     Placeholder,
@@ -146,6 +146,8 @@ __all__ = [
     "TransportError",
     "alternatives",
     "as_secret",
+    "budget_name_of",
+    "check_budget",
     "check_proxy",
     "client_options_from",
     "command_line",

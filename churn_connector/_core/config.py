@@ -13,7 +13,7 @@ from .contract import MAX_BATCH_SIZE
 from .declarations import declare, meta, registered
 from .exceptions import ConfigurationError
 from .types import AuthHeader
-from .urls import check_proxy, endpoint_of, is_loopback
+from .urls import check_budget, check_proxy, endpoint_of, is_loopback
 from .words import Placeholder, named, on_command_line, option
 
 # a dry run without a base URL or key: stand-ins, never contacted (.invalid never resolves)
@@ -257,6 +257,7 @@ class ClientOptions(TypedDict, total=False):
     proxy: str | None
     trust_env: bool
     max_requests_per_second: float | None
+    budget: str | None
     timeouts: Timeouts  # the four timeouts as one group (the flat ones stay)
 
 
@@ -377,10 +378,24 @@ class ClientConfig:
         doc="use `HTTPS_PROXY` / `NO_PROXY` from the environment",
         help="use HTTPS_PROXY / NO_PROXY from the environment",
     )
-    # attempts (retries included) per second across this client's workers; None: no limit.
-    # A share of a budget that many processes split (Spark tasks: churn_connector.spark)
+    # attempts per second, retries included; None: no limit (Spark tasks: a share each)
     max_requests_per_second: float | None = declare(
-        None, doc="attempts per second across the workers, retries included"
+        None,
+        doc="attempts per second across the workers (a `budget`'s processes), retries included",
+        help="attempts per second at most, retries included (with --budget: across every "
+        "process sharing it)",
+        metavar="N",
+    )
+    budget: str | None = declare(
+        None,
+        doc="share `max_requests_per_second` and 429 pauses with every process given the "
+        "same budget: a `postgresql://` URL (no password in it: `PGPASSWORD` or "
+        '`~/.pgpass`), or `"ledger"` for a send\'s PostgreSQL ledger '
+        "([Operate it](../guides/operating.md#one-request-budget-for-many-workers))",
+        help="share --max-requests-per-second and 429 pauses with every process given the "
+        "same budget: postgresql://USER@HOST/DB (password from PGPASSWORD or ~/.pgpass), or "
+        "'ledger' for the --ledger's PostgreSQL database",
+        metavar="URL",
     )
 
     @property
@@ -413,6 +428,7 @@ class ClientConfig:
             raise ConfigurationError(
                 f"max_requests_per_second must be a positive number (or None), got {rate!r}"
             )
+        check_budget(self.budget, rate)
         if self.fail_fast_after < 0:
             raise ConfigurationError("fail_fast_after must not be negative")
         if not self.verify and not is_loopback(parts.host):

@@ -117,3 +117,48 @@ def check_proxy(proxy: str, base_url: str, *, source: str = "proxy") -> None:
             "a proxy is only used for an https:// base URL: over plain http the proxy "
             "would read the key in every request"
         )
+
+
+def budget_name_of(budget: str) -> str | None:
+    """The budget's name a ``#name`` at the end of its URL gives (None: not given)."""
+    _, sep, fragment = budget.partition("#")
+    return fragment if sep and fragment else None
+
+
+def check_budget(budget: object, rate: float | None) -> None:
+    """Refuse a ``budget`` that cannot be one: not a ``postgresql://`` URL or ``"ledger"``,
+    a password written into it (never echoed: it would travel in reprs, process lists and
+    shell history; libpq reads ``PGPASSWORD`` and ``~/.pgpass``), or no
+    ``max_requests_per_second`` to share."""
+    if budget is None:
+        return
+    if not isinstance(budget, str):
+        raise ConfigurationError(
+            f"{named('budget')} must be a postgresql:// URL or 'ledger', "
+            f"not {type(budget).__name__}"
+        )
+    if budget != "ledger":
+        scheme = budget.partition("://")[0].lower()
+        if scheme not in ("postgresql", "postgres"):
+            raise ConfigurationError(
+                f"{named('budget')} must be a postgresql:// URL or 'ledger', got "
+                f"{shown_url(budget)!r}"
+            )
+        try:
+            parts = urlsplit(budget)
+            password = parts.password
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"{named('budget')} {shown_url(budget)!r} is not a URL ({exc})"
+            ) from None
+        query = parts.query.lower()
+        if password or "password=" in query:
+            raise ConfigurationError(
+                f"{named('budget')} holds a password: give it through PGPASSWORD or "
+                "~/.pgpass (libpq reads both), never in the URL"
+            )
+    if rate is None:
+        raise ConfigurationError(
+            f"{named('budget')} shares {named('max_requests_per_second')}: give it too "
+            "(the rate every process sharing the budget sends at together)"
+        )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from .._core import lazy_names
 from .answers import Outcome
+from .budget import SharedBudget, budget_of, ledger_budget
 from .chunking import Request, SizeLimit, chunk_events, identify_requests
 from .chunklog import ChunkRecord
 from .landing import Landing, Spend, alone, deliver
@@ -36,15 +37,18 @@ __all__ = [
     "Request",
     "SendOptions",
     "Sender",
+    "SharedBudget",
     "SizeLimit",
     "Spend",
     "alone",
+    "budget_of",
     "check_session",
     "chunk_events",
     "deliver",
     "deliver_async",
     "identify_requests",
     "instant_retries",
+    "ledger_budget",
     "set_retry_testing",
 ]
 

@@ -6,7 +6,11 @@ so many seconds), ``Wait`` (this long), ``Done`` (with this outcome) or ``Stop``
 run with this error). One ``Policy`` per client or run holds what its requests share: the
 429 pause, the request budget (``max_requests_per_second``), the breaker for a host that
 cannot be reached (``fail_fast_after``), the deadline of a run, the back-off's random draws
-and the retry log. Batch sends, ``track()``, the tracker and the async client and tracker
+and the retry log. With a shared ``budget`` (``budget.SharedBudget``: a token bucket in
+PostgreSQL that processes on any machine take from), the request budget's slots and the
+429 pause are that budget's, so every process sharing it keeps to one rate and pauses
+together; its grants are the one thing here that does I/O (one short statement). Batch
+sends, ``track()``, the tracker and the async client and tracker
 all decide here; the posters are shells that make one attempt on their transport and wait
 the way their world waits (``transport``: an Event a stop interrupts; ``async_poster``:
 ``asyncio.sleep``).
@@ -28,6 +32,7 @@ from typing import Literal
 
 from .._core import AuthenticationError, ClientConfig, TransportError, endpoint_of
 from .answers import Outcome, OutcomeStatus, Said, trim, what_it_said
+from .budget import SharedBudget, budget_of
 from .failures import NetworkFailure
 from .pool import Answer
 from .retry import RetryLog, RetrySink, Verdict, decide, next_wait, retry_testing
@@ -106,8 +111,11 @@ class Policy:
         seed: int | None = None,
         on_retry: RetrySink | None = None,
         clock: Callable[[], float] = time.monotonic,
+        budget: SharedBudget | None = None,
     ) -> None:
         self.config = config
+        # shared by processes (``budget``): its slots and pauses, not this process's own
+        self.budget = budget if budget is not None else budget_of(config)
         self.clock = clock
         where = endpoint_of(config.base_url)
         self.where = f"{where.host}:{where.port}"  # host and port, for messages
@@ -121,7 +129,7 @@ class Policy:
         self._rng = random.Random(seed)
         self._paused_until = 0.0  # a 429's pause, for every request
         rate = config.max_requests_per_second
-        self._interval = None if rate is None else 1.0 / rate
+        self._interval = None if rate is None or self.budget is not None else 1.0 / rate
         self._next_slot = now  # the budget: attempts spaced 1 / rate apart, no burst
         self._streak_since: float | None = None  # the breaker: unreachable since, and how often
         self._streak = 0
@@ -145,8 +153,14 @@ class Policy:
         with self._lock:
             self._paused_until = max(self._paused_until, until)
 
-    def _take_slot(self, now: float) -> float:
-        """When the next attempt may go: a slot of the budget, taken (now without one)."""
+    def _take_slot(self, now: float) -> float | None:
+        """When the next attempt may go: a slot of the budget, taken (now without one);
+        None while a shared budget is paused (its pause is this policy's now)."""
+        if self.budget is not None:
+            at, paused_until = self.budget.take(now)
+            if at is None:
+                self._pause(paused_until)
+            return at
         if self._interval is None:
             return now
         with self._lock:
@@ -230,8 +244,16 @@ class Delivery:
             if pause > 0 and not retry_testing():
                 return Wait(pause)
             self._slot = policy._take_slot(now)  # one per attempt, retries included
+            if self._slot is None:  # a shared budget's pause, which another process saw
+                return Wait(max(policy.paused_for(now), 0.001))
         if self._slot > now:
             return Wait(self._slot - now)  # never skipped: testing does not lift a budget
+        pause = policy.paused_for(now)
+        if policy.budget is not None and pause > 0 and not retry_testing():
+            # granted before a request saw a 429: a new one after the pause, or every
+            # request holding one would go at its end at once
+            self._slot = None
+            return Wait(pause)
         left = self._left(now)
         if left <= 0:
             return self._failed("deadline exceeded before the request could be delivered", now)
@@ -318,6 +340,11 @@ class Delivery:
         rate_limited = seen.http_status == 429
         if rate_limited:
             policy._pause(now + wait)  # one pause for every request, not each alone
+            if policy.budget is not None:  # ... and for every process sharing the budget
+                if seen.retry_after is not None:
+                    policy.budget.pause(wait)
+                else:
+                    policy.budget.slow_down()
         cause = seen.cause or seen.error or "failure"  # a word: lines per cause stay few
         policy.retries.note(cause, wait, rate_limited=rate_limited)
         if not retry_testing():

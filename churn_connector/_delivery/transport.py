@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..__version__ import __version__
 from .._core import ClientConfig, SecretHeaders
 from .answers import Outcome
+from .budget import SharedBudget
 from .connections import ConnectionPool
 from .failures import NetworkFailure
 from .policy import Attempt, DeadlineScope, Done, Policy, Wait
@@ -76,7 +77,8 @@ class HttpPoster:
     ends the attempts in flight.
 
     ``deadline``: ``"run"`` (a batch send: the run's deadline) or ``"call"`` (``track()``
-    and a tracker's requests: each request has the whole ``deadline``).
+    and a tracker's requests: each request has the whole ``deadline``). ``budget``: a
+    shared request budget other than the one ``config.budget`` names (a send's ledger's).
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class HttpPoster:
         on_retry: RetrySink | None = None,
         *,
         deadline: DeadlineScope = "run",
+        budget: SharedBudget | None = None,
     ) -> None:
         self.config = config
         self.pool: Pool
@@ -99,7 +102,7 @@ class HttpPoster:
 
             self.pool = SessionPool(config, pool_size, session)
         self.headers = request_headers(config)
-        self.policy = Policy(config, deadline=deadline, seed=seed, on_retry=on_retry)
+        self.policy = Policy(config, deadline=deadline, seed=seed, on_retry=on_retry, budget=budget)
         self._stop = threading.Event()
 
     def stop(self, reason: str) -> None:

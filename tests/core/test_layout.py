@@ -45,7 +45,10 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # incremental syncs: the watermark in the ledger, the read narrowed, settled after a run
     ("sync", ("_sync",)),
     ("track", ("_track",)),  # one-off events: the scalar engine, the tracker, its spool
-    ("client", ("_keywords", "_client", "_one_call")),  # the Client, its keywords and the one-call forms
+    (
+        "client",
+        ("_keywords", "_client", "_one_call"),
+    ),  # the Client, its keywords and the one-call forms
     ("tasks", ("_tasks", "_resend")),  # what every orchestrator task does around a send
     ("top", ("__init__", "_cli", "airflow", "spark", "dagster", "samples")),
 ]

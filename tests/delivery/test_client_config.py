@@ -305,6 +305,28 @@ def test_max_requests_per_second(path: Path_) -> None:
     assert busiest(log["received_at"], 1.0) <= 5 + 2
 
 
+@shows("budget")
+def test_budget(path: Path_, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the tracker's slots come from the shared budget's row (one grant per request here)
+    from churn_connector._delivery.budget import budget_of  # noqa: PLC0415
+    from tests.ledger.servers import PG_PASSWORD  # noqa: PLC0415
+
+    monkeypatch.setenv("PGPASSWORD", PG_PASSWORD)
+    url = pg_url.replace(f":{PG_PASSWORD}@", "@")
+    with cc.Sandbox(api_keys=[KEY]) as sandbox:
+        config = cc.ClientConfig.create(
+            sandbox.base_url, KEY, budget=url, max_requests_per_second=50
+        )
+        budget = budget_of(config)
+        assert budget is not None
+        before = budget.grants
+        report, _ = tracked(
+            path, sandbox.base_url, 4, batch_size=1, budget=url, max_requests_per_second=50
+        )
+    assert report.ok
+    assert budget.grants >= before + 4
+
+
 # -- how much at once --------------------------------------------------------------------------
 
 
