@@ -76,7 +76,7 @@ def churn_check(
         name=name or f"churn_{kind}_contract",
         blocking=blocking,
         description=f"Every row meets the ingestion API's contract for {kind} "
-        f"(ERROR above {max_invalid} invalid rows, WARN at or below).",
+        f"(ERROR above {max_invalid:,} invalid rows, WARN at or below).",
     )
     def _check(table: Any) -> AssetCheckResult:
         report = validate(table, **options)
