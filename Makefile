@@ -127,8 +127,8 @@ test: $(STAMP) $(MIN_STAMP) chromium postgresql
 docs: $(STAMP)
 	$(BIN)/python docs/_tools/build.py
 
-# the built site, served on http://127.0.0.1:8000 (DOCS_PORT): its search runs in a web
-# worker, which a browser does not start for a page opened from disk (file://)
+# the built site, served on http://127.0.0.1:8000 (DOCS_PORT); it reads from disk as well
+# (site/index.html, search included: tests/docs/test_docs_site.py)
 DOCS_PORT ?= 8000
 docs-serve: docs
 	$(BIN)/python -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory site
