@@ -18,7 +18,7 @@ from .._client import Client
 from .._core import text_table
 from .._events import validate_events
 from .._identities import validate_identities
-from .._notebook.reasons import plural
+from .._notebook import plural
 from .._results import SendResult
 from .._sandbox import Sandbox
 from .._validate import ValidationReport

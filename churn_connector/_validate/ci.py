@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .._notebook.reasons import plural
+from .._notebook import plural
 from .._read import Source
 from .checks import CHECKS
 from .failure_log import failure_line

@@ -20,7 +20,7 @@ from .._core import (
     value_text,
 )
 from .._json import NO_PARSES, ParsedTexts, has_surrogate, mask_unreportable
-from .._notebook.reasons import isolated_label
+from .._notebook import isolated_label
 from .checks import require
 from .pandera import full_validation, pa, schema_errors
 from .schema import UnknownColumn, explanations, frame_owners, text_parses

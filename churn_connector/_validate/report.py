@@ -18,8 +18,7 @@ from .._core import (
     Note,
     value_text,
 )
-from .._notebook import failures_chart, report_html
-from .._notebook.reasons import plural
+from .._notebook import failures_chart, plural, report_html
 from .._read import Source
 from .document import FIRST_FAILURES, dumps, report_document
 from .failure_log import failure_line
