@@ -150,3 +150,10 @@ def test_the_resources_fields_are_declared_client_options_with_their_defaults() 
         default = ChurnResource.model_fields[name].default
         # None: the client's own default applies, whatever it is
         assert default is None or default == option.default, name
+
+
+def test_a_checks_description_writes_its_threshold_as_given_with_separators() -> None:
+    [count] = churn_check("events", max_invalid=1500).check_specs
+    assert "(ERROR above 1,500 invalid rows, WARN at or below)" in (count.description or "")
+    [share] = churn_check("events", max_invalid="0.5%").check_specs
+    assert "(ERROR above 0.5% invalid rows, WARN at or below)" in (share.description or "")
