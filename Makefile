@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
 .PHONY: chromium postgresql demo test lint typecheck pytest pytest-main pytest-spark pytest-airflow \
-	pytest-dagster test-min docs docs-serve docs-reference bench strip-notebooks clean
+	pytest-dagster test-min docs docs-serve docs-reference bench strip-notebooks docs-tutorials clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -127,8 +127,8 @@ test: $(STAMP) $(MIN_STAMP) chromium postgresql
 docs: $(STAMP)
 	$(BIN)/python docs/_tools/build.py
 
-# the built site, served on http://127.0.0.1:8000 (DOCS_PORT): its search runs in a web
-# worker, which a browser does not start for a page opened from disk (file://)
+# the built site, served on http://127.0.0.1:8000 (DOCS_PORT); it reads from disk as well
+# (site/index.html, search included: tests/docs/test_docs_site.py)
 DOCS_PORT ?= 8000
 docs-serve: docs
 	$(BIN)/python -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory site
@@ -159,6 +159,11 @@ bench: $(STAMP) postgresql
 # notebooks are committed without outputs (tests/notebook/test_notebooks.py checks)
 strip-notebooks: $(STAMP)
 	$(BIN)/python tests/notebook/test_notebooks.py
+
+# the tutorials' pages (docs/tutorials/*.ipynb): the notebooks run in a kernel, with their
+# outputs (about a minute); the notebook tests check a new run shows the same numbers
+docs-tutorials: $(STAMP)
+	$(BIN)/python tests/notebook/test_notebooks.py --render
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache site .cache .coverage* \

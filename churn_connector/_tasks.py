@@ -158,8 +158,8 @@ def describe(summary: Mapping[str, Any]) -> str:
     expired += f", held {c['held']:,}" if c.get("held") else ""
     head = "dry run: " if summary.get("dry_run") else ""
     return (
-        f"{head}{summary['kind']}: {summary['rows']:,} rows -> {states}{expired}; "
-        f"{summary['requests']:,} requests"
+        f"{head}{summary['kind']}: {_plural(summary['rows'], 'row')} -> {states}{expired}; "
+        f"{_plural(summary['requests'], 'request')}"
     )
 
 
@@ -297,3 +297,7 @@ def _partition_result(rows: pd.DataFrame, index: pd.Index) -> pd.DataFrame:
         }
     )
     return frame.set_axis(index, axis=0)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"

@@ -19,6 +19,14 @@ import pandas as pd
 
 __all__ = ["EVENT_TYPES", "PLANS", "sample_events", "sample_users"]
 
+# One missing value, as the frames the package gives back have it (``res.rows``,
+# ``res.chunks``, ``report.failures``): pandas' nullable dtypes (``string``, ``boolean``,
+# ``Int64``, ``Float64``), whose missing value is ``pd.NA``, shown ``<NA>``, whatever the
+# column's type. ``None`` in an object column and ``NaN`` in a float one print differently
+# (``None``, ``NaN``) and say nothing more; NaN is also a float *value*, which a missing
+# amount is not.
+_MISSING = pd.NA
+
 EVENT_TYPES = ["login", "page_view", "feature_used", "invoice_paid", "support_ticket", "logout"]
 PLANS = ["free", "starter", "pro", "enterprise"]
 
@@ -55,8 +63,9 @@ def sample_events(
             "occurred_at": occurred,
             "properties": props,
             "properties.plan": rng.choice(PLANS, n_events),
-            "properties.amount_eur": np.where(
-                rng.random(n_events) < 0.2, rng.random(n_events) * 100, np.nan
+            "properties.amount_eur": pd.array(
+                np.where(rng.random(n_events) < 0.2, rng.random(n_events) * 100, np.nan),
+                dtype="Float64",  # NaN becomes <NA>: the one missing value (see _MISSING)
             ),
         }
     )
@@ -107,7 +116,10 @@ def sample_users(n_users: int = 300, seed: int = 11) -> pd.DataFrame:
             "email": [f"{u}@example.com" for u in ids],
             "email_opted_in": pd.array(rng.random(n_users) > 0.1, dtype="boolean"),
             "email_verified": pd.array(rng.random(n_users) > 0.5, dtype="boolean"),
-            "phone": [f"+1415555{i:04d}" if p else None for i, p in enumerate(has_phone)],
+            "phone": pd.array(
+                [f"+1415555{i:04d}" if p else None for i, p in enumerate(has_phone)],
+                dtype="string",
+            ),
             "sms_opted_in": pd.array(
                 [
                     bool(x) if p else None
@@ -115,8 +127,10 @@ def sample_users(n_users: int = 300, seed: int = 11) -> pd.DataFrame:
                 ],
                 dtype="boolean",
             ),
-            "push_token": [f"tok_{i:06x}" if p else None for i, p in enumerate(has_push)],
-            "preferred_channel": [None] * n_users,
+            "push_token": pd.array(
+                [f"tok_{i:06x}" if p else None for i, p in enumerate(has_push)], dtype="string"
+            ),
+            "preferred_channel": pd.array([None] * n_users, dtype="string"),
             "traits.plan": rng.choice(PLANS, n_users),
             "traits.seats": pd.array(rng.integers(1, 50, n_users), dtype="Int64"),
         }

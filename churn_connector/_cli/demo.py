@@ -18,6 +18,7 @@ from .._client import Client
 from .._core import text_table
 from .._events import validate_events
 from .._identities import validate_identities
+from .._notebook import plural
 from .._results import SendResult
 from .._sandbox import Sandbox
 from .._validate import ValidationReport
@@ -63,10 +64,15 @@ def _report(report: ValidationReport) -> None:
 def _undelivered(result: SendResult, report: ValidationReport) -> None:
     """What was not delivered, without repeating the validation failures shown above."""
     counts = result.counts
-    if counts["invalid"]:
-        print(f"the {counts['invalid']} invalid rows above were not sent")
-    if counts["skipped"]:
-        print(f"{counts['skipped']} exact duplicate row(s) skipped: each event is sent once")
+    invalid, skipped = counts["invalid"], counts["skipped"]
+    if invalid:
+        print(
+            "the invalid row above was not sent"
+            if invalid == 1
+            else f"the {invalid:,} invalid rows above were not sent"
+        )
+    if skipped:
+        print(f"{plural(skipped, 'exact duplicate row')} skipped: each event is sent once")
     others = result.failures[result.failures["status"] != "invalid"]
     others = others[others["status"] != "skipped"]
     if not others.empty:
@@ -125,12 +131,16 @@ def run_demo(out: Path) -> int:
         again = client.send_events(events_path, progress=False)
         _say(again.summary())
         stats = sb.stats()
-        print(f"sandbox: {stats['stored']} events stored, {stats['duplicates']} duplicates ignored")
+        print(
+            f"sandbox: {plural(stats['stored'], 'event')} stored, "
+            f"{plural(stats['duplicates'], 'duplicate')} ignored"
+        )
 
         _section("4. what the sandbox stored")
         stored = sb.events()
         _table(stored[["external_user_id", "event_type", "occurred_at", "properties"]].head(5))
-        print(f"... {len(stored)} events for {stored['external_user_id'].nunique()} users")
+        users = stored["external_user_id"].nunique()
+        print(f"... {plural(len(stored), 'event')} for {plural(users, 'user')}")
 
         _section("5. identify users (one request per user)")
         users_path = out / "users.parquet"

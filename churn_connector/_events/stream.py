@@ -96,7 +96,8 @@ class EventStream(SliceStream):
         mappings = ", ".join(f"{a!r} -> {b!r} ({n:,})" for (a, b), n in ranked[:_SHOWN])
         more = f" and {len(ranked) - _SHOWN:,} more" if len(ranked) > _SHOWN else ""
         style = option("event_type_style", self.options.event_type_style)
-        message = f"{style} rewrote the event types of {total:,} rows: {mappings}{more}"
+        rows = f"{total:,} row{'' if total == 1 else 's'}"
+        message = f"{style} rewrote the event types of {rows}: {mappings}{more}"
         return [
             *super().notes(),
             Note(kind="event_types_restyled", column="event_type", count=total, message=message),

@@ -12,7 +12,7 @@ from .display import (
 from .interrupts import short_interrupts
 from .palette import COLOURS, MARKS, ORDER, WORST_FIRST
 from .plots import failures_chart, states_chart, timeline_chart
-from .reasons import reason_lines
+from .reasons import isolated_label, plural, reason_lines
 
 __all__ = [
     "COLOURS",
@@ -21,6 +21,8 @@ __all__ = [
     "WORST_FIRST",
     "Groups",
     "failures_chart",
+    "isolated_label",
+    "plural",
     "reason_lines",
     "report_html",
     "result_html",

@@ -30,6 +30,7 @@ from .reasons import (
     UNDELIVERED,
     beyond,
     fit,
+    label_parts,
     label_text,
     middle_cut,
     plural,
@@ -69,9 +70,14 @@ def bdi(text: str, direction: str = "auto") -> str:
 
 
 def where_text(label: str | None) -> str:
-    """``row <label>`` (the label isolated left to right, as ``name:row`` is built, so its
-    row number stays at its end), or ``whole table``."""
-    return "whole table" if label is None else f"row {bdi(label, 'ltr')}"
+    """``row <label>`` (the label isolated left to right, as ``name:row`` is built, and its
+    name isolated in it, so a right-to-left name leaves its row number at the end), or
+    ``whole table``."""
+    if label is None:
+        return "whole table"
+    name, rest = label_parts(label)
+    inner = f"<bdi>{html.escape(name)}</bdi>{html.escape(rest)}" if name else html.escape(rest)
+    return f'row <bdi dir="ltr">{inner}</bdi>'
 
 
 def _percent(share: float) -> str:

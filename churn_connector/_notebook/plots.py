@@ -1,4 +1,4 @@
-"""Charts for notebooks: failures by check and column; rows by state; rows delivered over time.
+"""Charts for notebooks: failures by check and column; rows by state; rows by state over time.
 
 matplotlib is optional (the ``notebook`` extra) and slow to import, so it is imported on the
 first plot, with an error that says how to install it. Each function draws on ``ax`` (or on
@@ -122,46 +122,43 @@ def states_chart(counts: Mapping[str, int], kind: str, ax: Axes | None = None) -
     return ax
 
 
-_REQUEST_LEGEND = {
-    "rejected": "rejected request (fix the data)",
-    "failed": "failed request (send again)",
+_LEGEND = {
+    "sent": "sent",
+    "rejected": "rejected (fix the data)",
+    "failed": "failed (send again)",
 }
 
 
 def timeline_chart(chunks: pd.DataFrame, kind: str, ax: Axes | None = None) -> Axes:
-    """Rows acknowledged over the send's time; requests that failed or were rejected marked
-    with their state's mark and colour."""
+    """Rows over the send's time, one line per state a request's answer gives them (sent,
+    rejected, failed), each in its state's colour with its mark at its end. Every line
+    counts rows, never requests: a refused request split and re-sent in parts adds its
+    rejected rows to one line, where a mark per request would pile up on the sent line."""
     ax = _axes(ax, 8)
-    title = f"{kind}: rows delivered over time"
+    title = f"{kind}: rows sent, rejected and failed over time"
     ended = chunks[chunks["status"] != "split"].sort_values("finished_s", kind="stable")
     if ended.empty:
         return _nothing(ax, title, "no requests")
-    sent = np.where(ended["status"] == "sent", ended["events"], 0)
-    delivered = np.cumsum(sent)
-    times = ended["finished_s"].to_numpy(dtype=float)
-    ax.step(
-        np.r_[0.0, times],
-        np.r_[0, delivered],
-        where="post",
-        color=COLOURS["sent"],
-        label=f"{MARKS['sent']} sent",
-    )
-    for status, legend in _REQUEST_LEGEND.items():
-        mine = (ended["status"] == status).to_numpy()
-        if mine.any():
-            ax.scatter(
-                times[mine],
-                delivered[mine],
-                marker=f"${MARKS[status]}$",
-                s=90,
-                color=COLOURS[status],
-                label=legend,
-                zorder=3,
-            )
+    times = np.r_[0.0, ended["finished_s"].to_numpy(dtype=float)]
+    status = ended["status"].to_numpy()
+    for state, legend in _LEGEND.items():
+        rows = np.r_[0, np.cumsum(np.where(status == state, ended["events"], 0))]
+        if state != "sent" and not rows[-1]:
+            continue
+        ax.step(
+            times,
+            rows,
+            where="post",
+            color=COLOURS[state],
+            label=f"{MARKS[state]} {legend}",
+            marker=f"${MARKS[state]}$",
+            markevery=[len(rows) - 1],  # its mark once, where it ends
+            markersize=9,
+        )
     ax.set_xlabel("seconds since the send started")
-    ax.set_ylabel("rows delivered")
+    ax.set_ylabel("rows")
     thousands(ax.yaxis)
     ax.set_title(title, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(loc="upper left", frameon=False)  # the line climbs away from that corner
+    ax.legend(loc="upper left", frameon=False)  # the lines climb away from that corner
     return ax

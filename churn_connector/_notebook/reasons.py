@@ -186,6 +186,25 @@ def isolated(text: str, *, ltr: bool = False) -> str:
     return ("\u2066" if ltr else "\u2068") + text + "\u2069"
 
 
+def label_parts(label: str) -> tuple[str, str]:
+    """A row label ``name:row`` as its name and its ``:row`` (``("", label)`` when it is no
+    such pair): the name is isolated by itself, or a right-to-left name would pull the row
+    number to its left (``row 12:דוד`` for ``דוד:12``)."""
+    name, colon, number = label.rpartition(":")
+    if colon and name and number.isdigit():
+        return name, colon + number
+    return "", label
+
+
+def isolated_label(label: str) -> str:
+    """A row label in text, its name and the whole isolated (``isolated``) when it holds
+    right-to-left characters: ``דוד:12`` stays ``דוד:12`` between the words around it."""
+    name, rest = label_parts(label)
+    if name:
+        return isolated(isolated(name) + rest, ltr=True)
+    return isolated(label, ltr=True)
+
+
 def reason_lines(
     status: np.ndarray,
     errors: Mapping[int, str],
@@ -199,7 +218,7 @@ def reason_lines(
     found, keys_of_pair, several = reason_groups(status, errors, ("rejected", "failed"))
     lines = []
     for r in found[:MAX_GROUPS]:
-        where = f"row {isolated(label_text(label(r.first)), ltr=True)}"
+        where = f"row {isolated_label(label_text(label(r.first)))}"
         example = "" if r.reason.endswith(r.example) else f": {isolated(fit(r.example))}"
         lines.append(f"{r.state} {r.count:,}: {isolated(fit(r.reason))} (e.g. {where}{example})")
     if len(found) > MAX_GROUPS:

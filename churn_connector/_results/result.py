@@ -295,8 +295,9 @@ class SendResult:
 
     def plot(self, kind: PlotKind = "states", ax: Axes | None = None) -> Axes:
         """A chart drawn with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure:
-        ``"states"``, rows by state; ``"timeline"``, rows delivered over the send's time
-        (failed and rejected requests marked). Returns the Axes."""
+        ``"states"``, rows by state; ``"timeline"``, rows sent, rejected and failed over
+        the send's time (one line per state, counting rows, not requests). Returns the
+        Axes."""
         if kind == "states":
             return states_chart(self.counts, self.kind, ax)
         if kind == "timeline":

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .._notebook import plural
 from .._read import Source
 from .checks import CHECKS, PLAN_PREFIX, info
 from .failure_log import failure_line
@@ -71,7 +72,7 @@ def github_lines(
     tail = f"; {more:,} more failures not shown" if more else ""
     level = {"fail": "error", "warn": "warning", "pass": "notice"}[verdict.status]
     said = "; ".join(verdict.reasons) or "every row is valid"
-    head = f"{report.kind}: {report.n_rows:,} rows, {report.n_invalid:,} invalid"
+    head = f"{report.kind}: {plural(report.n_rows, 'row')}, {report.n_invalid:,} invalid"
     lines.append(
         f"::{level} title=churn-connector validate ({verdict.status})::"
         f"{_data(f'{head}: {said}{tail}')}"
@@ -158,7 +159,7 @@ def _suite(
         if not recs:
             continue
         rows = {rec.position for rec in recs if rec.position is not pd.NA}
-        count = f"{len(rows):,} rows" if rows else "the table"
+        count = plural(len(rows), "row") if rows else "the table"
         examples = "\n".join(
             failure_line(rec.position, rec.row, rec.column, str(rec.message))
             for rec in recs[:EXAMPLES]

@@ -20,6 +20,7 @@ from .._core import (
     value_text,
 )
 from .._json import NO_PARSES, ParsedTexts, has_surrogate, mask_unreportable
+from .._notebook import isolated_label
 from .checks import require
 from .pandera import full_validation, pa, schema_errors
 from .schema import UnknownColumn, explanations, frame_owners, text_parses
@@ -236,7 +237,7 @@ def failure_line(position: Any, row: Any, column: Any, message: str) -> str:
     """One failure for a person: ``row 6, phone: ...``; a table-level one is its message."""
     if position is None or position is pd.NA:
         return message  # it names its column, and concerns every row
-    where = f"row {row_label(row)}"
+    where = f"row {isolated_label(row_label(row))}"  # a right-to-left label, in place
     return f"{where}, {column}: {message}" if isinstance(column, str) else f"{where}: {message}"
 
 

@@ -19,7 +19,7 @@ from .._core import (
     named,
     value_text,
 )
-from .._notebook import failures_chart, report_html
+from .._notebook import failures_chart, plural, report_html
 from .._read import Source
 from .document import FIRST_FAILURES, dumps, report_document
 from .failure_log import failure_line
@@ -183,10 +183,10 @@ class ValidationReport:
     def summary(self) -> str:
         """Rows valid and invalid, failures by check, the first five failures."""
         lines = [
-            f"{self.kind}: {self.n_rows} rows, {self.n_valid} valid, {self.n_invalid} invalid"
+            f"{self.kind}: {plural(self.n_rows, 'row')}, {self.n_valid:,} valid, "
+            f"{self.n_invalid:,} invalid"
             + (
-                f", {self.duplicates} exact duplicate{'s' if self.duplicates != 1 else ''}"
-                " (sent once)"
+                f", {plural(self.duplicates, 'exact duplicate')} (sent once)"
                 if self.duplicates
                 else ""
             )
@@ -194,12 +194,12 @@ class ValidationReport:
         lines.extend(f"note: {note['message']}" for note in self.notes)
         if not self.failures.empty:
             counts = self.failures["check"].value_counts()
-            lines.append("failures by check: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+            lines.append("failures by check: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
             for rec in self.failures.head(5).itertuples(index=False):
                 line = failure_line(rec.position, rec.row, rec.column, str(rec.message))
                 lines.append(f"  {line}")
             if len(self.failures) > 5:
-                lines.append(f"  ... {len(self.failures) - 5} more in .failures")
+                lines.append(f"  ... {len(self.failures) - 5:,} more in .failures")
         return "\n".join(lines)
 
     def raise_for_failures(self) -> None:

@@ -90,7 +90,7 @@ def churn_check(
         name=name or f"churn_{kind}_contract",
         blocking=blocking,
         description=f"Every row meets the ingestion API's contract for {kind}{planned} "
-        f"(ERROR above {max_invalid} invalid rows, WARN at or below).",
+        f"(ERROR above {_limit_text(max_invalid)} invalid rows, WARN at or below).",
     )
     def _check(table: Any) -> AssetCheckResult:
         report = validate(table, **options)
@@ -119,3 +119,8 @@ def churn_check(
         )
 
     return _check
+
+
+def _limit_text(max_invalid: int | str) -> str:
+    """A threshold as the description says it: ``1,500``, or a share as given (``50%``)."""
+    return f"{max_invalid:,}" if isinstance(max_invalid, int) else str(max_invalid)

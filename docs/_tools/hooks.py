@@ -13,6 +13,15 @@ notebooks (``tutorials/*.ipynb``) are rendered by mkdocs-jupyter, whose links no
 checked. A relative link in a notebook's Markdown cell to a file that is not part of the
 site, or to an anchor that a Markdown page does not have, is a warning here, worded as
 MkDocs words its own.
+
+**A site that works opened from disk.** Material's ``offline`` plugin writes the search
+index as a script and starts search in an iframe, where a page read from ``file://`` cannot
+start a worker; the shim that does it is loaded from unpkg.com, which an offline reader
+cannot reach, so every page's ``<script>`` for it is pointed at the site's own copy
+(``javascripts/iframe-worker-shim.js``, vendored with its licence). And a notebook's links
+to another tutorial (``[backfill](backfill.ipynb)``), which mkdocs-jupyter leaves as they
+are, lead to the rendered page (``backfill.html``), as a Markdown page's do: not to the raw
+``.ipynb`` file.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import get_plugin_logger
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
+from mkdocs.utils import get_relative_url
 
 log = get_plugin_logger(__name__)
 
@@ -37,6 +47,10 @@ INLINE = re.compile(r"(?P<head>\]\(\s*<?)(?P<target>[^)\s>]+)")
 DEFINITION = re.compile(r"^(?P<head>[ ]{0,3}\[[^\]]+\]:[ \t]*<?)(?P<target>\S+?)(?=>|\s|$)", re.M)
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 EXTERNAL = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*:|//|#|/)")  # a scheme, an anchor, absolute
+SHIM_URL = "https://unpkg.com/iframe-worker/shim"  # what the offline plugin's pages load
+SHIM = "javascripts/iframe-worker-shim.js"  # the site's own copy
+NOTEBOOK_HREF = re.compile(r'href="(?P<path>[^"#?:]+\.ipynb)(?P<anchor>#[^"]*)?"')
+_notebook_pages: dict[str, str] = {}  # a notebook page's source path -> its page's URL
 
 
 def on_page_markdown(
@@ -116,3 +130,35 @@ def check_link(src_uri: str, link: str, files: Files) -> None:
             f"Doc file '{src_uri}' contains a link '{link}', but the doc "
             f"'{target_uri}' does not contain an anchor '#{anchor}'."
         )
+
+
+def on_files(files: Files, *, config: MkDocsConfig, **kwargs: Any) -> Files:
+    _notebook_pages.clear()
+    for page_file in files.documentation_pages():
+        if page_file.src_uri.endswith(".ipynb"):
+            _notebook_pages[page_file.src_uri] = page_file.url
+    return files
+
+
+def on_post_page(output: str, *, page: Page, config: MkDocsConfig, **kwargs: Any) -> str:
+    output = output.replace(SHIM_URL, get_relative_url(SHIM, page.url))
+    if not page.file.src_uri.endswith(".ipynb"):
+        return output
+
+    def rendered(match: re.Match[str]) -> str:
+        target = posixpath.normpath(
+            posixpath.join(posixpath.dirname(page.file.src_uri), match["path"])
+        )
+        url = _notebook_pages.get(target)
+        if url is None:
+            return match[0]
+        return f'href="{get_relative_url(url, page.url)}{match["anchor"] or ""}"'
+
+    return NOTEBOOK_HREF.sub(rendered, output)
+
+
+def on_post_template(
+    output: str, *, template_name: str, config: MkDocsConfig, **kwargs: Any
+) -> str:
+    # the 404 page, a template of its own, is a server's: its links are from the site's root
+    return output.replace(SHIM_URL, f"/{SHIM}")

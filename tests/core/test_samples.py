@@ -7,6 +7,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
+import churn_connector as cc
 from churn_connector import samples
 
 
@@ -35,3 +36,22 @@ def test_the_same_now_and_seed_give_the_same_export() -> None:
     pd.testing.assert_frame_equal(
         samples.sample_events(now, n_events=100), samples.sample_events(now, n_events=100)
     )
+
+
+def na_value(column: pd.Series) -> object:
+    """The missing value of ``column``'s dtype (numpy's float: NaN)."""
+    return getattr(column.dtype, "na_value", float("nan"))
+
+
+def test_the_samples_have_one_missing_value_the_one_the_results_frames_have() -> None:
+    # pd.NA (shown <NA>), as in res.rows and report.failures: never None here, NaN there
+    now = pd.Timestamp("2026-11-20T12:00:00Z")
+    users, events = samples.sample_users(), samples.sample_events(now, n_events=500)
+    failures = cc.validate_identities(users).failures
+    assert na_value(failures["value"]) is pd.NA  # the frames' convention
+    for frame in (users, events):
+        for name, column in frame.items():
+            if column.isna().any():
+                assert na_value(column) is pd.NA, (name, column.dtype)
+        shown = frame.to_string()
+        assert "<NA>" in shown and "NaN" not in shown and "None" not in shown

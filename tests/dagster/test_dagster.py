@@ -226,3 +226,10 @@ def test_each_partition_sends_the_rows_of_its_time_window_from_a_query(
             assert stored - sent == expected
             sent = stored
     assert len(sandbox.events()) == 12
+
+
+def test_a_checks_description_writes_its_threshold_as_given_with_separators() -> None:
+    [count] = churn_check("events", max_invalid=1500).check_specs
+    assert "(ERROR above 1,500 invalid rows, WARN at or below)" in (count.description or "")
+    [share] = churn_check("events", max_invalid="0.5%").check_specs
+    assert "(ERROR above 0.5% invalid rows, WARN at or below)" in (share.description or "")

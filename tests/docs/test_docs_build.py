@@ -24,7 +24,7 @@ BUILD = ROOT / "docs" / "_tools" / "build.py"
 
 
 def build(top: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CHURN_DOCS_EXECUTE"}
+    env = dict(os.environ)
     return subprocess.run(
         [sys.executable, str(BUILD), "-f", str(top / "mkdocs.yml"), "-d", str(site)],
         cwd=top,
@@ -44,14 +44,13 @@ def test_the_real_docs_build_strictly_without_a_line_of_output(tmp_path: Path) -
 
 
 def copy_of_the_docs(top: Path) -> Path:
-    """What the build reads: mkdocs.yml, docs/ (its tutorials link to notebooks/), the
+    """What the build reads: mkdocs.yml, docs/ (the tutorials' pages included), the
     changelog, and the package the API reference is made from (linked, not copied)."""
     top.mkdir()
     shutil.copy(ROOT / "mkdocs.yml", top)
     shutil.copy(ROOT / "CHANGELOG.md", top)
     ignore = shutil.ignore_patterns("__pycache__", "notebook-output")
     shutil.copytree(ROOT / "docs", top / "docs", symlinks=True, ignore=ignore)
-    shutil.copytree(ROOT / "notebooks", top / "notebooks", ignore=ignore)
     (top / "churn_connector").symlink_to(ROOT / "churn_connector", target_is_directory=True)
     return top
 
@@ -64,7 +63,7 @@ def test_a_broken_link_or_anchor_anywhere_fails_the_build_naming_it(tmp_path: Pa
     top = copy_of_the_docs(tmp_path / "copy")
     append(top / "docs" / "concepts" / "sandbox.md", "\n[a](gone.md), [b](ledger.md#gone-a)\n")
     append(top / "CHANGELOG.md", "\n- [c](docs/gone-c.md), [d](docs/concepts/ledger.md#gone-d)\n")
-    notebook = top / "notebooks" / "quickstart.ipynb"
+    notebook = top / "docs" / "tutorials" / "quickstart.ipynb"  # a tutorial's page
     nb = json.loads(notebook.read_text())
     cell = {"cell_type": "markdown", "id": "planted", "metadata": {}}
     nb["cells"].append({**cell, "source": ["[e](gone-e.ipynb), [f](../index.md#gone-f)"]})

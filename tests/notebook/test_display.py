@@ -452,3 +452,32 @@ def test_every_state_a_send_shows_is_documented(sandbox: cc.Sandbox, now: pd.Tim
     assert set(res.counts) <= documented
     assert set(counts_of(read_page(res._repr_html_()))) <= documented
     assert set(res.rows["status"].astype(str)) <= documented
+
+
+# -- right-to-left text stays in its place ------------------------------------------------------
+
+
+def test_a_right_to_left_label_is_isolated_with_its_name_in_html_and_in_text(
+    now: pd.Timestamp, make_events: MakeEvents
+) -> None:
+    # "row דוד:3" drawn without isolation reads "row 3:דוד": the name pulls its row number
+    # to its left (Chromium draws both forms: tests/notebook/test_screenshots.py)
+    events = make_events(now, n=5)
+    events.index = pd.Index([f"\u05d3\u05d5\u05d3:{i}" for i in range(5)])
+    events.loc["\u05d3\u05d5\u05d3:3", "event_type"] = "Bad Type"
+    report = cc.validate_events(events, now=now)
+    page = report._repr_html_()
+    assert 'row <bdi dir="ltr"><bdi>\u05d3\u05d5\u05d3</bdi>:3</bdi>' in page
+    line = report.summary().splitlines()[-1]
+    assert line.startswith("  row \u2066\u2068\u05d3\u05d5\u05d3\u2069:3\u2069, event_type: ")
+    res = cc.send_events(events, now=now, dry_run=True, progress=False)
+    assert 'row <bdi dir="ltr"><bdi>\u05d3\u05d5\u05d3</bdi>:3</bdi>' in res._repr_html_()
+
+
+def test_a_left_to_right_label_is_left_as_it_is_in_text(
+    now: pd.Timestamp, make_events: MakeEvents
+) -> None:
+    events = make_events(now, n=5)
+    events.loc[3, "event_type"] = "Bad Type"
+    line = cc.validate_events(events, now=now).summary().splitlines()[-1]
+    assert line.startswith("  row 3, event_type: ")  # no invisible characters to copy

@@ -12,7 +12,9 @@ outputs, no execution counts, ids kept) and use only the package's public names.
 from __future__ import annotations
 
 import ast
+import copy
 import gc
+import html
 import json
 import re
 import sys
@@ -150,6 +152,12 @@ def test_the_notebook_runs_in_a_kernel_without_errors_or_warnings(
         assert OUTCOME_WORDS.search(bar["words"]), bar
     if path.stem == "backfill":
         check_the_interrupted_backfill(nb)
+    # the tutorial's page shows a run's outputs: this run's numbers, where a run decides them
+    nb.cells.pop()  # the probe above
+    stored = nbformat.read(RENDERED / path.name, as_version=4)
+    varies = STOP_DEPENDENT.get(path.stem, set())
+    now = numbers(rendered(copy.deepcopy(nb)), varies)
+    assert numbers(stored, varies) == now, "run `make docs-tutorials`"
 
 
 def check_the_interrupted_backfill(nb: nbformat.NotebookNode) -> None:
@@ -382,8 +390,128 @@ def test_the_notebook_uses_public_names_and_no_asserts(path: Path) -> None:
                 assert node.attr in public, f"{path.stem}:{cell.id}: cc.{node.attr}"
 
 
-if __name__ == "__main__":  # make strip-notebooks
-    for notebook in NOTEBOOKS:
-        stripped = strip(nbformat.read(notebook, as_version=4))
-        notebook.write_text(nbformat.writes(stripped) + "\n")
-        print(f"stripped {notebook}")
+# -- the tutorials' pages: the notebooks with the outputs of a run ---------------------------
+
+RENDERED = Path(__file__).parents[2] / "docs" / "tutorials"
+# cells whose numbers depend on where the stop lands (the sandbox holds 60,000 events or
+# more when the helper presses it): the backfill's interrupted run and what follows from it
+STOP_DEPENDENT = {
+    "backfill": {"first", "stopped", "unknown", "in-flight", "resume", "counters", "idempotent"}
+}
+_TAGS = re.compile(r"<[^>]+>")
+# what changes from run to run, whatever the data: instants, ids, seconds, rates, sizes
+_VOLATILE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]?[\d:.]*(?:Z|[+-]\d{2}:?\d{2})?"  # a timestamp
+    r"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"  # a message id
+    r"|\[\d\d:\d\d[^\]]*\]"  # a bar's elapsed time and rate
+    r"|\d[\d,]*\.\d+"  # a decimal: seconds, a rate, a size in MB
+    r"|\b\d+ ?(?:ms|s)\b",  # whole seconds
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"(?<![\w.:])\d{1,3}(?:,\d{3})+(?![\w])|(?<![\w.:,])\d+(?![\w.:,])")
+
+
+def numbers(nb: nbformat.NotebookNode, varies: set[str]) -> dict[str, list[str]]:
+    """The whole numbers each code cell's outputs show (counts of rows, requests, users,
+    failures), its instants, ids, durations and rates left out; cells in ``varies`` too."""
+    found: dict[str, list[str]] = {}
+    for cell_id, output in outputs(nb):
+        if cell_id in varies:
+            continue
+        data = output.get("data", {})
+        text = output.get("text") or data.get("text/html") or data.get("text/plain") or ""
+        text = _VOLATILE.sub(" ", html.unescape(_TAGS.sub(" ", str(text))))
+        found.setdefault(cell_id, []).extend(_NUMBER.findall(text))
+    return found
+
+
+def widget_html(nb: nbformat.NotebookNode, output: dict[str, Any]) -> str | None:
+    """A progress bar's widget as it was left, as HTML: its words, its bar, its counts. A
+    widget needs JavaScript fetched from the network to be drawn; this needs nothing."""
+    view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+    models = _models(nb)
+    box = models.get(view["model_id"]) if view else None
+    if box is None or box["model_name"] != "HBoxModel":
+        return None
+    parts = [
+        models[child.removeprefix("IPY_MODEL_")]["state"] for child in box["state"]["children"]
+    ]
+    left, bar, right = parts
+    if isinstance(bar.get("value"), str):  # a finished bar: its parts, drawn as HTML
+        drawn = f'<span style="display:inline-block;width:12em;vertical-align:middle">{bar["value"]}</span>'
+    else:
+        share = 100 * float(bar.get("value", 0)) / max(float(bar.get("max", 1)), 1.0)
+        drawn = (
+            '<span style="display:inline-block;width:12em;height:.8em;vertical-align:middle;'
+            f'background:rgba(127,127,127,.25)"><span style="display:block;height:100%;'
+            f'width:{share:.1f}%;background:{bar.get("style", {}).get("bar_color") or "#888"}">'
+            "</span></span>"
+        )
+    return f'<div style="font-family:monospace">{left["value"]} {drawn} {right["value"]}</div>'
+
+
+def rendered(run: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``run`` (a notebook just executed) as its tutorial page keeps it: its outputs, its
+    widgets as the HTML they were left showing, no run metadata or execution times."""
+    for cell in run.cells:
+        cell.metadata = {}
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.outputs:
+            drawn = widget_html(run, output)
+            if drawn is not None:
+                output = nbformat.v4.new_output("display_data", data={"text/html": drawn})
+            kept.append(output)
+        cell.outputs = kept
+    run.metadata = {k: v for k, v in run.metadata.items() if k in ("kernelspec", "language_info")}
+    return run
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_tutorials_page_is_the_notebook_with_a_runs_outputs(path: Path) -> None:
+    page = nbformat.read(RENDERED / path.name, as_version=4)
+    nbformat.validate(page)
+    notebook = nbformat.read(path, as_version=4)
+    cells = [(c.id, c.cell_type, c.source) for c in notebook.cells]
+    assert [(c.id, c.cell_type, c.source) for c in page.cells] == cells, "run `make docs-tutorials`"
+    shown = [c for c in page.cells if c.cell_type == "code" and c.outputs]
+    assert len(shown) >= len([c for c in page.cells if c.cell_type == "code"]) // 2
+    assert "widgets" not in page.metadata  # drawn as HTML: nothing fetched to draw them
+    assert not (RENDERED / path.name).is_symlink()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--render"]:  # make docs-tutorials
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp())
+        specs = folder / "kernels" / "python3"
+        specs.mkdir(parents=True)
+        argv = [
+            sys.executable,
+            "-W",
+            "default",
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+        ]
+        (specs / "kernel.json").write_text(
+            json.dumps({"argv": argv, "display_name": "Python 3", "language": "python"})
+        )
+        for notebook in NOTEBOOKS:
+            run = nbformat.read(notebook, as_version=4)
+            work = folder / notebook.stem
+            work.mkdir()
+            execute(run, folder / "kernels", work)
+            check_outputs(run)
+            page = RENDERED / notebook.name
+            page.unlink(missing_ok=True)
+            page.write_text(nbformat.writes(rendered(run)) + "\n")
+            print(f"rendered {notebook} into {page}")
+    else:  # make strip-notebooks
+        for notebook in NOTEBOOKS:
+            stripped = strip(nbformat.read(notebook, as_version=4))
+            notebook.write_text(nbformat.writes(stripped) + "\n")
+            print(f"stripped {notebook}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -12,12 +13,12 @@ import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.colors import to_hex, to_rgba
-from matplotlib.markers import MarkerStyle
 from matplotlib_inline.backend_inline import _fetch_figure_metadata
 
 import churn_connector as cc
 from churn_connector import samples
 from churn_connector._notebook.palette import COLOURS, MARKS
+from tests.conftest import make_events
 
 
 @pytest.fixture(autouse=True)
@@ -124,7 +125,11 @@ def test_result_plot_draws_rows_by_state_in_their_colours(
     assert [t.get_text() for t in ax.texts] == ["1,993", "1", "7"]
 
 
-def test_result_timeline_climbs_to_the_rows_delivered_and_marks_failures(
+def lines_by_label(ax: Axes) -> dict[str, Any]:
+    return {str(line.get_label()): line for line in ax.get_lines()}
+
+
+def test_result_timeline_climbs_to_the_rows_delivered_and_counts_failed_rows(
     sandbox: cc.Sandbox, now: pd.Timestamp
 ) -> None:
     events = samples.sample_events(now, n_events=1000, n_users=100)
@@ -134,23 +139,50 @@ def test_result_timeline_climbs_to_the_rows_delivered_and_marks_failures(
     )
     assert result.counts["failed"] == 200
     ax = result.plot("timeline")
-    line = ax.get_lines()[0]
-    assert line.get_ydata()[-1] == result.counts["sent"]  # type: ignore[index]
+    lines = lines_by_label(ax)
+    assert list(lines) == [
+        "✔ sent",
+        f"{MARKS['failed']} failed (send again)",
+    ]  # no rejected rows: no line
+    for state, line in zip(("sent", "failed"), lines.values(), strict=True):
+        assert line.get_ydata()[-1] == result.counts[state]  # rows, as the frame counts
+        assert to_hex(line.get_color()) == COLOURS[state]
+        assert line.get_marker() == f"${MARKS[state]}$"  # its mark, once, at its end
+        assert line.get_markevery() == [len(line.get_ydata()) - 1]
     legend = ax.get_legend()
     assert legend is not None
-    assert [t.get_text() for t in legend.get_texts()] == [
-        "✔ sent",
-        "failed request (send again)",
-    ]
-    (failed,) = ax.collections  # the failed requests, in the mark and colour of failed
-    assert to_hex(failed.get_facecolor()[0]) == COLOURS["failed"]  # type: ignore[arg-type]
-    mark = MarkerStyle(f"${MARKS['failed']}$")
-    drawn = mark.get_path().transformed(mark.get_transform())
-    assert np.allclose(failed.get_paths()[0].vertices, drawn.vertices)
-    assert to_hex(line.get_color()) == COLOURS["sent"]
+    assert [t.get_text() for t in legend.get_texts()] == list(lines)
     assert ax.yaxis.get_major_formatter()(120_000, 0) == "120,000"
-    assert ax.get_xlabel() == "seconds since the send started"
+    assert ax.get_xlabel() == "seconds since the send started" and ax.get_ylabel() == "rows"
     assert (result.chunks["finished_s"].diff().dropna() >= 0).all()  # one worker: in order
+
+
+def test_a_refused_request_split_and_re_sent_adds_rows_to_one_line_not_marks_on_sent(
+    now: pd.Timestamp,
+) -> None:
+    # the API's clock runs 10 days ahead: 8 rows spread over one request are out of its
+    # window; the request is split and re-sent until each refused row stands alone
+    events = make_events(now - pd.Timedelta(days=10), n=64)
+    bad = [3, 11, 19, 27, 35, 43, 51, 59]
+    events.loc[bad, "occurred_at"] = now - pd.Timedelta(days=25)
+    ahead = (now + pd.Timedelta(days=10)).to_pydatetime()
+    with cc.Sandbox(clock=lambda: ahead) as sb:
+        result = cc.Client(sb.base_url, sb.api_key, max_concurrency=1).send_events(
+            events, now=now, progress=False
+        )
+    chunks = result.chunks
+    assert result.counts["rejected"] == 8 and (chunks["status"] == "rejected").sum() == 8
+    assert (chunks["status"] == "split").sum() > 8  # many requests, re-sent in parts
+    ax = result.plot("timeline")
+    assert not ax.collections  # no mark per request
+    lines = lines_by_label(ax)
+    assert list(lines) == ["✔ sent", f"{MARKS['rejected']} rejected (fix the data)"]
+    sent, rejected = lines.values()
+    assert sent.get_ydata()[-1] == result.counts["sent"] == 56
+    assert rejected.get_ydata()[-1] == result.counts["rejected"]
+    # the rejected line counts rows: it never stands on the sent line once rows were sent
+    on_sent = np.asarray(rejected.get_ydata()) == np.asarray(sent.get_ydata())
+    assert not on_sent[np.asarray(sent.get_ydata()) > 0].any()
 
 
 def test_result_plot_refuses_an_unknown_kind(sandbox: cc.Sandbox, events: pd.DataFrame) -> None:

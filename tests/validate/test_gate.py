@@ -407,7 +407,7 @@ def test_the_junit_report_has_a_case_per_check_and_the_failures(messy_csv: Path)
     failed = {name for name, case in cases.items() if not case.is_passed}
     assert failed == {"external_user_id_not_blank", "occurred_at_naive"}  # warned: passes
     blank = cases["external_user_id_not_blank"].result[0]
-    assert blank.message.startswith("external_user_id_not_blank: 1 rows")
+    assert blank.message.startswith("external_user_id_not_blank: 1 row ")
     assert "row 5, external_user_id" in (blank.text or "")
     assert suites[0].tests == len(events_checks) and suites[0].failures == 2
     gate = next(iter(suites[1]))

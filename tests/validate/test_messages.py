@@ -224,7 +224,7 @@ def test_the_cli_summary_notes_event_type_rewrites_in_its_own_words(
     path.write_text(f"external_user_id,event_type,occurred_at\nu1,Add To Cart,{hour_ago(now)}\n")
     assert main(["send", "events", str(path), "--event-type-style", "snake"]) == 0
     out = capsys.readouterr().out
-    assert "note: --event-type-style snake rewrote the event types of 1 rows" in out
+    assert "note: --event-type-style snake rewrote the event types of 1 row:" in out
     assert api_env.events()["event_type"].tolist() == ["add_to_cart"]
 
 
@@ -334,3 +334,8 @@ def test_the_demo_prints_each_failure_once_fits_the_terminal_and_says_what_next(
     assert f"churn-connector validate events {tmp_path / 'events.parquet'}" in next_steps
     assert "notebooks/" in next_steps
     assert "np.int64" not in out and "None" not in out
+    # its counts as a person writes them: separators, one row or several, never "row(s)"
+    assert "events: 3,001 rows, 2,994 valid, 7 invalid, 1 exact duplicate (sent once)" in out
+    assert "1 exact duplicate row skipped: each event is sent once" in out
+    assert "sandbox: 2,993 events stored, 2,993 duplicates ignored" in out
+    assert "(s)" not in out
