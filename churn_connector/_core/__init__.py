@@ -41,7 +41,7 @@ from .exceptions import (
     TransportError,
 )
 from .lazy import lazy_names
-from .storage import storage_error, temp_file_error
+from .storage import replaced_whole, storage_error, temp_file_error
 from .text_options import (
     CLIENT_FIELDS,
     RETRY_FIELDS,
@@ -159,6 +159,7 @@ __all__ = [
     "option",
     "options_of",
     "registered",
+    "replaced_whole",
     "row_label",
     "rows_text",
     "shown",

@@ -16,6 +16,7 @@ from .._core import (
     ConfigurationError,
     DataValidationError,
     Note,
+    replaced_whole,
     value_text,
 )
 from .._notebook import failures_chart, report_html
@@ -224,20 +225,33 @@ def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str], *, labels: boo
     suffixes = [s.lower() for s in target.suffixes]
     if ".parquet" not in suffixes and ".csv" not in suffixes:
         raise ConfigurationError(f"{target}: use a .csv or .parquet file name")
-    target.parent.mkdir(parents=True, exist_ok=True)
     label = "row" if "row" not in frame.columns else "row_label"
     labelled = frame.rename_axis(label).reset_index() if labels else frame.reset_index(drop=True)
-    if ".csv" in suffixes:
-        # text cells hold objects and lists as people read them (value_text), not reprs
-        labelled.assign(**_as_text(labelled, containers_only=True)).to_csv(target, index=False)
-        return target
-    try:
-        labelled.to_parquet(target, index=False)
-    except (pyarrow.ArrowException, TypeError, ValueError):
-        # bad rows often mix types in one column (that is why they are bad): Parquet
-        # columns cannot, so those columns are written as text (nulls stay null)
-        labelled.assign(**_as_text(labelled)).to_parquet(target, index=False)
+    # whole or not at all: a temporary name beside it, synced, renamed (a run killed while
+    # it writes never leaves a shorter file that reads as whole, ready to send)
+    with replaced_whole(target) as fh:
+        if ".csv" in suffixes:
+            # text cells hold objects and lists as people read them (value_text), not reprs
+            labelled.assign(**_as_text(labelled, containers_only=True)).to_csv(
+                fh,
+                index=False,
+                encoding="utf-8",
+                compression=_COMPRESSIONS.get(target.suffix.lower()),
+            )
+        else:
+            try:
+                labelled.to_parquet(fh, index=False)
+            except (pyarrow.ArrowException, TypeError, ValueError):
+                # bad rows often mix types in one column (that is why they are bad): Parquet
+                # columns cannot, so those columns are written as text (nulls stay null)
+                fh.seek(0)
+                fh.truncate()
+                labelled.assign(**_as_text(labelled)).to_parquet(fh, index=False)
     return target
+
+
+# a quarantine may be written compressed, as pandas does by the name (bad.csv.gz)
+_COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd", ".zip": "zip"}
 
 
 def _as_text(frame: pd.DataFrame, *, containers_only: bool = False) -> dict[str, pd.Series]:
