@@ -153,7 +153,9 @@ def test_a_sigterm_while_passed_rows_are_written_completes_them_then_exits(
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if out.is_dir() and any(p.name.startswith(".passed.csv.") for p in out.iterdir()):
+        if out.is_dir() and any(
+            p.name.startswith(".passed.csv.") and p.suffix == ".part" for p in out.iterdir()
+        ):
             break  # the file is being written, under its temporary name
         time.sleep(0.002)
     assert proc.poll() is None, proc.communicate()
@@ -163,3 +165,15 @@ def test_a_sigterm_while_passed_rows_are_written_completes_them_then_exits(
     assert err == "interrupted: the result files were completed first\n"
     assert len(pd.read_csv(out / "passed.csv", dtype=str)) == n
     assert sorted(os.listdir(out)) == ["passed.csv"]  # no temporary left
+
+
+def test_resend_refuses_to_write_its_rows_over_the_rows_file_it_reads(
+    export: Path, tmp_path: Path
+) -> None:
+    rows = tmp_path / "rows.csv"
+    assert _run("send", "events", str(export), "--dry-run", "--rows", str(rows)).returncode == 1
+    before = rows.read_bytes()
+    done = _run("resend", str(rows), str(export), "--dry-run", "--results", str(rows))
+    assert done.returncode == 3, done.stderr
+    assert f"--results {rows} is the input file" in done.stderr
+    assert rows.read_bytes() == before
