@@ -94,6 +94,9 @@ class Run:
                 config.check_run(dry_run=self.dry_run, ledger=ledger is not None)
                 scope = scope_of(config.base_url, config.api_key)
                 scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
+                if scoped is not None and config.deadline is not None:
+                    # a ledger that stops answering ends the run near its deadline too
+                    scoped.ledger.bound_by(self.started + config.deadline)
                 try:
                     # the caller's own objects (a cursor, a generator) are read on this
                     # thread only
@@ -108,6 +111,8 @@ class Run:
                     sender = self._sender(stage)
                     self._send(sender, requests(wire), feed, stage)
                 finally:
+                    if scoped is not None:
+                        scoped.ledger.bound_by(None)  # a ledger of the caller's outlives it
                     if opened is not None:
                         opened.close()
         except BaseException as exc:

@@ -258,6 +258,11 @@ class Ledger:
         """Write what is buffered (object storage buffers records; the others write each
         acknowledgement as it comes)."""
 
+    def bound_by(self, deadline: float | None) -> None:
+        """Bound every call from now on by ``deadline`` (on ``time.monotonic()``'s clock;
+        None: by the ledger's own bounds only): a run hands its deadline over, so a ledger
+        that stops answering ends the run near it. A server's ledger (PostgreSQL) uses it."""
+
     def close(self) -> None:
         """Release the file, connection or buffers (a ledger given by location is closed
         after each run)."""

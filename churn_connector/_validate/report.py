@@ -251,7 +251,13 @@ def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str], *, labels: boo
 
 
 # a quarantine may be written compressed, as pandas does by the name (bad.csv.gz)
-_COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd", ".zip": "zip"}
+_COMPRESSIONS: dict[str, Any] = {
+    ".gz": "gzip",
+    ".bz2": "bz2",
+    ".xz": "xz",
+    ".zst": "zstd",
+    ".zip": "zip",
+}
 
 
 def _as_text(frame: pd.DataFrame, *, containers_only: bool = False) -> dict[str, pd.Series]:
