@@ -34,6 +34,7 @@ from .._core import (
     RunStopped,
     StorageError,
     command_line,
+    echoed,
     text_table,
 )
 from .._results import (
@@ -169,6 +170,8 @@ def _send(args: argparse.Namespace) -> int:
     if not first.empty:
         width = shutil.get_terminal_size().columns - 1
         table = first.reset_index()[["row", "status", "error"]]  # the labels: a column here
+        # what the input wrote (a value, a column name) made harmless, and capped
+        table["error"] = [echoed(str(e)) for e in table["error"].tolist()]
         _say(args, text_table(table, width, wrap="error"))
     # block by block: flat memory; the per-request frame only when it is asked for (one row
     # a request: an identify's is as long as its input)

@@ -30,6 +30,7 @@ from .._validate import (
     GITHUB_CAP,
     GateOptions,
     ValidationReport,
+    csv_safe,
     dumps,
     github_lines,
     junit_xml,
@@ -200,7 +201,10 @@ def _write_files(
         if args.junit is not None:
             write_text(junit_xml(report, verdict), args.junit, "the JUnit report")
         if args.report is not None:
-            write_frame(report.failures, args.report)
+            failures = report.failures
+            # a CSV opened in a spreadsheet runs no formula of the input's (OWASP's rule)
+            csv = args.report.suffix.lower() == ".csv"
+            write_frame(csv_safe(failures) if csv else failures, args.report)
         if args.passed is not None:
             write_rows(report.valid, args.passed, labels=False)
         if args.quarantine is not None:

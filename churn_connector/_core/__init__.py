@@ -71,10 +71,12 @@ from .types import (
 )
 from .urls import check_proxy, endpoint_of, is_loopback
 from .words import (
+    ECHO_CAP,
     AsShown,
     Placeholder,
     alternatives,
     command_line,
+    echoed,
     named,
     not_json,
     on_command_line,
@@ -91,6 +93,7 @@ __all__ = [
     "ADDRESS_WORDS",
     "CHANNELS",
     "CLIENT_FIELDS",
+    "ECHO_CAP",
     "EVENTS_PATH",
     "FLAGS",
     "FUTURE_WINDOW",
@@ -148,6 +151,7 @@ __all__ = [
     "client_options_from",
     "command_line",
     "declare",
+    "echoed",
     "endpoint_of",
     "from_text",
     "is_loopback",

@@ -74,6 +74,8 @@ def replaced_whole(
             dir=target.parent, prefix=f".{target.name}.", suffix=".part", delete=False
         ) as fh:
             temporary = Path(fh.name)
+            # the mode a plain open() would give (a temporary file is the owner's only)
+            os.chmod(fh.fileno(), _mode_of(target))
             yield fh
             fh.flush()
             os.fsync(fh.fileno())  # on disk before the name says it is complete
@@ -85,3 +87,23 @@ def replaced_whole(
         if temporary is not None:
             with contextlib.suppress(OSError):
                 temporary.unlink()
+
+
+def _mode_of(target: Path) -> int:
+    """The permission bits ``target`` has (it is replaced), or a new file gets (umask)."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux: read it, never set it (os.umask sets it, for every thread)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

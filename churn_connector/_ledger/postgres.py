@@ -15,11 +15,8 @@ psycopg 3 (the ``postgres`` extra) is imported only when such a ledger is opened
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -46,7 +43,7 @@ from .base import (
     retention_cutoff,
     stats_frame,
 )
-from .watchdog import WATCHDOG, shut_socket
+from .watchdog import StatementBound
 
 T = TypeVar("T")
 TABLE = "churn_ledger"
@@ -90,23 +87,6 @@ _FORGET = f"DELETE FROM {TABLE} WHERE scope_id = %s AND key = ANY(%s)"  # noqa: 
 _SCOPE_ID = f"SELECT id FROM {SCOPES} WHERE scope = %s AND kind = %s"  # noqa: S608
 _NEW_SCOPE = f"INSERT INTO {SCOPES} (scope, kind) VALUES (%s, %s) ON CONFLICT DO NOTHING"  # noqa: S608
 _JOINED = f"{TABLE} AS l JOIN {SCOPES} AS s ON s.id = l.scope_id"
-# every statement is bounded: by the session's statement_timeout (this, unless the URL's
-# options or PGOPTIONS set one), a client-side watchdog a little after it (a session that
-# stopped answering with its connection open: a stalled proxy, a paused server), TCP
-# keepalives and tcp_user_timeout (a peer gone), and during a run by the run's deadline
-STATEMENT_SECONDS = 60.0
-_GRACE = 2.0  # the watchdog fires after the server's own timeout had its chance
-_AFTER_DEADLINE = 5.0  # what a statement still gets once the run's deadline passed
-_KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
-_TIMEOUT_SETTING = re.compile(
-    r"(?:^|\s)-c\s*statement_timeout\s*=\s*(\d+(?:\.\d+)?)\s*(ms|s|min|h)?(?=\s|$)", re.I
-)
-_UNITS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
 _POOL = 4  # connections at most: sender threads record at once, each on its own
 _ATTEMPTS = 3  # a deadlock or serialisation failure is tried again, then reported
 _EXPORT_ROWS = 100_000
@@ -151,8 +131,7 @@ class PostgresLedger(Ledger):
         self._closed = False
         self._missing = False  # read-only and no table yet: nothing was ever recorded
         self._scope_ids: dict[tuple[str, str], int] = {}
-        self._deadline: float | None = None  # a run's, on time.monotonic()'s clock
-        self._statement_seconds, self._server_timeout = self._statement_bound()
+        self._bound = StatementBound(self._settings())  # see watchdog.py
         try:
             conn = self._connect()
         except LedgerUnavailable as exc:
@@ -161,25 +140,17 @@ class PostgresLedger(Ledger):
                 path=self.location,
                 retryable=exc.retryable,
             ) from None
-        fileno = conn.fileno()
-        seconds, named = self._bound()
-        token = WATCHDOG.arm(seconds, lambda: shut_socket(fileno))
         try:
-            self._prepare(conn)
-        except psycopg.Error as exc:
+            with self._bound.watch(conn.fileno()):
+                self._prepare(conn)
+        except (psycopg.Error, LedgerUnavailable) as exc:
             conn.close()
-            failure = (
-                self._silent("open", named)
-                if WATCHDOG.disarm(token)
-                else self._unavailable(exc, "open")
-            )
+            failure = exc if isinstance(exc, LedgerUnavailable) else self._unavailable(exc, "open")
             raise LedgerError(
                 f"ledger {self.location}: cannot open ({failure.message}); nothing was sent",
                 path=self.location,
                 retryable=failure.retryable,
             ) from None
-        finally:
-            WATCHDOG.disarm(token)
         self._idle.append(conn)
 
     def _password_text(self) -> str | None:
@@ -196,55 +167,26 @@ class PostgresLedger(Ledger):
         extra: dict[str, Any] = {}
         if "application_name" not in given:
             extra["application_name"] = "churn_connector"
-        if "connect_timeout" not in given:  # within a run's deadline too (libpq: 2 s at least)
-            extra["connect_timeout"] = max(
-                2, min(self._connect_timeout, math.ceil(self._bound()[1]))
-            )
         if self._password is not None and "password" not in given:
             extra["password"] = self._password.reveal()
-        for name, value in _KEEPALIVES.items():
-            if name not in given:
-                extra[name] = value
-        if "tcp_user_timeout" not in given:  # milliseconds unacknowledged before a close
-            extra["tcp_user_timeout"] = int(self._statement_seconds * 1000)
-        # set as the session starts (no statement of its own to wait for): records may
-        # wait for the disk (see the module's docstring; forget does not), and the bound
-        settings = "-c synchronous_commit=off"
-        if self._server_timeout:
-            settings += f" -c statement_timeout={int(self._statement_seconds * 1000)}"
-        extra["options"] = f"{given.get('options', '')} {settings}".strip()
+        # bounded: keepalives, tcp_user_timeout, statement_timeout, the run's deadline; and
+        # records may wait for the disk (see the module's docstring; forget does not)
+        extra.update(self._bound.connect_settings(given, self._connect_timeout))
         try:
             return psycopg.connect(url, autocommit=True, **extra)
         except psycopg.Error as exc:
             raise self._unavailable(exc, "connect") from None
 
-    def _statement_bound(self) -> tuple[float, bool]:
-        """(seconds a statement may take, whether the session's statement_timeout is ours
-        to set): the URL's ``options`` (or ``PGOPTIONS``) may set ``statement_timeout``."""
+    def _settings(self) -> list[object]:
+        """libpq ``options`` texts that may set ``statement_timeout``: the URL's, PGOPTIONS."""
         try:
             given = conninfo_to_dict(self._url.reveal())
         except psycopg.Error:
-            return STATEMENT_SECONDS, True  # refused, naming it, when it connects
-        for options in (given.get("options"), os.environ.get("PGOPTIONS")):
-            found = _TIMEOUT_SETTING.search(str(options or ""))
-            if found is not None:
-                number, unit = found.groups()
-                seconds = float(number) * _UNITS[(unit or "ms").lower()]
-                # 0 turns the server's bound off; the client's stays, at our default
-                return (seconds or STATEMENT_SECONDS), False
-        return STATEMENT_SECONDS, True
+            given = {}  # refused, naming it, when it connects
+        return [given.get("options"), os.environ.get("PGOPTIONS")]
 
     def bound_by(self, deadline: float | None) -> None:
-        self._deadline = deadline
-
-    def _bound(self) -> tuple[float, float]:
-        """(seconds the watchdog gives the next operation, the bound it names)."""
-        bound = self._statement_seconds
-        if self._deadline is not None:
-            left = max(self._deadline - time.monotonic(), _AFTER_DEADLINE)
-            if left < bound:
-                return left, left
-        return bound + _GRACE, bound
+        self._bound.deadline = deadline
 
     def _prepare(self, conn: psycopg.Connection[Any]) -> None:
         (found,) = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE]).fetchone() or (
@@ -281,15 +223,10 @@ class PostgresLedger(Ledger):
             with self._lock:
                 self._opened -= 1
             raise
-        fileno = conn.fileno()
-        seconds, named = self._bound()
-        token = WATCHDOG.arm(seconds, lambda: shut_socket(fileno)) if bounded else None
         try:
-            yield conn
+            with self._bound.watch(conn.fileno(), what, enabled=bounded):
+                yield conn
         except psycopg.Error as exc:
-            if token is not None and WATCHDOG.disarm(token):
-                token = None
-                raise self._silent(what, named) from None
             failure = self._unavailable(exc, what)
             if conn.broken and not isinstance(failure, _Conflict):
                 # the connection died under the statement (a server restart, a failover, an
@@ -298,8 +235,6 @@ class PostgresLedger(Ledger):
                 raise _Broken(failure.message, retryable=failure.retryable) from None
             raise failure from None
         finally:
-            if token is not None:
-                WATCHDOG.disarm(token)
             with self._lock:
                 if self._closed or conn.broken or len(self._idle) >= _POOL:
                     conn.close()
@@ -340,15 +275,6 @@ class PostgresLedger(Ledger):
             for form in {hidden, unquote(hidden)}:
                 text = text.replace(form, "***")
         return " ".join(text.split())
-
-    def _silent(self, what: str, seconds: float) -> LedgerUnavailable:
-        """A session that stopped answering, its connection closed by the watchdog."""
-        return LedgerUnavailable(
-            f"{what} failed: the ledger's server did not answer within {seconds:g} s (the "
-            "session stopped answering: a network stall, a hung or paused server, a "
-            "failover); the connection was closed",
-            retryable=True,
-        )
 
     def _unavailable(self, exc: psycopg.Error, what: str) -> LedgerUnavailable:
         state = exc.sqlstate or ""

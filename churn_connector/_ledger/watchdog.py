@@ -12,13 +12,53 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import os
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["WATCHDOG", "Watchdog", "shut_socket"]
+from .base import LedgerUnavailable
+
+__all__ = [
+    "KEEPALIVES",
+    "STATEMENT_SECONDS",
+    "WATCHDOG",
+    "StatementBound",
+    "Watchdog",
+    "shut_socket",
+    "statement_bound",
+]
+
+# libpq's TCP settings: a connection whose peer is gone is closed within ~25 s of silence
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+_TIMEOUT_SETTING = re.compile(
+    r"(?:^|\s)-c\s*statement_timeout\s*=\s*(\d+(?:\.\d+)?)\s*(ms|s|min|h)?(?=\s|$)", re.I
+)
+_UNITS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def statement_bound(options: list[object], default: float) -> tuple[float, bool]:
+    """(seconds a statement may take, whether the session's ``statement_timeout`` is ours
+    to set), from libpq ``options`` texts that may set it (``-c statement_timeout=30s``):
+    the first that does wins; 0 turns the server's bound off, the client's stays at
+    ``default``."""
+    for text in options:
+        found = _TIMEOUT_SETTING.search(str(text or ""))
+        if found is not None:
+            number, unit = found.groups()
+            seconds = float(number) * _UNITS[(unit or "ms").lower()]
+            return (seconds or default), False
+    return default, True
 
 
 def shut_socket(fileno: int) -> None:
@@ -90,3 +130,72 @@ class Watchdog:
 
 
 WATCHDOG = Watchdog()
+
+
+# a session's statements: the session's statement_timeout (this, unless the URL's options
+# or PGOPTIONS set one); the watchdog a little after it; during a run the run's deadline
+STATEMENT_SECONDS = 60.0
+_GRACE = 2.0  # the watchdog fires after the server's own timeout had its chance
+_AFTER_DEADLINE = 5.0  # what a statement still gets once the run's deadline passed
+
+
+class StatementBound:
+    """How long one operation of a PostgreSQL ledger may take, and the watch that ends it.
+
+    ``options``: libpq ``options`` texts that may set ``statement_timeout`` (the URL's,
+    ``PGOPTIONS``); ``deadline``: a run's, on ``time.monotonic()``'s clock (None: none)."""
+
+    def __init__(self, options: list[object]) -> None:
+        self.seconds, self.ours = statement_bound(options, STATEMENT_SECONDS)
+        self.deadline: float | None = None
+
+    def window(self) -> tuple[float, float]:
+        """(seconds the watchdog gives the next operation, the bound a message names)."""
+        if self.deadline is not None:
+            left = max(self.deadline - time.monotonic(), _AFTER_DEADLINE)
+            if left < self.seconds:
+                return left, left
+        return self.seconds + _GRACE, self.seconds
+
+    def connect_settings(self, given: Mapping[str, Any], connect_timeout: int) -> dict[str, Any]:
+        """libpq parameters for a new session, beside those the URL ``given`` sets itself:
+        the connect timeout (within the deadline; libpq takes 2 s at least), keepalives,
+        ``tcp_user_timeout`` and, as the session starts (no statement of its own to wait
+        for), ``synchronous_commit=off`` and the ``statement_timeout``."""
+        extra: dict[str, Any] = {}
+        if "connect_timeout" not in given:
+            extra["connect_timeout"] = max(2, min(connect_timeout, math.ceil(self.window()[1])))
+        for name, value in KEEPALIVES.items():
+            if name not in given:
+                extra[name] = value
+        if "tcp_user_timeout" not in given:  # milliseconds unacknowledged before a close
+            extra["tcp_user_timeout"] = int(self.seconds * 1000)
+        settings = "-c synchronous_commit=off"
+        if self.ours:
+            settings += f" -c statement_timeout={int(self.seconds * 1000)}"
+        extra["options"] = f"{given.get('options') or ''} {settings}".strip()
+        return extra
+
+    @contextmanager
+    def watch(self, fileno: int, what: str = "open", *, enabled: bool = True) -> Iterator[None]:
+        """The block's statements on the socket ``fileno``, the watchdog armed: past the
+        window the socket is shut and the block's error becomes a LedgerUnavailable saying
+        the server did not answer (retryable)."""
+        if not enabled:
+            yield
+            return
+        seconds, named = self.window()
+        token = WATCHDOG.arm(seconds, lambda: shut_socket(fileno))
+        try:
+            yield
+        except Exception:
+            if WATCHDOG.disarm(token):
+                raise LedgerUnavailable(
+                    f"{what} failed: the ledger's server did not answer within {named:g} s "
+                    "(the session stopped answering: a network stall, a hung or paused "
+                    "server, a failover); the connection was closed",
+                    retryable=True,
+                ) from None
+            raise
+        finally:
+            WATCHDOG.disarm(token)

@@ -24,6 +24,7 @@ from .._core import (
     Note,
     RowBook,
     RowState,
+    echoed,
     replaced_whole,
     storage_error,
 )
@@ -254,7 +255,8 @@ class SendResult:
         )
         if self.not_read is not None:
             text += f"; {self.not_read}"
-        return "\n".join([text, *(f"note: {note['message']}" for note in self.notes)])
+        notes = (f"note: {echoed(str(note['message']))}" for note in self.notes)
+        return "\n".join([text, *notes])
 
     def __repr__(self) -> str:
         return f"<SendResult {self.summary().splitlines()[0]}>"

@@ -25,7 +25,7 @@ from .document import FIRST_FAILURES, check_counts, column_counts, dumps, report
 from .failure_log import FailureLog, failures_frame, run_schema
 from .gate import GateOptions, GateVerdict, ThresholdArg, check_of_kind, counted_rows, judge
 from .pandera import pa
-from .report import ValidationReport, write_rows
+from .report import ValidationReport, csv_safe, write_rows
 from .schema import (
     EXPLAIN_KEY,
     OWNERS_KEY,
@@ -61,6 +61,7 @@ __all__ = [
     "check_of_kind",
     "column_counts",
     "counted_rows",
+    "csv_safe",
     "dumps",
     "elementwise",
     "explanations",
