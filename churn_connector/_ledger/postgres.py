@@ -38,9 +38,9 @@ from .base import (
     cutoff,
     export_batch,
     kinds_of,
-    password_in,
     redact,
     retention_cutoff,
+    secrets_in,
     stats_frame,
 )
 from .watchdog import StatementBound
@@ -122,8 +122,9 @@ class PostgresLedger(Ledger):
         self.read_only = read_only
         self._url = Secret(url)
         self._password = Secret(password) if isinstance(password, str) else password
-        hidden = [password_in(url), None if password is None else self._password_text()]
-        self._hidden = [h for h in hidden if h]
+        # never a local of this frame: a traceback renderer that shows locals (rich,
+        # Sentry) would print it from a LedgerError raised below
+        self._hidden = _hidden(url, self._password)
         self._connect_timeout = connect_timeout
         self._lock = threading.Lock()
         self._idle: list[psycopg.Connection[Any]] = []
@@ -449,6 +450,12 @@ class PostgresLedger(Ledger):
             raise ConfigurationError(f"ledger {self.location} was opened read-only")
         if self._missing:  # pragma: no cover - read-only, refused above
             raise ConfigurationError(f"ledger {self.location} holds no {TABLE} table yet")
+
+
+def _hidden(url: str, password: Secret | None) -> list[str]:
+    """The texts no message may show: the URL's passwords, the one given apart."""
+    given = None if password is None else password.reveal()
+    return [*secrets_in(url), *([given] if given else [])]
 
 
 class _Conflict(LedgerUnavailable):
