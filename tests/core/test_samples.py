@@ -7,6 +7,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
+import churn_connector as cc
 from churn_connector import samples
 
 
@@ -35,3 +36,12 @@ def test_the_same_now_and_seed_give_the_same_export() -> None:
     pd.testing.assert_frame_equal(
         samples.sample_events(now, n_events=100), samples.sample_events(now, n_events=100)
     )
+
+
+@pytest.mark.parametrize("n_events", [0, 1, 2, 3, 4, 5])
+def test_a_few_sample_events_are_a_few_rows_and_one_repeat(n_events: int) -> None:
+    frame = samples.sample_events(n_events=n_events)
+    assert len(frame) == n_events + (1 if n_events else 0)
+    if n_events:
+        assert frame.iloc[-1].equals(frame.iloc[min(5, n_events - 1)])  # exported twice
+    assert cc.validate_events(frame).n_rows == len(frame)
