@@ -61,3 +61,18 @@ def test_an_ndjson_bomb_is_refused_naming_the_size(tmp_path: Path) -> None:
     done = _run("validate", "events", str(path))
     assert done.returncode == 3, done.stderr[-2000:]
     assert "bomb.ndjson.gz line 1 is longer than 64 MiB" in done.stderr
+
+
+def test_a_header_wider_than_the_column_limit_is_refused_naming_it(tmp_path: Path) -> None:
+    n = 25_000
+    path = tmp_path / "wide.csv"
+    names = ["external_user_id", "event_type", "occurred_at"] + [
+        f"properties.c{i}" for i in range(n)
+    ]
+    path.write_text(
+        ",".join(names) + "\n" + ",".join(["u1", "login", "2026-01-01T00:00:00Z"] + ["1"] * n)
+        + "\n"
+    )  # fmt: skip
+    done = _run("validate", "events", str(path))
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "the input has 25,003 columns, more than the 10,000" in done.stderr
