@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, get_args
 
@@ -25,6 +26,7 @@ from .._results import (
     write_frame,
     write_text,
 )
+from .._slices import without_valid_rows
 from .._validate import (
     FIRST_FAILURES,
     GITHUB_CAP,
@@ -130,7 +132,9 @@ def _run(args: argparse.Namespace) -> int:
     gate = GateOptions(**_given(args, options_of(GateOptions)))
     _check_paths(args)
     validate = validate_events if args.kind == "events" else validate_identities
-    report: ValidationReport = validate(args.file, **data_options(args))
+    # the rows that passed are kept only for --passed: without it, memory stays flat
+    with nullcontext() if args.passed is not None else without_valid_rows():
+        report: ValidationReport = validate(args.file, **data_options(args))
     verdict = report.gate(
         max_invalid=gate.max_invalid, warn_invalid=gate.warn_invalid, warn_on=gate.warn_on
     )
