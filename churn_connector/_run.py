@@ -112,6 +112,7 @@ class Run:
                     self._send(sender, requests(wire), feed, stage)
                 finally:
                     if scoped is not None:
+                        scoped.end()  # no read of the input's reader left under way
                         scoped.ledger.bound_by(None)  # a ledger of the caller's outlives it
                     if opened is not None:
                         opened.close()
