@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 
 .PHONY: chromium postgresql demo test lint typecheck pytest pytest-main pytest-spark pytest-airflow \
-	pytest-dagster test-min docs docs-reference bench strip-notebooks clean
+	pytest-dagster test-min docs docs-serve docs-reference bench strip-notebooks clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 3; }
@@ -25,7 +25,7 @@ $(BASE_STAMP): $(BIN)/python pyproject.toml
 # real Dagster (~15 s more to install), the notebooks run in a kernel of this environment, and
 # make docs builds the site with MkDocs
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,airflow,notebook,spark,dagster,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,sql,airflow,notebook,spark,dagster,docs]"
 	@touch $(STAMP)
 
 demo: $(BASE_STAMP)
@@ -127,6 +127,12 @@ test: $(STAMP) $(MIN_STAMP) chromium postgresql
 docs: $(STAMP)
 	$(BIN)/python docs/_tools/build.py
 
+# the built site, served on http://127.0.0.1:8000 (DOCS_PORT): its search runs in a web
+# worker, which a browser does not start for a page opened from disk (file://)
+DOCS_PORT ?= 8000
+docs-serve: docs
+	$(BIN)/python -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory site
+
 # regenerate the reference pages' generated parts: the command line from its parsers, the
 # checks table from churn_connector/_validate/checks.py (tests/docs/test_docs_reference.py checks both)
 docs-reference: $(STAMP)
@@ -143,7 +149,7 @@ bench: $(STAMP) postgresql
 		$(BIN)/python -m pip install --quiet -e ".[dev,bench]" && touch $(VENV)/.bench-installed; }
 	@test $(BENCH_VENV)/.installed -nt pyproject.toml || { \
 		rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV) && \
-		$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench]" && \
+		$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench,sql]" && \
 		touch $(BENCH_VENV)/.installed; }
 	@# the package's bytecode, as a user's first run leaves it: where PYTHONDONTWRITEBYTECODE
 	@# is set, every measured start would otherwise compile each module changed since

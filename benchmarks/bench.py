@@ -28,9 +28,15 @@ Sections (``--only`` / ``--skip`` take a comma-separated list):
   one (a server started here, as the tests start theirs, with ``fsync`` on): the send's wall
   time (PostgreSQL's overhead), a re-run that skips everything, and the ledger's own read
   rate (``known()`` over every key, one query per 50k-key slice as a run reads it).
+* ``sync``: an incremental sync (``--cursor``, a ledger) of the new rows of a PostgreSQL
+  table (10M old rows, 10k new: a server started here), its wall time against the floor (a
+  query selecting only the new rows) and against the whole table without a cursor, whose
+  peak RSS is the memory of a query send (syncs.py).
 * ``track``: one-off events: client CPU per ``track()`` call beyond the HTTP exchange (the
   scalar engine alone, and a whole call less the CPU of posting its bytes), and the events/s
   a tracker reaches at 50 ms latency (memory queue; and with its SQLite spool).
+* ``plan``: what a tracking plan costs: the CPU of validating 1M rows (Parquet, CSV) with a
+  20-event-type plan of ~5 rules each over the CPU without one (budget 1.3x; plan_cost.py).
 
 Every run talks to a receiver on 127.0.0.1 only (benchmarks/sink.py, in its own process),
 which counts the events that arrive: a run that loses events says so. Exports are generated
@@ -62,7 +68,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import callgrind  # sibling modules of this script
 import exports
+import plan_cost
 import sandbox
+import syncs
 from harness import (
     HERE,
     KEY,
@@ -95,6 +103,8 @@ SECTIONS = (
     "peers",
     "track",
     "ledger",
+    "plan",
+    "sync",
 )
 SMALL_ROWS = 1_000  # the start-up baseline of the CPU measurement
 
@@ -739,8 +749,8 @@ def _cpu_per_call(calls: int, call: Callable[[int], Any]) -> float:
 def track(args: argparse.Namespace, report: Report) -> None:
     """One-off events: CPU per track() beyond the HTTP exchange; a tracker's events/s."""
     from churn_connector._core.contract import TRACK_PATH  # noqa: PLC0415 - internals
+    from churn_connector._delivery.transport import HttpPoster  # noqa: PLC0415 - internals
     from churn_connector._track.scalar import event_of  # noqa: PLC0415 - internals
-    from churn_connector._track.send import CallPoster  # noqa: PLC0415 - internals
 
     calls = 2_000 if args.quick else 10_000
     when = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
@@ -770,10 +780,9 @@ def track(args: argparse.Namespace, report: Report) -> None:
     with receiver(0.0) as sink:
         client = cc.Client(sink.url, KEY)
         body = event_of("user_42", "page_view", properties={"n": 1}).body
-        poster = CallPoster(client.config, 1)
+        poster = HttpPoster(client.config, 1, deadline="call")  # as track() posts
 
         def exchange(i: int) -> Any:
-            poster.start_call()
             return poster.post(TRACK_PATH, body)
 
         def whole(i: int) -> Any:
@@ -837,6 +846,8 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "peers": peers,
     "ledger": ledger,
     "track": track,
+    "plan": plan_cost.plan_section,
+    "sync": syncs.sync_section,
 }
 
 
@@ -959,6 +970,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="sandbox: events per run with a database file (default 1000000; 10000000 "
         "shows flat memory over 10M, ~10 min)",
     )
+    parser.add_argument(
+        "--plan-rows", type=int, help="plan: rows validated (default 1,000,000; quick 100,000)"
+    )
+    parser.add_argument(
+        "--sync-rows", type=int, help="sync: old rows in the table (default 10,000,000)"
+    )
+    parser.add_argument("--sync-new", type=int, help="sync: new rows (default 10,000)")
+    parser.add_argument(
+        "--sync-full-repeats",
+        action="store_true",
+        help="sync: repeat the whole-table run too (default: once)",
+    )
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="results file")
     parser.add_argument("--cache", type=Path, default=HERE / ".cache", help="generated exports")
     args = parser.parse_args(argv)
@@ -971,6 +994,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "memory_rows": [300_000] if quick else [300_000, 3_000_000],
         "users": 1_000 if quick else 5_000,
         "ledger_rows": 100_000 if quick else 1_000_000,
+        "plan_rows": 100_000 if quick else 1_000_000,
         "naive_seconds": 5.0 if quick else 15.0,
         "peer_default_rows": 5_000 if quick else 20_000,
         "cpu_kinds": list(exports.KINDS),
@@ -979,6 +1003,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "callgrind_repeats": 1 if quick else 3,
         "sandbox_events": [300_000] if quick else [300_000, 2_000_000],
         "sandbox_db_events": [300_000] if quick else [1_000_000],
+        "sync_rows": 1_000_000 if quick else 10_000_000,
+        "sync_new": 10_000,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .__version__ import __version__
-from ._client import Client, identify, send_events, track
+from ._client import Client
 from ._core import (
     AuthenticationError,
     ChurnConnectorError,
@@ -21,6 +21,7 @@ from ._core import (
     InputError,
     Interrupted,
     LedgerError,
+    PlanError,
     QueueFull,
     RetryPolicy,
     RowState,
@@ -34,13 +35,14 @@ from ._delivery import instant_retries, set_retry_testing
 from ._events import EVENT_TYPE_PATTERN, events_schema, events_to_wire, validate_events
 from ._identities import identities_schema, identities_to_wire, validate_identities
 from ._ledger import Ledger
+from ._one_call import identify, send_events, track
 from ._options import EventOptions, IdentityOptions
-from ._read import TextFormat
+from ._read import TextFormat, sql
 from ._resend import resend
 from ._results import SendResult
 from ._tasks import PARTITION_RESULT_META, identify_task, send_events_task, send_partition
 from ._track import FlushReport, Tracker, TrackHandle, TrackResult, Undelivered
-from ._validate import GateVerdict, ValidationReport
+from ._validate import GateVerdict, TrackingPlan, ValidationReport
 from ._wire import message_id
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ __all__ = [
     "Interrupted",
     "Ledger",
     "LedgerError",
+    "PlanError",
     "QueueFull",
     "RetryPolicy",
     "RowState",
@@ -94,6 +97,7 @@ __all__ = [
     "TrackHandle",
     "TrackResult",
     "Tracker",
+    "TrackingPlan",
     "TransportError",
     "Undelivered",
     "ValidationReport",
@@ -112,6 +116,7 @@ __all__ = [
     "send_events_task",
     "send_partition",
     "set_retry_testing",
+    "sql",
     "track",
     "validate_events",
     "validate_identities",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from os import PathLike
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ._core import (
@@ -35,7 +36,9 @@ from ._options import EventOptions, IdentityOptions
 from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from ._results import SendResult
 from ._run import Run
-from ._track import OneOff, OnFull, Tracker, TrackResult, event_of
+from ._sync import Sync, SyncOptions
+from ._track import OneOff, OnFull, PlanSource, Tracker, TrackResult, event_of, planned
+from ._validate import TrackingPlan
 from ._wire import WireBatch
 
 if TYPE_CHECKING:
@@ -45,10 +48,7 @@ __all__ = [
     "Client",
     "IdentifyOptions",
     "SendEventsOptions",
-    "identify",
-    "send_events",
     "send_keywords",
-    "track",
 ]
 
 
@@ -133,7 +133,15 @@ class Client:
         as_of: Any = None,
         snapshot_id: int | None = None,
         partitioning: Partitioning | None = "hive",
+        plan: TrackingPlan | str | PathLike[str] | None = None,
         event_type_style: NameStyle | None = None,
+        cursor: str | None = None,
+        lookback: Any = None,
+        incremental: bool = False,
+        sync_name: str | None = None,
+        full_refresh: bool = False,
+        since: Any = None,
+        until: Any = None,
         options: EventOptions | None = None,
     ) -> SendResult:
         """Validate, convert and send events; invalid rows are reported and never sent.
@@ -151,7 +159,9 @@ class Client:
         ``snapshot_id``, ``partitioning`` and ``options`` (all of them as one
         :class:`EventOptions`): as for ``validate_events``. ``max_concurrency`` (at least
         1) and ``batch_size`` default to the client's. Input that breaks part way raises
-        InputError carrying what was delivered.
+        InputError carrying what was delivered. ``cursor``, ``lookback``, ``incremental``,
+        ``sync_name``, ``full_refresh``, ``since``, ``until``: an incremental sync
+        (``docs/guides/incremental-syncs.md``).
         """
         # each keyword to its field: the table's options (or options=, whole), the send's
         table = EventOptions.chosen(
@@ -174,6 +184,7 @@ class Client:
                 as_of=as_of,
                 snapshot_id=snapshot_id,
                 partitioning=partitioning,
+                plan=plan,
                 event_type_style=event_type_style,
                 text=TextFormat(
                     delimiter=delimiter,
@@ -194,31 +205,35 @@ class Client:
             batch_size=batch_size,
             max_concurrency=max_concurrency,
         )
+        syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
+                              sync_name=sync_name, full_refresh=full_refresh, since=since,
+                              until=until)  # fmt: skip
         config = self.config
         if send.batch_size is not None:
             config = config.with_options(batch_size=send.batch_size)
-        stream = EventStream(data, table)
-        concurrency = send.max_concurrency or config.max_concurrency  # None: the client's
-        run = Run(
-            config,
-            stream,
-            concurrency,
-            dry_run=send.dry_run,
-            progress=send.progress,
-            session=self.session,
-        )
+        with Sync.open(data, syncing, "events", table.reading, send, config) as sync:
+            stream = EventStream(sync.data, table)
+            concurrency = send.max_concurrency or config.max_concurrency  # None: the client's
+            run = Run(
+                config,
+                stream,
+                concurrency,
+                dry_run=send.dry_run,
+                progress=send.progress,
+                session=self.session,
+            )
 
-        def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
-            return chunk_events(wire, config.batch_size, run.size_limit)
+            def requests(wire: Iterable[WireBatch]) -> Iterator[Request]:
+                return chunk_events(wire, config.batch_size, run.size_limit)
 
-        guard = Guard(
-            new_ids=send.new_ids,
-            id_format=table.id_format,
-            namespace=table.namespace,
-            id_columns=tuple(table.id_columns) if table.id_columns else None,
-            by_columns=bool(table.id_columns),
-        )
-        return run.deliver(requests, send.ledger, guard=guard)
+            guard = Guard(
+                new_ids=send.new_ids,
+                id_format=table.id_format,
+                namespace=table.namespace,
+                id_columns=tuple(table.id_columns) if table.id_columns else None,
+                by_columns=bool(table.id_columns),
+            )
+            return sync.deliver(stream, lambda ledger: run.deliver(requests, ledger, guard=guard))
 
     def identify(
         self,
@@ -251,6 +266,14 @@ class Client:
         as_of: Any = None,
         snapshot_id: int | None = None,
         partitioning: Partitioning | None = "hive",
+        plan: TrackingPlan | str | PathLike[str] | None = None,
+        cursor: str | None = None,
+        lookback: Any = None,
+        incremental: bool = False,
+        sync_name: str | None = None,
+        full_refresh: bool = False,
+        since: Any = None,
+        until: Any = None,
         options: IdentityOptions | None = None,
     ) -> SendResult:
         """Validate identities and send one ``POST /v1/identify`` per valid row.
@@ -264,7 +287,8 @@ class Client:
         ``snapshot_id``, ``partitioning``): as for ``validate_events``; ``blank_consent``,
         ``require_consent`` and ``options`` (all of them as one :class:`IdentityOptions`): as
         for ``validate_identities``. ``max_concurrency`` (at least 1) defaults to the
-        client's ``identify_concurrency``.
+        client's ``identify_concurrency``. ``cursor`` and the other sync keywords: as for
+        :meth:`send_events` (a user whose body is unchanged is still skipped by the ledger).
         """
         # each keyword to its field: the table's options (or options=, whole), the send's
         table = IdentityOptions.chosen(
@@ -286,6 +310,7 @@ class Client:
                 as_of=as_of,
                 snapshot_id=snapshot_id,
                 partitioning=partitioning,
+                plan=plan,
                 text=TextFormat(
                     delimiter=delimiter,
                     header=header,
@@ -303,21 +328,25 @@ class Client:
             progress=progress,
             max_concurrency=max_concurrency,
         )
-        stream = IdentityStream(data, table)
-        concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
-        run = Run(
-            self.config,
-            stream,
-            concurrency,
-            dry_run=send.dry_run,
-            progress=send.progress,
-            session=self.session,
-            # one request per row: a slice's worth is built ahead of the network, so the
-            # workers never wait while the next slice is validated (~40 µs a row; the
-            # requests ahead of the default 8 rounds would last 0.4 s at 50 ms)
-            ahead=table.slice_rows,
-        )
-        return run.deliver(identify_requests, send.ledger)
+        syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
+                              sync_name=sync_name, full_refresh=full_refresh, since=since,
+                              until=until)  # fmt: skip
+        with Sync.open(data, syncing, "identities", table.reading, send, self.config) as sync:
+            stream = IdentityStream(sync.data, table)
+            concurrency = send.max_concurrency or self.config.identify_concurrency  # None: ditto
+            run = Run(
+                self.config,
+                stream,
+                concurrency,
+                dry_run=send.dry_run,
+                progress=send.progress,
+                session=self.session,
+                # one request per row: a slice's worth is built ahead of the network, so the
+                # workers never wait while the next slice is validated (~40 µs a row; the
+                # requests ahead of the default 8 rounds would last 0.4 s at 50 ms)
+                ahead=table.slice_rows,
+            )
+            return sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger))
 
     def track(
         self,
@@ -332,6 +361,7 @@ class Client:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> TrackResult:
         """Validate one event and send it now (``POST /v1/events/track``): for webhooks,
         scripts and low-volume services. Returns a :class:`TrackResult`.
@@ -351,6 +381,8 @@ class Client:
         is safe), ``TransportError`` when the API cannot be reached, ``Interrupted`` on
         Ctrl-C or SIGTERM. The client's retry policy applies; its ``deadline`` bounds each
         call. For many events, ``send_events`` or :meth:`tracker` send in batches.
+        ``plan``: a tracking plan (a ``TrackingPlan``, or a file read at each call) the
+        event must also keep, checked as a batch row is.
         """
         event = event_of(
             external_user_id,
@@ -363,6 +395,7 @@ class Client:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=planned(plan),
         )
         with _ONE_OFF_LOCK:  # threads of a web server may make the first call together
             if self._one_off is None:
@@ -378,6 +411,7 @@ class Client:
         block_timeout: float = 30.0,
         flush_timeout: float = 5.0,
         max_concurrency: int | None = None,
+        plan: PlanSource | None = None,
     ) -> Tracker:
         """A buffered :class:`Tracker`: ``t.track(...)`` (the arguments of :meth:`track`)
         validates and queues, background threads send batches of up to 500 to
@@ -390,7 +424,8 @@ class Client:
         ``QueueFull``, ``"raise"`` raises at once, ``"spill"`` (with a spool) keeps the
         overflow on disk only. At exit an open tracker flushes for ``flush_timeout``
         seconds, then warns with what is left. ``max_concurrency``: requests in flight
-        (default: the client's, at most 4).
+        (default: the client's, at most 4). ``plan``: a tracking plan every event must keep
+        (read once here; a ``track`` call's own ``plan=`` overrides it).
         """
         return Tracker(
             self.config,
@@ -401,74 +436,5 @@ class Client:
             block_timeout=block_timeout,
             flush_timeout=flush_timeout,
             max_concurrency=max_concurrency,
+            plan=planned(plan),
         )
-
-
-def send_events(
-    data: DataSource,
-    base_url: str | None = None,
-    api_key: str | Secret | None = None,
-    *,
-    config: ClientConfig | None = None,
-    session: requests.Session | None = None,
-    **options: Unpack[SendEventsOptions],
-) -> SendResult:
-    """One-call form: ``Client(base_url, api_key, config=config, session=session)
-    .send_events(data, ...)``; a dry run needs no base URL or key."""
-    api_key = as_secret(api_key)
-    if config is None and options.get("dry_run"):
-        config = ClientConfig.create(base_url, api_key, dry_run=True)
-    return Client(base_url, api_key, config=config, session=session).send_events(data, **options)
-
-
-def identify(
-    data: DataSource,
-    base_url: str | None = None,
-    api_key: str | Secret | None = None,
-    *,
-    config: ClientConfig | None = None,
-    session: requests.Session | None = None,
-    **options: Unpack[IdentifyOptions],
-) -> SendResult:
-    """One-call form: ``Client(base_url, api_key, config=config, session=session)
-    .identify(data, ...)``; a dry run needs no base URL or key."""
-    api_key = as_secret(api_key)
-    if config is None and options.get("dry_run"):
-        config = ClientConfig.create(base_url, api_key, dry_run=True)
-    return Client(base_url, api_key, config=config, session=session).identify(data, **options)
-
-
-def track(
-    external_user_id: str | int,
-    event_type: str,
-    *,
-    occurred_at: Any = None,
-    properties: Mapping[str, Any] | str | None = None,
-    context: Mapping[str, Any] | str | None = None,
-    message_id: str | None = None,
-    now: Any = None,
-    naive_timezone: str | None = None,
-    namespace: str | None = None,
-    id_format: IdFormat = "v2",
-    base_url: str | None = None,
-    api_key: str | Secret | None = None,
-    config: ClientConfig | None = None,
-) -> TrackResult:
-    """One-call form: ``Client(base_url, api_key, config=config).track(...)`` (a script
-    that sends one event; a service keeps one Client and calls its ``track``)."""
-    client = Client(base_url, as_secret(api_key), config=config)
-    try:
-        return client.track(
-            external_user_id,
-            event_type,
-            occurred_at=occurred_at,
-            properties=properties,
-            context=context,
-            message_id=message_id,
-            now=now,
-            naive_timezone=naive_timezone,
-            namespace=namespace,
-            id_format=id_format,
-        )
-    finally:
-        client.close()

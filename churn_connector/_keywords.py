@@ -7,6 +7,7 @@ them by name (Airflow's ``send_options``, Spark's options, ``send_partition``, `
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from os import PathLike
 from typing import Any
 
 from ._core import (
@@ -25,6 +26,8 @@ from ._delivery import SendOptions
 from ._ledger import LedgerArg
 from ._options import EventOptions, IdentityOptions
 from ._read import NameStyle, TextOptions
+from ._sync import SyncOptions
+from ._validate import TrackingPlan
 
 __all__ = ["IdentifyOptions", "SendEventsOptions", "send_keywords"]
 
@@ -54,8 +57,16 @@ class SendEventsOptions(TextOptions, total=False):
     as_of: Any
     snapshot_id: int | None
     partitioning: Partitioning | None
+    plan: TrackingPlan | str | PathLike[str] | None
     event_type_style: NameStyle | None
     id_format: IdFormat
+    cursor: str | None
+    lookback: Any
+    incremental: bool
+    sync_name: str | None
+    full_refresh: bool
+    since: Any
+    until: Any
     options: EventOptions | None
 
 
@@ -82,13 +93,23 @@ class IdentifyOptions(TextOptions, total=False):
     as_of: Any
     snapshot_id: int | None
     partitioning: Partitioning | None
+    plan: TrackingPlan | str | PathLike[str] | None
+    cursor: str | None
+    lookback: Any
+    incremental: bool
+    sync_name: str | None
+    full_refresh: bool
+    since: Any
+    until: Any
     options: IdentityOptions | None
 
 
 def send_keywords(kind: Kind) -> list[Option]:
     """The declared keywords of :meth:`Client.send_events` (``"events"``) or
-    :meth:`Client.identify` (``"identities"``): the table's, then the send's. With
+    :meth:`Client.identify` (``"identities"``): the table's, then the send's, then the
+    sync's. With
     ``options``, these are what Airflow's ``send_options``, Spark's options and
     ``send_partition`` take by name."""
     table = EventOptions if kind == "events" else IdentityOptions
-    return [*table.keywords(), *(o for o in options_of(SendOptions) if kind in o.declared.kinds)]
+    send = [o for o in options_of(SendOptions) if kind in o.declared.kinds]
+    return [*table.keywords(), *send, *options_of(SyncOptions)]

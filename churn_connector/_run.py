@@ -30,7 +30,8 @@ from ._delivery import (
     SizeLimit,
 )
 from ._ledger import Guard, LedgerArg, LedgerStage, open_ledger, scope_of
-from ._read import read_by_caller, row_count, unread_labels
+from ._notebook import short_interrupts
+from ._read import query_of, read_by_caller, row_count, unread_labels
 from ._results import SendResult
 from ._slices import Stream, batches
 from ._wire import WireBatch
@@ -143,6 +144,11 @@ class Run:
         book = self.stream.book
         if self.total is not None:
             self.stream.reserve(self.total)
+        else:
+            query = query_of(self.stream.data)
+            expected = query.estimated_rows() if query is not None else None
+            if expected is not None and expected > 0:
+                self.stream.expect(expected)
         enabled = False if self.dry_run else self.progress
         self.bar = Progress(
             self.stream.kind,
@@ -251,20 +257,29 @@ class Run:
                 stopped.args = (message,)
             return stopped
         # Ctrl-C, SIGTERM, or whatever an orchestrator raises when it kills the task
-        summary = f"interrupted: {counts['sent']:,} of {len(book):,} rows delivered"
-        if book.not_read is not None:
-            summary = (
-                f"interrupted: {counts['sent']:,} of the {len(book):,} rows read delivered; "
-                f"{book.not_read}"
+        # delivered: sent, or skipped as already delivered, as the progress bar fills it
+        delivered = counts["sent"] + counts["skipped"]
+        how = []
+        if counts["skipped"]:
+            how.append(
+                f"{counts['sent']:,} sent, {counts['skipped']:,} skipped as already delivered"
             )
+        summary = f"interrupted: {delivered:,} of {len(book):,} rows delivered"
+        if book.not_read is not None:
+            summary = f"interrupted: {delivered:,} of the {len(book):,} rows read delivered"
         elif read < len(book):  # the length is known: the rest was never read
-            summary += f" ({read:,} read, {len(book) - read:,} never read)"
+            how.append(f"{read:,} read, {len(book) - read:,} never read")
+        if how:
+            summary += f" ({'; '.join(how)})"
+        if book.not_read is not None:
+            summary += f"; {book.not_read}"
         # the exception carries the summary and whoever catches it shows it (the CLI prints
         # it); logged as a warning too, it printed twice, in a notebook as red stderr
         log.info("%s", summary)
         interrupted = Interrupted(
             summary, signal=signal_of(exc), counts=counts, rows=partial.rows, chunks=partial.chunks
         )
+        short_interrupts(Interrupted)  # in IPython: one line, the traceback kept for %tb
         interrupted.not_read = book.not_read
         return interrupted
 

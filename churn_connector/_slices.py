@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -25,13 +25,23 @@ import pandas as pd
 
 from ._core import Kind, Note, RowBook, RowState
 from ._json import ParsedTexts
+from ._options import utc_now
 from ._read import DEFAULT_TEXT, Fingerprinter, Slice, as_slice
-from ._validate import FailureLog, ValidationReport, failures_frame, pa, run_schema
+from ._validate import (
+    FailureLog,
+    TrackingPlan,
+    ValidationReport,
+    failures_frame,
+    pa,
+    plan_failures,
+    run_schema,
+)
 from ._wire import WireBatch
 
 __all__ = [
     "SliceStream",
     "Stream",
+    "Tap",
     "batches",
     "paused_gc",
     "report",
@@ -39,6 +49,8 @@ __all__ = [
 ]
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
+Tap = Callable[[Iterator[Slice]], Iterator[Slice]]
+"""What watches a stream's slices as they are read, in order (a sync's cursor: ``_sync``)."""
 _NAMED_FILES = 3  # files without a final newline named one by one in the notes
 
 
@@ -52,6 +64,8 @@ class Stream(Protocol):
     duplicates: int  # rows skipped as exact repeats of an earlier row
     wire_paths: Counter[str]  # events: slices by the wire path that wrote them
     natural_keys: bool  # events: batches carry their natural keys (a ledger's re-id guard)
+    newest_ms: int | None  # events: the newest valid occurred_at (epoch ms), for max_lag
+    tap: Tap | None  # watches the slices a send reads (an incremental sync's cursor)
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -69,6 +83,10 @@ class Stream(Protocol):
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
+        ...
+
+    def expect(self, rows: int) -> None:
+        """Size what a guess of the input's rows may size (a database's estimate)."""
         ...
 
     def notes(self) -> list[Note]:
@@ -90,8 +108,11 @@ class SliceStart:
 class SliceStream:
     """The steps every slice of every resource starts with."""
 
+    kind: Kind
     duplicates = 0
     natural_keys = False
+    newest_ms: int | None = None  # events: the newest valid occurred_at, epoch ms
+    tap: Tap | None = None
 
     def __init__(self, schema: pa.DataFrameSchema) -> None:
         self.schema = schema
@@ -99,18 +120,28 @@ class SliceStream:
         self.failures = FailureLog(self.book)
         self.wire_paths: Counter[str] = Counter()
         self.read_notes: dict[str, Note] = {}  # the reader's notes, by their text
+        self.plan_unknown: Counter[str] = Counter()  # unknown_events="warn": rows by type
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all, when the input's length is known up front."""
         self.book.reserve(rows)
+
+    def expect(self, rows: int) -> None:
+        """Size what may be sized by a guess of the input's rows (a database's estimate):
+        the events' index of message ids; nothing that counts rows."""
+
+    def tapped(self, parts: Iterator[Slice]) -> Iterator[Slice]:
+        """The slices a send reads, through the tap when one watches them."""
+        return parts if self.tap is None else self.tap(parts)
 
     def notes(self) -> list[Note]:
         """What the reader noted on the input (a text file without its final newline: the
         first few files by name, then how many more); a resource with more to say adds its
         own."""
         notes = list(self.read_notes.values())
+        plan = [self._unknown_note()] if self.plan_unknown else []
         if len(notes) <= _NAMED_FILES:
-            return notes
+            return notes + plan
         rest = len(notes) - _NAMED_FILES
         more = Note(
             kind="no_final_newline",
@@ -119,7 +150,20 @@ class SliceStream:
             message=f"{rest:,} more files end without a final newline; their last lines were "
             "read as written: if in doubt, export them again",
         )
-        return [*notes[:_NAMED_FILES], more]
+        return [*notes[:_NAMED_FILES], more, *plan]
+
+    def _unknown_note(self) -> Note:
+        total = sum(self.plan_unknown.values())
+        ranked = self.plan_unknown.most_common()
+        named = ", ".join(f"{t!r} ({n:,})" for t, n in ranked[:10])
+        more = f" and {len(ranked) - 10:,} more" if len(ranked) > 10 else ""
+        return Note(
+            kind="plan_unknown_events",
+            column="event_type",
+            count=total,
+            message=f"{total:,} rows have event types the tracking plan lacks, sent unchecked "
+            f"(unknown_events: warn): {named}{more}",
+        )
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -164,6 +208,9 @@ class SliceStream:
             result.invalid[list(broken)] = True
         else:
             self.failures.add(result.records, start, n)
+        plan = getattr(getattr(self, "options", None), "plan", None)
+        if plan is not None:
+            self._check_plan(plan, df, start, result.invalid)
         self.book.set(start + np.flatnonzero(result.invalid), RowState.INVALID)
         valid = np.flatnonzero(~result.invalid)
         parsed = result.parsed
@@ -173,6 +220,33 @@ class SliceStream:
             work = df.iloc[valid].set_axis(pd.RangeIndex(len(valid)), axis=0)
             parsed = parsed.of_rows(df, work, valid)
         return SliceStart(start, valid, work, parsed)
+
+    def _check_plan(
+        self, plan: TrackingPlan, df: pd.DataFrame, start: int, invalid: np.ndarray
+    ) -> None:
+        """The rows that meet the contract, checked against the tracking plan: a row that
+        breaks it is invalid (never sent); with ``unknown_events="warn"`` the rows of
+        event types it lacks are counted for a note (and sent)."""
+        found = plan_failures(
+            plan,
+            self.kind,
+            df,
+            np.flatnonzero(~invalid),
+            getattr(self, "options").rules,  # noqa: B009  (every stream with a plan has them)
+            start,
+            df.index,
+        )
+        for rec in found.records:
+            self.failures.fail(
+                rec["position"],
+                rec["column"],
+                rec["check"],
+                rec["value"],
+                rec["message"],
+                state=None,
+            )
+        invalid[found.invalid] = True
+        self.plan_unknown.update(found.unknown)
 
 
 @contextmanager
@@ -262,6 +336,11 @@ def report(stream: Stream) -> ValidationReport:
         source=stream.fingerprinter.source,
         fingerprint=stream.fingerprinter.result(),
         table_rows=stream.failures.table_rows,
+        newest_occurred_at=None
+        if stream.newest_ms is None
+        else pd.Timestamp(stream.newest_ms, unit="ms", tz="UTC"),
+        # the validation's now (the events' `now` option, when given): max_lag's measure
+        validated_at=utc_now(getattr(getattr(stream, "options", None), "now", None)),
     )
 
 

@@ -1,5 +1,6 @@
 """Network peers for reliability tests, all on 127.0.0.1: an HTTPS server with a throw-away
-CA, and a CONNECT proxy that records every byte a client sends it (a canary)."""
+CA, a CONNECT proxy that records every byte a client sends it (a canary), and a port whose
+connects are never answered."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import socketserver
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BufferedIOBase
@@ -34,6 +36,38 @@ def read_request(rfile: BufferedIOBase) -> tuple[bytes, bytes] | None:
         0,
     )
     return head, rfile.read(length)
+
+
+@contextlib.contextmanager
+def unanswered_connects() -> Iterator[int]:
+    """A port whose connects hang: it listens, never accepts, and its queue is full."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(4):  # fill the accept queue; what does not fit stays SYN_SENT
+                filler = socket.socket()
+                filler.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
+                fillers.append(filler)
+            time.sleep(0.2)
+            probe = socket.socket()
+            probe.settimeout(0.5)
+            try:  # the premise: a connect here hangs
+                probe.connect(("127.0.0.1", port))
+            except TimeoutError:
+                pass
+            else:
+                raise AssertionError("a connect to a full accept queue was answered")
+            finally:
+                probe.close()
+            yield port
+        finally:
+            for filler in fillers:
+                filler.close()
 
 
 class _Answer(BaseHTTPRequestHandler):

@@ -49,14 +49,18 @@ from .._run import Terminated, signal_of
 from .flags import (
     add_data_arguments,
     add_send_arguments,
+    add_sync_arguments,
     client_options,
     data_options,
+    input_of,
     inputs_of,
     send_options,
+    sync_options,
 )
 from .held import Signalled, signals_held
 from .ledger import add_ledger_parser
 from .ledger import run as ledger_command
+from .plan import add_plan_parser, run_plan
 from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
 from .track import add_track_parser, run_track
 from .validate import add_validate, run_validate
@@ -118,11 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--rows", type=Path, help="write the per-row frame (.csv/.parquet)")
     add_receipts(send)
     add_send_arguments(send)
+    add_sync_arguments(send)
     add_resend(sub, lambda p: _add_verbosity(p, argparse.SUPPRESS))
 
     add_track_parser(sub, _add_verbosity)
 
     add_ledger_parser(sub, _add_verbosity)
+
+    add_plan_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -144,16 +151,18 @@ def _send(args: argparse.Namespace) -> int:
     check_result_path(args.rows)
     check_receipts_path(args.receipts)
     refuse_clashes(inputs_of(args), [("--results", args.results), ("--rows", args.rows)])
+    data = input_of(args)
     # a dry run contacts nothing: it needs no base URL and no key
     config = ClientConfig.create(api_key=None, dry_run=args.dry_run, **client_options(args))
     sender = Client(config=config)
     send = sender.send_events if args.kind == "events" else sender.identify
     try:
         result = send(
-            args.file,
+            data,
             progress=False if args.quiet else None,
             **send_options(args),
             **data_options(args),
+            **sync_options(args),
         )
     except (RunStopped, Interrupted) as exc:
         # the run stopped: still leave the record of what was and was not delivered
@@ -164,6 +173,9 @@ def _send(args: argparse.Namespace) -> int:
         stopped_receipt(args, "send", args.kind, exc, started)
         raise
     _say(args, result.summary())
+    synced = result.fingerprint.get("sync")
+    if synced:
+        _say(args, sync_line(synced))
     if result.n_rows == 0:
         _say(args, "the input holds no rows: nothing to send")
     first = result.first_failures(10)
@@ -179,6 +191,22 @@ def _send(args: argparse.Namespace) -> int:
     written = _write_results(args, chunks, result.row_frames())
     result_receipt(args, "send", result)
     return result.exit_code if written else max(result.exit_code, ExitCode.STOPPED)
+
+
+def sync_line(synced: dict[str, Any]) -> str:
+    """One line on a sync's run: what it read, and where its watermark went."""
+    read = ", ".join(f"{k} {v}" for k, v in synced["read"].items()) or "everything"
+    verb = (
+        "moved"
+        if synced["moved"]
+        else "stays"
+        if synced["watermark_before"] == synced["watermark_after"]
+        else "would move"
+    )
+    return (
+        f"sync {synced['name']}: read {read} (filtered {synced['pushed']}); watermark {verb} "
+        f"{synced['watermark_before']} -> {synced['watermark_after']}"
+    )
 
 
 def _write_results(args: argparse.Namespace, chunks: Any, rows: Iterable[Any] | None) -> bool:
@@ -231,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_resend(args)
             if args.command == "track":
                 return run_track(args)
+            if args.command == "plan":
+                return run_plan(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))

@@ -20,7 +20,8 @@ from typing import Any
 from .._core import FLAGS, ClientConfig, ConfigurationError, Kind, Option, alternatives, options_of
 from .._delivery import SendOptions
 from .._options import EventOptions, IdentityOptions
-from .._read import TextFormat
+from .._read import TextFormat, sql, without_url_password
+from .._sync import SyncOptions
 
 _TEXT_GROUP = "text exports (CSV/TSV as warehouses write them)"
 _TABLES: dict[Kind, type[EventOptions] | type[IdentityOptions]] = {
@@ -121,16 +122,69 @@ def add_data_arguments(
         p.add_argument(
             "file",
             type=input_argument,
-            help="a .parquet, .csv, .tsv, .ndjson, .avro, .orc or .arrow file (text optionally "
-            ".gz/.zst), a folder of part files (or a Redshift manifest), a glob (quote it), a "
-            "Delta table's folder, or an Iceberg table (its metadata file or folder, or "
-            "iceberg://CATALOG/NAMESPACE.TABLE)",
+            nargs="?",
+            default=None,
+            help="(or --sql and --connection) a .parquet, .csv, .tsv, .ndjson, .avro, .orc or "
+            ".arrow file (text optionally .gz/.zst), a folder of part files (or a Redshift "
+            "manifest), a glob (quote it), a Delta table's folder, or an Iceberg table (its "
+            "metadata file or folder, or iceberg://CATALOG/NAMESPACE.TABLE)",
+        )
+        query = p.add_argument_group("a query of a database (instead of a file)")
+        query.add_argument(
+            "--sql",
+            metavar="QUERY",
+            help="read the rows of this SELECT (column aliases name the fields: plan AS "
+            '"properties.plan"), streamed as Arrow batches; with --connection',
+        )
+        query.add_argument(
+            "--connection",
+            type=_reading(without_url_password),
+            metavar="URL",
+            help="the database --sql reads: postgresql://USER@HOST/DB (the password from "
+            "PGPASSWORD or ~/.pgpass, never in the URL), sqlite:///PATH or a .sqlite/.db "
+            "file, duckdb:///PATH or a .duckdb file, or another SQLAlchemy URL",
         )
     text = p.add_argument_group(_TEXT_GROUP)
     layout = {o.name for o in options_of(TextFormat)}
     for option in data_flags():
         if option.name not in skip:
             add_flag(text if option.name in layout else p, option)
+
+
+def input_of(args: argparse.Namespace) -> Any:
+    """What ``validate`` and ``send`` read: the file (or table) named, or ``--sql`` on
+    ``--connection`` (``cc.sql``)."""
+    if args.sql is None:
+        if args.connection is not None:
+            raise ConfigurationError("--connection names the database of a query: add --sql")
+        if args.file is None:
+            raise ConfigurationError(
+                "name the input: a file, folder or table, or a query (--sql and --connection)"
+            )
+        return args.file
+    if args.file is not None:
+        raise ConfigurationError(
+            f"{args.file} and --sql: one input a run; drop the file or the query"
+        )
+    if args.connection is None:
+        raise ConfigurationError(
+            "--sql needs the database it reads: --connection URL (postgresql://USER@HOST/DB, "
+            "sqlite:///PATH, duckdb:///PATH)"
+        )
+    return sql(args.sql, args.connection)
+
+
+def add_sync_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of an incremental sync (``SyncOptions``: ``--cursor``, ``--lookback``,
+    ``--sync-name``, ``--full-refresh``, ...)."""
+    group = p.add_argument_group("incremental syncs (with --ledger: read only what is new)")
+    for option in _on_command_line(options_of(SyncOptions)):
+        add_flag(group, option, by_kind=False)
+
+
+def sync_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of the sync that ``--cursor``, ``--lookback``, ... stand for."""
+    return _given(args, options_of(SyncOptions))
 
 
 def add_send_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,9 @@ hold is refused, naming those it does), ``export`` (every record
 to Parquet) and ``compact`` (the retention default, and object storage's segments merged
 into one; safe while others write). The location is a SQLite path or a ledger URL; a
 password in it is refused (shell history and process lists keep arguments): PGPASSWORD or
-~/.pgpass give it.
+~/.pgpass give it. ``syncs`` lists the incremental syncs' watermarks; ``--set NAME=VALUE``
+moves one (a backfill from a point, or past rows never to be sent), ``--reset NAME`` drops
+it (the next run reads everything; the ledger still skips what was delivered).
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ import pyarrow.parquet as pq
 
 from .._core import ConfigurationError, ExitCode, text_table
 from .._ledger import EVENT_RETENTION_DAYS, EXPORT_SCHEMA, Ledger, command_line_location
+from .._sync import (
+    FILES_KIND,
+    SYNC_KIND,
+    Value,
+    Watermark,
+    file_keys,
+    syncs_frame,
+    type_of,
+)
 
 _LOCATION_HELP = (
     "a SQLite file or a ledger URL: postgresql://user@host/db, s3://bucket/prefix/, gs://, "
@@ -106,7 +117,33 @@ def add_ledger_parser(
         help="drop event records acknowledged more than N days ago (at least 31: the API "
         "takes events up to 30 days old)",
     )
-    for command in (stats, forget, export, compact):
+    syncs = commands.add_parser(
+        "syncs",
+        help="the incremental syncs' watermarks; --set or --reset moves one",
+        description="List the watermarks of the incremental syncs the ledger holds (--cursor, "
+        "--incremental); --set NAME=VALUE moves one, --reset NAME drops it.",
+    )
+    syncs.add_argument("location", metavar="LEDGER", type=location, help=_LOCATION_HELP)
+    moves = syncs.add_mutually_exclusive_group()
+    moves.add_argument(
+        "--set",
+        metavar="NAME=VALUE",
+        help="move sync NAME's watermark to VALUE (a cursor value: an integer, a date, a "
+        "timestamp; a version or snapshot id for a table's sync): the next run reads the "
+        "rows after it",
+    )
+    moves.add_argument(
+        "--reset",
+        metavar="NAME",
+        help="drop sync NAME's watermark: the next run reads everything again (the ledger "
+        "still skips what was delivered)",
+    )
+    syncs.add_argument(
+        "--scope",
+        help="the scope (as `ledger syncs` shows it) of a sync that several scopes hold, or "
+        "of one --set creates",
+    )
+    for command in (stats, forget, export, compact, syncs):
         add_verbosity(command, argparse.SUPPRESS)
 
 
@@ -140,7 +177,8 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         raise ConfigurationError(
             f"ledger export writes Parquet: name a .parquet file, not {args.file}"
         )
-    read_only = command in ("stats", "export")
+    moving = command == "syncs" and (args.set is not None or args.reset is not None)
+    read_only = command in ("stats", "export") or (command == "syncs" and not moving)
     with Ledger(args.location, read_only=read_only) as ledger:
         if command == "stats":
             say(ledger.describe())
@@ -162,6 +200,85 @@ def run(args: argparse.Namespace, say: Callable[[str], None]) -> int:
                     out.write_batch(batch)
                     written += batch.num_rows
             say(f"{written:,} records written to {args.file}")
+        elif command == "syncs":
+            if moving:
+                say(_move_sync(ledger, args.set, args.reset, args.scope))
+            else:
+                say(ledger.describe())
+                frame = syncs_frame(ledger)
+                if frame.empty:
+                    say("no syncs")
+                else:
+                    width = shutil.get_terminal_size().columns - 1
+                    shown = frame.astype({"recorded_at": str})
+                    say(text_table(shown, width, wrap="source"))
         else:
             say(ledger.compact(keep_events_days=args.keep_events_days))
     return ExitCode.OK
+
+
+def _move_sync(ledger: Ledger, setting: str | None, reset: str | None, scope: str | None) -> str:
+    """``ledger syncs --set NAME=VALUE`` / ``--reset NAME``: what was done, in a line."""
+    if setting is not None:
+        name, equals, text = setting.partition("=")
+        name, text = name.strip(), text.strip()
+        if not equals or not name or not text:
+            raise ConfigurationError(
+                f"ledger syncs --set {setting!r}: give NAME=VALUE (the name as `ledger syncs` "
+                "shows it, the watermark to move to)"
+            )
+    else:
+        assert reset is not None
+        name, text = reset.strip(), ""
+    frame = syncs_frame(ledger)
+    held = frame[frame["name"] == name]
+    scopes = sorted(set(held["scope"].astype(str)))
+    if scope is not None:
+        if scope not in scopes and reset is not None:
+            raise ConfigurationError(
+                f"ledger syncs --reset: no sync {name!r} in scope {scope!r}"
+                + (f" (it is in {', '.join(map(repr, scopes))})" if scopes else "")
+            )
+        scopes = [scope]
+    elif not scopes:
+        raise ConfigurationError(
+            f"ledger syncs: {ledger.describe()} holds no sync {name!r} (`ledger syncs` lists "
+            "them)" + ("; to create one, name its --scope" if setting is not None else "")
+        )
+    elif len(scopes) > 1:
+        raise ConfigurationError(
+            f"ledger syncs: sync {name!r} is held in {len(scopes)} scopes "
+            f"({', '.join(map(repr, scopes))}): name one with --scope"
+        )
+    where = scopes[0]
+    if reset is not None:
+        ledger.forget(where, SYNC_KIND, [name])
+        ledger.forget(where, FILES_KIND, file_keys(ledger, where, name))
+        ledger.flush()
+        return f"sync {name}: watermark dropped (the next run reads everything)"
+    old_text = ledger.known(where, SYNC_KIND, [name]).get(name)
+    old = Watermark.parse(name, old_text) if old_text is not None else None
+    if old is not None and old.by == "files":
+        raise ConfigurationError(
+            f"ledger syncs --set: sync {name!r} reads a folder by its files: it has no "
+            "watermark to set (--reset reads every file again)"
+        )
+    if old is not None and old.by in ("versions", "snapshots"):
+        try:
+            new = old.moved(position=int(text))
+        except ValueError:
+            raise ConfigurationError(
+                f"ledger syncs --set: sync {name!r} reads by {old.by}: give a whole number, "
+                f"not {text!r}"
+            ) from None
+    else:
+        kind = old.value.type if old is not None and old.value is not None else type_of(text)
+        value = Value.parse(kind, text)
+        new = (
+            old.moved(value)
+            if old is not None
+            else Watermark(name, "cursor", "set by hand", value=value)
+        )
+    ledger.record_now(where, SYNC_KIND, [(name, new.text())])
+    before = old.shown if old is not None else "none"
+    return f"sync {name}: watermark {before} -> {new.shown}"

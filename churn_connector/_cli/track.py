@@ -35,7 +35,8 @@ from .._core import (
 )
 from .._json import repeat_in, repeated_text_key
 from .._read import repeat_of
-from .._track import TrackHandle
+from .._track import TrackHandle, planned
+from .._validate import TrackingPlan
 from .flags import add_client_arguments, add_event_flags, client_options
 
 __all__ = ["add_track_parser", "run_track"]
@@ -77,7 +78,7 @@ def add_track_parser(sub: Any, add_verbosity: Any) -> None:
         "--message-id", metavar="ID", help="your own id for it (a webhook's event id)"
     )
     track.add_argument("--ndjson", metavar="FILE", help="send the events of FILE (- for stdin)")
-    add_event_flags(track, ("naive_timezone", "namespace"))
+    add_event_flags(track, ("naive_timezone", "namespace", "plan"))
     add_client_arguments(track)  # --base-url, --deadline, timeouts, retries: as send takes them
 
 
@@ -144,8 +145,9 @@ def run_track(args: argparse.Namespace) -> int:
         raise ConfigurationError("give EVENT_TYPE and --user ID (or --ndjson FILE)")
     client = Client(config=ClientConfig.create(api_key=None, **client_options(args)))
     options = {"naive_timezone": args.naive_timezone, "namespace": args.namespace}
+    plan = planned(args.plan)  # read once, before anything is sent
     if args.ndjson is not None:
-        return _ndjson(client, args, options)
+        return _ndjson(client, args, options, plan)
     try:
         context = None if args.context is None else _json(args.context, "--context", "context")
         result = client.track(
@@ -155,6 +157,7 @@ def run_track(args: argparse.Namespace) -> int:
             properties=_properties(args),
             context=context,
             message_id=args.message_id,
+            plan=plan,
             **options,
         )
     except DataValidationError as exc:
@@ -191,10 +194,12 @@ def _numbered(stream: IO[str]) -> Iterator[tuple[int, str]]:
             stream.close()
 
 
-def _ndjson(client: Client, args: argparse.Namespace, options: dict[str, Any]) -> int:
+def _ndjson(
+    client: Client, args: argparse.Namespace, options: dict[str, Any], plan: TrackingPlan | None
+) -> int:
     code = ExitCode.OK
     handles: list[TrackHandle] = []
-    tracker = client.tracker()
+    tracker = client.tracker(plan=plan)
     try:
         for number, line in _lines(args.ndjson):
             try:

@@ -39,7 +39,7 @@ from .._validate import (
     report_document,
     write_rows,
 )
-from .flags import _given, add_data_arguments, add_flag, data_options, inputs_of
+from .flags import _given, add_data_arguments, add_flag, data_options, input_of, inputs_of
 from .held import Signalled, signals_held
 
 FORMATS = ("text", "json", "github")
@@ -55,7 +55,9 @@ def add_validate(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
     # --format takes the input's format (for files named without one) and the report's:
     # their values differ (csv, tsv, parquet, ndjson, avro; text, json, github)
     add_data_arguments(p, skip=("format",))
-    gate = p.add_argument_group("the gate (exit 1 above --max-invalid, 0 otherwise)")
+    gate = p.add_argument_group(
+        "the gate (exit 1 above --max-invalid, or outside a volume or freshness limit; 0 otherwise)"
+    )
     for option in options_of(GateOptions):
         add_flag(gate, option)
     out = p.add_argument_group("reports")
@@ -134,10 +136,8 @@ def _run(args: argparse.Namespace) -> int:
     validate = validate_events if args.kind == "events" else validate_identities
     # the rows that passed are kept only for --passed: without it, memory stays flat
     with nullcontext() if args.passed is not None else without_valid_rows():
-        report: ValidationReport = validate(args.file, **data_options(args))
-    verdict = report.gate(
-        max_invalid=gate.max_invalid, warn_invalid=gate.warn_invalid, warn_on=gate.warn_on
-    )
+        report: ValidationReport = validate(input_of(args), **data_options(args))
+    verdict = report.judged(gate)
     quiet = args.quiet
     say = print if args.output == "text" else _to_stderr
     if not quiet:

@@ -9,6 +9,7 @@ checked against the classes by ``tests/core/test_exceptions.py``)::
     Exception
     └── ChurnConnectorError          every error raised on purpose                  retryable
         ├── ConfigurationError       bad options; key or base URL missing           no
+        │   └── PlanError            a tracking plan unusable  .path .where .keyword  no
         ├── DataValidationError      rows invalid  .n_invalid .n_rows .checks       no
         ├── QueueFull                a tracker's queue full  .max_queue             yes
         ├── DeliveryError            rows not delivered  .counts .rows .chunks      *
@@ -62,6 +63,7 @@ __all__ = [
     "InputError",
     "Interrupted",
     "LedgerError",
+    "PlanError",
     "QueueFull",
     "RunStopped",
     "StorageError",
@@ -173,6 +175,26 @@ _RunStopped = RunStopped  # its name before it was public (for code written agai
 
 class ConfigurationError(ChurnConnectorError):
     """An option, the base URL or the API key is missing or unusable."""
+
+
+class PlanError(ConfigurationError):
+    """A tracking plan that cannot be used: unreadable, not a plan, or a schema keyword
+    outside the supported subset of JSON Schema (never ignored). ``path``: the plan's file
+    (None for a plan given as a mapping); ``where``: the place in the plan
+    (``events.invoice_paid.properties.amount``); ``keyword``: the refused keyword, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        where: str | None = None,
+        keyword: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.where = where
+        self.keyword = keyword
 
 
 class DataValidationError(ChurnConnectorError):

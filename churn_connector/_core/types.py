@@ -83,6 +83,7 @@ NoteKind = Literal[
     "opt_out_without_address",  # an opt-out on a row without the address: nothing to send
     "event_types_restyled",  # event_type_style rewrote event types (each mapping counted)
     "no_final_newline",  # a text file's last line is whole but unterminated: cut or not?
+    "plan_unknown_events",  # unknown_events="warn": event types the tracking plan lacks, sent
 ]
 
 

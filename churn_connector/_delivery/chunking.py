@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -13,6 +14,11 @@ import pyarrow.compute as pc
 from .._core import EVENTS_PATH, IDENTIFY_PATH
 from .._wire import WireBatch
 
+Parts: TypeAlias = pa.BinaryArray | list[bytes]
+"""An events request's serialised events, one per position: an Arrow array (a batch send's,
+sliced from its wire batches without a copy) or a list (a tracker's few events: no Arrow
+allocation on its sender threads, which a fork may copy mid-allocation into a child)."""
+
 
 @dataclass(slots=True)  # an identify run holds a slice of them ahead of the network
 class Request:
@@ -20,7 +26,7 @@ class Request:
 
     path: str
     positions: list[int]
-    parts: pa.BinaryArray | None = None  # events: one serialised event per position
+    parts: Parts | None = None  # events: one serialised event per position
     body: bytes | None = None  # identify: the whole body
     parent: int | None = None  # the chunk this is a bisected half of
     key: str | None = None  # requests with one key are sent one at a time, in order
@@ -31,15 +37,20 @@ class Request:
         if self.body is not None:
             return self.body
         assert self.parts is not None
+        if isinstance(self.parts, list):
+            return b"".join((_OPEN, b",".join(self.parts), _CLOSE))
         return batch_body(self.parts)
 
     def select(self, keep: Sequence[int], parent: int | None = None) -> Request:
         """The events request restricted to the entries at indices ``keep``."""
-        assert self.parts is not None
+        parts = self.parts
+        assert parts is not None
         return Request(
             self.path,
             [self.positions[i] for i in keep],
-            self.parts.take(pa.array(keep, pa.int64())),
+            [parts[i] for i in keep]
+            if isinstance(parts, list)
+            else parts.take(pa.array(keep, pa.int64())),
             parent=parent,
             times=None if self.times is None else self.times[list(keep)],
         )

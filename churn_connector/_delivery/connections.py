@@ -277,6 +277,20 @@ def _proxy_of(config: ClientConfig, host: str) -> str | None:
     return found
 
 
+def proxy_for(config: ClientConfig) -> str | None:
+    """The proxy between us and the API, if any: ``proxy``, else (with ``trust_env``) the
+    environment's unless ``NO_PROXY`` names the host; checked, and refused for a plain
+    http:// base URL, where it would read the key. Both posters ask here."""
+    where = endpoint_of(config.base_url)
+    proxy = _proxy_of(config, where.host)
+    if proxy is not None and where.scheme != "https":
+        raise ConfigurationError(
+            "a proxy is configured (or found in the environment) for a plain http:// base "
+            "URL: the proxy would read the key; use https:// or unset the proxy"
+        )
+    return proxy
+
+
 class ConnectionPool:
     """At most ``size`` keep-alive connections to the API's host; thread-safe."""
 
@@ -286,12 +300,7 @@ class ConnectionPool:
         self.https = where.scheme == "https"
         self.host, self.port, self.prefix = where.host, where.port, where.path.rstrip("/")
         self.where = f"{self.host}:{self.port}"
-        self._proxy = _proxy_of(config, self.host)
-        if self._proxy is not None and not self.https:
-            raise ConfigurationError(
-                "a proxy is configured (or found in the environment) for a plain http:// base "
-                "URL: the proxy would read the key; use https:// or unset the proxy"
-            )
+        self._proxy = proxy_for(config)
         self.flights = Flights()
         # never more attempts in flight than ``size``, so the pool needs no blocking; and
         # blocking would hang at interpreter exit: urllib3 empties its pools from an atexit

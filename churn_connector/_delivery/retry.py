@@ -4,7 +4,8 @@
 tested row by row. Retried: network failures, 408, 429 and 5xx. Waits grow exponentially with
 full jitter, ``Retry-After`` (seconds or an HTTP date) is honoured up to ``max_retry_after``.
 Like stamina, ``set_retry_testing(True)`` (or the ``instant_retries()`` context manager)
-keeps every retry but skips the sleeping, so retry tests run instantly.
+keeps every retry but skips the waiting (the delivery policy reads the switch), so retry
+tests run instantly.
 """
 
 from __future__ import annotations
@@ -81,16 +82,6 @@ def instant_retries() -> Iterator[None]:
         yield
     finally:
         set_retry_testing(was)
-
-
-def sleep(seconds: float, stop: threading.Event | None = None) -> None:
-    """Sleep unless retry testing is on; wake early when ``stop`` is set."""
-    if seconds <= 0 or _testing.is_set():
-        return
-    if stop is None:
-        time.sleep(seconds)
-    else:
-        stop.wait(seconds)
 
 
 def next_wait(

@@ -2,11 +2,9 @@
 
 Requests are built on a thread of their own (``prefetch``), at most ``8 × concurrency``
 ahead of the network, so sending never waits for a slice to be built and memory stays flat
-however long the input. A batch whose content the API refused (400, 422) is split in halves
-and the halves are sent again, isolating the offending events and delivering the rest; a 413
-teaches the run a smaller request size. Just before a request is sent, events that aged out
-of the API's 30-day window are taken out of it (``expired``). Workers are daemon threads, so
-an interrupt ends the process at once even while a request hangs.
+however long the input. How each request goes and lands (expiry, a size learned from 413s,
+bisecting a refused batch, its rows' states) is ``landing``'s, as for the trackers. Workers
+are daemon threads, so an interrupt ends the process at once even while a request hangs.
 """
 
 from __future__ import annotations
@@ -19,22 +17,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from .._core import PAST_WINDOW, ChunkStatus, RowBook, RowState, TransportError
+from .._core import RowBook, RowState
+from .answers import Outcome
 from .chunking import Request, SizeLimit
 from .chunklog import ChunkLog
+from .landing import Landed, Landing, Spend, deliver
 from .prefetch import DeadlinePassed, Handoff, Prefetch, get_feeding
 from .progress import Progress
-from .transport import Outcome, Poster
+from .transport import Poster
 
-# statuses that say "something in this body": splitting can isolate it
-SPLIT_STATUSES = frozenset({400, 413, 422})
-TOO_LARGE = 413
-# an event this close to the end of the window could age out while its request is in flight
-EXPIRY_MARGIN_MS = 60_000
-_WINDOW_MS = int(PAST_WINDOW.total_seconds() * 1000)
-_ROW_STATE = {"sent": RowState.SENT, "rejected": RowState.REJECTED, "failed": RowState.FAILED}
 _DRAIN_SECONDS = 1.0  # after a stop: how long to wait for requests in flight to report
 # requests built ahead, in rounds of ``concurrency``: at 16 in flight, 128 requests (64k
 # events) cover the time it takes to build the next slice
@@ -76,158 +67,30 @@ class Sender:
         self.read_to_end = False  # the input was read to its end (not cut by the deadline)
         self.book = book
         self.concurrency = concurrency
-        self.bisect = bisect
-        # an API that refuses everything would otherwise cost ~2 requests per event
-        self.split_budget = split_budget
-        self.size_limit = size_limit or SizeLimit(None)
-        self.on_sent = on_sent
-        self.progress = progress
+        self.spend = Spend(
+            bisect=bisect, split_budget=split_budget, size_limit=size_limit or SizeLimit(None)
+        )
         self.chunks = ChunkLog(book.labels)  # one record per request, column-wise
-        self._started = time.monotonic()  # chunks record when they ended, from here
+        acknowledged = None if on_sent is None else _sent_to(on_sent)
+        self.landing = Landing(
+            book, self.spend, chunks=self.chunks, progress=progress, on_landed=acknowledged
+        )
         self._lock = threading.Lock()
-        self._next_chunk = 0
-        self._active: dict[int, tuple[Request, int]] = {}  # chunk -> (request, body size)
-        self._closed = False  # after a stop: late answers change nothing
         # set once every worker has posted its first request: the builder waits for it
         # (``Prefetch``'s warm-up) while enough requests are ready
         self._warm = threading.Event()
         self._posted = 0
         self._stopping = threading.Event()  # a worker hit an error that ends the run
 
-    def _new_chunk_number(self) -> int:
-        with self._lock:
-            self._next_chunk += 1
-            return self._next_chunk
-
-    def _record(
-        self, req: Request, number: int, size: int, outcome: Outcome, status: ChunkStatus
-    ) -> None:
-        self.chunks.append(
-            chunk=number,
-            parent_chunk=req.parent,
-            endpoint=req.path,
-            events=len(req.positions),
-            first=req.positions[0],
-            last=req.positions[-1],
-            status=status,
-            http_status=outcome.http_status,
-            attempts=outcome.attempts,
-            elapsed_s=round(outcome.elapsed_s, 4),
-            finished_s=round(time.monotonic() - self._started, 4),
-            bytes=size,
-            error=outcome.error,
-            response=outcome.response,
-        )
-
-    def _finish(self, req: Request, number: int, size: int, outcome: Outcome) -> None:
-        """Record how a request ended and set its rows' states (unless the run was closed)."""
-        with self._lock:
-            self._active.pop(number, None)
-            if self._closed:
-                return
-            if outcome.status == "dry_run":
-                self._record(req, number, size, outcome, "dry_run")
-                self.book.set_chunk(req.positions, number)  # the rows stay pending
-                return
-            self._record(req, number, size, outcome, outcome.status)
-            state = _ROW_STATE[outcome.status]
-            error = None if state == RowState.SENT else outcome.error
-            if error is not None and outcome.event_errors:
-                error += " (the answer named other events of the request, not this one)"
-            self.book.set(req.positions, state, error=error, chunk=number)
-            if state != RowState.SENT:  # the API's own word on some events: on their rows
-                for index, said in outcome.event_errors:
-                    if 0 <= index < len(req.positions):
-                        self.book.set([req.positions[index]], state, error=said)
-        if state == RowState.SENT and self.on_sent is not None:
-            self.on_sent(req.positions)
-        self.progress.update(len(req.positions))
-
     def deliver(self, req: Request) -> None:
-        """Send one request (and, if it is rejected, its halves); set every row's state."""
-        req = self._without_expired(req)
-        if not req.positions:
-            return
-        payload = req.payload()
-        if req.parts is not None and len(req.parts) > 1 and not self.size_limit.fits(len(payload)):
-            first, second = req.halves(req.parent)  # built before the API's limit was learned
-            first.number = req.number
-            self.deliver(first)
-            self.deliver(second)
-            return
-        number = req.number if req.number is not None else self._new_chunk_number()
+        """Send one request (and, if it is split, its halves); set every row's state."""
+        deliver(self.landing, self.poster, req, self._posting)
+
+    def _posting(self) -> None:
         with self._lock:
-            self._active[number] = (req, len(payload))
             self._posted += 1
             if self._posted >= self.concurrency:
                 self._warm.set()
-        try:
-            outcome = self.poster.post(req.path, payload)
-        except TransportError as exc:
-            # the request that stopped the run belongs in the chunk frame too
-            stopped = Outcome("failed", exc.status, exc.attempts or 1, 0.0, exc.message, None)
-            with self._lock:
-                self._active.pop(number, None)
-                self._record(req, number, len(payload), stopped, "failed")
-                self.book.set_chunk(req.positions, number)
-            raise
-        if outcome.http_status == TOO_LARGE:
-            self.size_limit.refused(len(payload))
-        if self._should_split(req, outcome):
-            with self._lock:
-                self._active.pop(number, None)
-                if self._closed:
-                    return
-                self._record(req, number, len(payload), outcome, "split")
-            for half in req.halves(parent=number):
-                self.deliver(half)
-            return
-        if outcome.http_status == TOO_LARGE and len(req.positions) == 1:
-            outcome = Outcome(
-                outcome.status,
-                outcome.http_status,
-                outcome.attempts,
-                outcome.elapsed_s,
-                f"HTTP 413: this event alone ({len(payload)} bytes) is larger than the API accepts",
-                outcome.response,
-            )
-        self._finish(req, number, len(payload), outcome)
-
-    def _should_split(self, req: Request, outcome: Outcome) -> bool:
-        if req.parts is None or len(req.parts) < 2 or outcome.http_status not in SPLIT_STATUSES:
-            return False
-        if outcome.http_status == TOO_LARGE:
-            return True  # a size problem, not a content one: never a reason to reject rows
-        return self.bisect and self._spend_split()
-
-    def _spend_split(self) -> bool:
-        with self._lock:
-            if self.split_budget <= 0:
-                return False
-            self.split_budget -= 2
-            return True
-
-    def _without_expired(self, req: Request) -> Request:
-        """The request without events that aged out of the 30-day window since validation."""
-        if req.times is None:
-            return req
-        oldest_ms = int(time.time() * 1000) - _WINDOW_MS + EXPIRY_MARGIN_MS
-        times = np.asarray(req.times, dtype=np.int64)
-        expired = np.flatnonzero(times < oldest_ms)
-        if not len(expired):
-            return req
-        with self._lock:
-            if not self._closed:
-                self.book.set(
-                    [req.positions[i] for i in expired.tolist()],
-                    RowState.EXPIRED,
-                    error="aged out of the API's 30-day window before its request was sent; "
-                    "never sent",
-                )
-        self.progress.update(len(expired))
-        kept = req.select(np.flatnonzero(times >= oldest_ms).tolist(), req.parent)
-        kept.number = req.number
-        return kept
 
     # -- running -------------------------------------------------------------------------
     def _work(self, inbox: queue.SimpleQueue[_Work | None], done: queue.SimpleQueue[_Work]) -> None:
@@ -291,7 +154,7 @@ class Sender:
                         break
                     if req is None:
                         break
-                    req.number = self._new_chunk_number()  # chunks numbered in input order
+                    req.number = self.spend.number()  # chunks numbered in input order
                     inbox.put(_Work(req))
                     in_flight += 1
                 if not in_flight:
@@ -334,14 +197,7 @@ class Sender:
             except queue.Empty:
                 break
             in_flight -= 1
-        with self._lock:
-            self._closed = True
-            stuck = list(self._active.items())
-            self._active.clear()
-        for number, (req, size) in stuck:
-            error = f"{reason}; outcome unknown, safe to re-send"
-            self._record(req, number, size, Outcome("failed", None, 1, 0.0, error, None), "failed")
-            self.book.set(req.positions, RowState.FAILED, error=error, chunk=number)
+        self.landing.close(reason)
 
 
 class _Feeder:
@@ -379,6 +235,14 @@ class _Feeder:
             else:
                 self._held.append(nxt)
         return None
+
+
+def _sent_to(acknowledged: Callable[[Sequence[int]], None]) -> Landed:
+    def landed(positions: Sequence[int], state: RowState, outcome: Outcome | None) -> None:
+        if state == RowState.SENT:
+            acknowledged(positions)
+
+    return landed
 
 
 def _reason_of(exc: BaseException) -> str:

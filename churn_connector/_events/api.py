@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from os import PathLike
 from typing import Any
 
 import orjson
@@ -19,7 +20,7 @@ from .._core import (
 from .._options import EventOptions
 from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from .._slices import batches, report
-from .._validate import ValidationReport
+from .._validate import TrackingPlan, ValidationReport
 from .stream import EventStream
 
 
@@ -50,6 +51,7 @@ def validate_events(
     as_of: Any = None,
     snapshot_id: int | None = None,
     partitioning: Partitioning | None = "hive",
+    plan: TrackingPlan | str | PathLike[str] | None = None,
     event_type_style: NameStyle | None = None,
     options: EventOptions | None = None,
 ) -> ValidationReport:
@@ -99,6 +101,7 @@ def validate_events(
             as_of=as_of,
             snapshot_id=snapshot_id,
             partitioning=partitioning,
+            plan=plan,
             event_type_style=event_type_style,
             text=TextFormat(
                 delimiter=delimiter,
@@ -141,6 +144,7 @@ def events_to_wire(
     as_of: Any = None,
     snapshot_id: int | None = None,
     partitioning: Partitioning | None = "hive",
+    plan: TrackingPlan | str | PathLike[str] | None = None,
     event_type_style: NameStyle | None = None,
     options: EventOptions | None = None,
 ) -> list[dict[str, Any]]:
@@ -165,6 +169,7 @@ def events_to_wire(
             as_of=as_of,
             snapshot_id=snapshot_id,
             partitioning=partitioning,
+            plan=plan,
             event_type_style=event_type_style,
             text=TextFormat(
                 delimiter=delimiter,

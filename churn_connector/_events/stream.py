@@ -55,8 +55,12 @@ class EventStream(SliceStream):
         super().reserve(rows)
         self._seen.reserve(rows)
 
+    def expect(self, rows: int) -> None:
+        # a guess: the index takes ids beyond it exactly (SeenIds.reserve)
+        self._seen.reserve(rows)
+
     def slices(self) -> Iterator[Slice]:
-        parts = iter_slices(self.data, self.options.reading)
+        parts = self.tapped(iter_slices(self.data, self.options.reading))
         if self.options.event_type_style is None:
             return parts
         return (self._restyled(part) for part in parts)
@@ -120,6 +124,10 @@ class EventStream(SliceStream):
             if self.natural_keys and wire.given is None
             else None
         )
+        if len(wire.ms):
+            newest = int(wire.ms.max())
+            if self.newest_ms is None or newest > self.newest_ms:
+                self.newest_ms = newest
         if wire.path is not None:
             self.wire_paths[wire.path] += 1
         hashed = wire.given is None and not self.options.id_columns

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from os import PathLike
 from typing import Any
 
 from .._core import (
@@ -16,7 +17,7 @@ from .._core import (
 from .._options import IdentityOptions
 from .._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
 from .._slices import report
-from .._validate import ValidationReport
+from .._validate import TrackingPlan, ValidationReport
 from .stream import IdentityStream
 
 
@@ -46,6 +47,7 @@ def validate_identities(
     as_of: Any = None,
     snapshot_id: int | None = None,
     partitioning: Partitioning | None = "hive",
+    plan: TrackingPlan | str | PathLike[str] | None = None,
     options: IdentityOptions | None = None,
 ) -> ValidationReport:
     """Check every row of an identities table against the contract; nothing is sent.
@@ -85,6 +87,7 @@ def validate_identities(
             as_of=as_of,
             snapshot_id=snapshot_id,
             partitioning=partitioning,
+            plan=plan,
             text=TextFormat(
                 delimiter=delimiter,
                 header=header,
@@ -125,6 +128,7 @@ def identities_to_wire(
     as_of: Any = None,
     snapshot_id: int | None = None,
     partitioning: Partitioning | None = "hive",
+    plan: TrackingPlan | str | PathLike[str] | None = None,
     options: IdentityOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The exact identify bodies of the rows that would be sent, in row order."""
@@ -147,6 +151,7 @@ def identities_to_wire(
             as_of=as_of,
             snapshot_id=snapshot_id,
             partitioning=partitioning,
+            plan=plan,
             text=TextFormat(
                 delimiter=delimiter,
                 header=header,

@@ -42,7 +42,7 @@ class IdentityStream(SliceStream):
         self.consent = ConsentTally()
 
     def slices(self) -> Iterator[Slice]:
-        return iter_slices(self.data, self.options.reading)
+        return self.tapped(iter_slices(self.data, self.options.reading))
 
     def process(self, part: Slice | pd.DataFrame) -> WireBatch:
         """Validate and convert one slice; return one identify body per row to send."""

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from .display import Groups, report_html, result_html, undelivered_groups
+from .display import (
+    Groups,
+    report_html,
+    result_html,
+    result_title,
+    undelivered_groups,
+)
+from .interrupts import short_interrupts
 from .palette import COLOURS, MARKS, ORDER, WORST_FIRST
 from .plots import failures_chart, states_chart, timeline_chart
+from .reasons import reason_lines
 
 __all__ = [
     "COLOURS",
@@ -13,8 +21,11 @@ __all__ = [
     "WORST_FIRST",
     "Groups",
     "failures_chart",
+    "reason_lines",
     "report_html",
     "result_html",
+    "result_title",
+    "short_interrupts",
     "states_chart",
     "timeline_chart",
     "undelivered_groups",

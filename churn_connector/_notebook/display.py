@@ -16,7 +16,6 @@ module; never a key.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,15 +23,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._core import RowState, row_label
 from .palette import COLOURS, ORDER, STATES, WORST_FIRST
+from .reasons import (
+    MAX_GROUPS,
+    TEXT_LIMIT,
+    UNDELIVERED,
+    beyond,
+    fit,
+    label_text,
+    middle_cut,
+    plural,
+    reason_groups,
+)
 
-MAX_GROUPS = 6  # failure groups shown; the rest are counted in one line
-TEXT_LIMIT = 140  # characters of a message or reason
-LABEL_LIMIT = 40  # characters of a row label
 NAME_LIMIT = 24  # characters of a column name in a group's detail
 NAMES_SHOWN = 2  # column names a group lists before "+N more"
-UNDELIVERED = ("invalid", "rejected", "failed", "expired", "held")
 _TEXT = "\ufe0e"  # a mark is text, never an emoji picture
 
 _BOX = (
@@ -47,37 +52,26 @@ _HEAD = f"{_ROW};border-bottom:1px solid rgba(127,127,127,.35)"  # the header ro
 # the theme's text colour, fainter: >= 4.5:1 on light and dark themes alike
 MUTED_OPACITY = 0.72
 _MUTED = "opacity:.72"
-# an example wraps onto two lines at most (a shorter one fits on one)
-_CLAMP = "display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2;overflow:hidden"
-_ONE_LINE = 70
+# a long text wraps in its cell, whole: nothing is hidden by a line clamp or an ellipsis,
+# and a long word (an id, a path) breaks rather than widen the table past a narrow window
+_WRAP = "overflow-wrap:anywhere"
 
 
 def esc(value: Any, limit: int = TEXT_LIMIT) -> str:
-    """``value`` as trimmed, escaped text (one line)."""
-    text = " ".join(str(value).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return html.escape(text)
+    """``value`` as fitted (``fit``), escaped text (one line)."""
+    return html.escape(fit(str(value), limit))
 
 
-def middle_cut(text: str, limit: int) -> str:
-    """``text`` cut in the middle to ``limit`` characters: both ends tell the most."""
-    if len(text) <= limit:
-        return text
-    head = (limit - 1) // 2
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+def bdi(text: str, direction: str = "auto") -> str:
+    """Escaped ``text`` in a bidi isolate: right-to-left text (a Hebrew label, an Arabic
+    message) keeps its own order without moving the words and numbers around it."""
+    return f'<bdi dir="{direction}">{html.escape(text)}</bdi>'
 
 
-def label_text(label: Any, limit: int = LABEL_LIMIT) -> str:
-    """A row label cut to ``limit`` characters, keeping its row number: a part file's long
-    name (``part-00000-1f2e…c000.snappy.parquet:42``) is cut in its middle."""
-    text = " ".join(row_label(label).split())
-    if len(text) <= limit:
-        return text
-    name, colon, number = text.rpartition(":")
-    if colon and number.isdigit() and len(number) + 6 <= limit:
-        return middle_cut(name, limit - len(number) - 1) + ":" + number
-    return middle_cut(text, limit)
+def where_text(label: str | None) -> str:
+    """``row <label>`` (the label isolated left to right, as ``name:row`` is built, so its
+    row number stays at its end), or ``whole table``."""
+    return "whole table" if label is None else f"row {bdi(label, 'ltr')}"
 
 
 def _percent(share: float) -> str:
@@ -109,20 +103,31 @@ def _row(cells: str) -> str:
     return f'<tr style="{_ROW}">{cells}</tr>'
 
 
-def counts_table(rows: Iterable[tuple[str, int]], total: int, notes: Mapping[str, str]) -> str:
-    """One line per state: its mark, name, rows, share of ``total``, a bar, what it means."""
+def counts_table(
+    rows: Iterable[tuple[str, int]],
+    total: int,
+    notes: Mapping[str, str],
+    *,
+    reasons_below: bool = False,
+) -> str:
+    """One line per state: its mark, name, rows, share of ``total``, a bar, what it means;
+    ``reasons_below``: the reasons are listed under it, and the undelivered states say so
+    (never a pointer to reasons that are not shown)."""
     lines = []
     for name, n in rows:
         share = n / total if total else 0.0
+        meaning = notes.get(name, STATES[name].meaning)
+        if reasons_below and n and name in UNDELIVERED:
+            meaning += " (reasons below)"
         lines.append(
             _row(
                 f'<td style="{_CELL};white-space:nowrap">{mark(name)} '
-                f"{esc(name.replace('_', ' '))}</td>"
+                f"{esc(name)}</td>"
                 f'<td style="{_NUM}">{n:,}</td>'
                 f'<td style="{_NUM};{_MUTED}">{html.escape(_percent(share))}</td>'
                 f'<td style="{_CELL}">{_bar(share, COLOURS[name])}</td>'
                 f'<td style="{_CELL};{_MUTED}">'
-                f"{esc(notes.get(name, STATES[name].meaning))}</td>"
+                f"{esc(meaning)}</td>"
             )
         )
     return f'<table style="{_TABLE}">{"".join(lines)}</table>'
@@ -135,7 +140,7 @@ class Group:
     reason: str
     detail: str  # HTML: the columns (report) or the row state (send result)
     count: int
-    example_row: str
+    example_row: str | None  # the example's row label (None: the whole table)
     example: str
 
 
@@ -150,10 +155,6 @@ class Groups:
     groups: list[Group] = field(default_factory=list)
     more: int = 0
     several: int = 0
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -> str:
@@ -177,11 +178,12 @@ def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -
     hidden = len(groups) - len(shown)
     if hidden:
         held = f"{found.more:,} {unit.removesuffix('s') if found.more == 1 else unit}"
-        lines.append(f"… and {_plural(hidden, 'more reason')} ({held}) in {code(frame)}")
+        lines.append(f"… and {plural(hidden, 'more reason')} ({held}) in {code(frame)}")
     if found.several:
         lines.append(
             f"a row with several reasons is counted under each "
-            f"({_plural(found.several, 'row')} have more than one)"
+            f"({plural(found.several, 'row')} {'has' if found.several == 1 else 'have'} "
+            "more than one)"
         )
     extra = "".join(f'<div style="{_MUTED}">{line}</div>' for line in lines)
     return (
@@ -191,21 +193,17 @@ def groups_table(title: str, found: Groups, unit: str, where: str, frame: str) -
 
 
 def _reason_cell(reason: str) -> str:
-    # a check name or a status (HTTP 503) stays on its line; an error's own text wraps
-    text = esc(reason, LABEL_LIMIT * 2)
-    if " " not in reason or _HTTP.fullmatch(reason):
-        return f'<td style="{_CELL};white-space:nowrap"><code>{text}</code></td>'
-    return f'<td style="{_CELL}"><div style="{_CLAMP}">{text}</div></td>'
+    # a check name stays on its line; an error's own text wraps, whole
+    if " " not in reason:
+        return f'<td style="{_CELL};white-space:nowrap"><code>{bdi(fit(reason))}</code></td>'
+    return f'<td style="{_CELL};{_WRAP}">{bdi(fit(reason))}</td>'
 
 
 def _example_cell(group: Group) -> str:
-    where = f'<span style="{_MUTED}">{html.escape(group.example_row)}</span>'
-    if not group.example or group.example == group.reason:  # the reason says it all
+    where = f'<span style="{_MUTED};white-space:nowrap">{where_text(group.example_row)}</span>'
+    if not group.example or group.reason.endswith(group.example):  # the reason says it all
         return f'<td style="{_CELL}">{where}</td>'
-    text = esc(group.example)
-    if len(text) > _ONE_LINE:
-        return f'<td style="{_CELL}"><div style="{_CLAMP}">{where}: {text}</div></td>'
-    return f'<td style="{_CELL}">{where}: {text}</td>'
+    return f'<td style="{_CELL};{_WRAP}">{where}: {bdi(fit(group.example))}</td>'
 
 
 def page(state: str, title: str, sections: Sequence[str], hints: Sequence[str]) -> str:
@@ -262,9 +260,7 @@ def check_groups(failures: pd.DataFrame) -> Groups:
     groups = []
     for check, count in counts.items():
         example = first[str(check)]
-        where = (
-            "whole table" if pd.isna(example["position"]) else f"row {label_text(example['row'])}"
-        )
+        where = None if pd.isna(example["position"]) else label_text(example["row"])
         groups.append(
             Group(
                 str(check),
@@ -306,19 +302,20 @@ def report_html(
             if duplicates
             else ""
         ),
-        "invalid": "never sent: fix the data (see the reasons below)",
+        "invalid": "never sent: fix the data",
     }
-    sections = [counts_table(states, n_rows, notes), notes_section(remarks)]
-    sections.append(
-        groups_table(
-            "Failures by check", check_groups(failures), "failures", "column", "report.failures"
-        )
-    )
+    groups = check_groups(failures)
+    sections = [
+        counts_table(states, n_rows, notes, reasons_below=bool(groups.groups)),
+        notes_section(remarks),
+        groups_table("Failures by check", groups, "failures", "column", "report.failures"),
+    ]
     if failures.empty:
-        state, title = "sent", f"{kind}: all {n_rows:,} rows valid"
+        everything = "the 1 row is valid" if n_rows == 1 else f"all {n_rows:,} rows valid"
+        state, title = "sent", f"{kind}: {everything}"
         hints = [f"{code(f'{send}(report.valid)')} sends them"]
     else:
-        state, title = "invalid", f"{kind}: {n_invalid:,} of {n_rows:,} rows invalid"
+        state, title = "invalid", f"{kind}: {n_invalid:,} of {plural(n_rows, 'row')} invalid"
         hints = [
             f"{code('report.failures')} lists every failure",
             f"{code(_QUARANTINE)} writes the invalid rows with their reasons",
@@ -330,8 +327,6 @@ def report_html(
 
 # -- the send result -------------------------------------------------------------------------
 
-_CHECKED = re.compile(r"\[([a-z0-9_]+)\] (.*?)(?=; \[[a-z0-9_]+\] |\Z)", re.DOTALL)
-_HTTP = re.compile(r"HTTP \d{3}")
 _REQUEST_WORDS = {
     "sent": "accepted",
     "rejected": "rejected",
@@ -341,69 +336,39 @@ _REQUEST_WORDS = {
 }
 
 
-def reasons_of(error: str | None, state: str) -> list[tuple[str, str]]:
-    """(reason, example text) pairs of one undelivered row's error: one per failed check
-    for an invalid row (as the report groups them); the HTTP status for an answer, with the
-    API's message as the example; else the error itself."""
-    if not error:
-        return [(state, "")]
-    if state == "invalid":
-        found = [(m.group(1), m.group(2)) for m in _CHECKED.finditer(error)]
-        return list(dict(found).items()) or [("invalid", error)]
-    http = _HTTP.match(error)
-    if http:
-        said = error[http.end() :].lstrip(":; ").strip()
-        return [(http.group(0), said or "the API said nothing more")]
-    return [(error, error)]
-
-
 def undelivered_groups(
     status: np.ndarray, errors: Mapping[int, str], label: Callable[[int], Any]
 ) -> Groups:
-    """Rows not delivered, grouped by (reason, state), largest first; a row with several
-    reasons (an invalid row failing two checks) is counted under each.
-
-    Vectorised over the rows: an interrupted million-row send has a million failed rows,
-    but only a few distinct errors, each turned into reasons once.
-    """
-    codes = [int(RowState[s.upper()]) for s in UNDELIVERED]
-    positions = np.flatnonzero(np.isin(status, codes))
-    texts = pd.Series([errors.get(p) for p in positions.tolist()], dtype=object)
-    text_codes, texts_seen = pd.factorize(texts, use_na_sentinel=False)
-    states = status[positions].astype(np.int64)
-    pairs, first, counts = np.unique(
-        text_codes.astype(np.int64) * len(RowState) + states, return_index=True, return_counts=True
-    )
-    found: dict[tuple[str, str], list[Any]] = {}  # -> [count, first position, example]
-    keys_of_pair: list[tuple[list[tuple[str, str]], int]] = []
-    several = 0
-    for pair, at, count in zip(pairs.tolist(), first.tolist(), counts.tolist(), strict=True):
-        error = texts_seen[pair // len(RowState)]
-        state = RowState(pair % len(RowState)).label
-        reasons = reasons_of(error if isinstance(error, str) else None, state)
-        keys = [(reason, state) for reason, _ in reasons]
-        keys_of_pair.append((keys, count))
-        if len(keys) > 1:
-            several += count
-        p = int(positions[at])
-        for key, (_, example) in zip(keys, reasons, strict=True):
-            entry = found.get(key)
-            if entry is None:
-                found[key] = [count, p, example]
-            else:
-                entry[0] += count
-                if p < entry[1]:
-                    entry[1], entry[2] = p, example
-    ordered = sorted(found.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
-    hidden = {key for key, _ in ordered[MAX_GROUPS:]}
-    more = sum(count for keys, count in keys_of_pair if hidden.intersection(keys))
+    """Rows not delivered, grouped by reason (``reason_groups``), as the HTML shows them."""
+    found, keys_of_pair, several = reason_groups(status, errors)
+    more = beyond(found, keys_of_pair)
     groups = [
         Group(
-            reason, f"{mark(state)} {esc(state)}", count, f"row {label_text(label(first))}", example
+            r.reason,
+            f"{mark(r.state)} {esc(r.state)}",
+            r.count,
+            label_text(label(r.first)),
+            r.example,
         )
-        for (reason, state), (count, first, example) in ordered
+        for r in found
     ]
     return Groups(groups, more, several)
+
+
+def result_title(kind: str, n_rows: int, counts: Mapping[str, int], *, dry_run: bool) -> str:
+    """The result's headline in words: ``events: 1,194 of 1,201 rows sent, 1 skipped``;
+    ``dry run of events: 10 of 10 rows would be sent``; ``events: no rows``."""
+    if n_rows == 0:
+        return f"{'dry run of ' if dry_run else ''}{kind}: no rows"
+    if dry_run:
+        return (
+            f"dry run of {kind}: {counts.get('would_send', 0):,} of "
+            f"{plural(n_rows, 'row')} would be sent"
+        )
+    skipped = counts.get("skipped", 0)
+    return f"{kind}: {counts.get('sent', 0):,} of {plural(n_rows, 'row')} sent" + (
+        f", {skipped:,} skipped" if skipped else ""
+    )
 
 
 def headline_state(counts: Mapping[str, int], *, dry_run: bool) -> str:
@@ -432,7 +397,7 @@ def result_html(
         f"{code('res.plot()')}",
     ]
     if n_rows == 0:
-        title = f"{'dry run of ' if dry_run else ''}{kind}: no rows"
+        title = result_title(kind, n_rows, counts, dry_run=dry_run)
         text = "the input holds no rows: nothing was sent"
         return page("skipped", title, [f'<div style="{_MUTED}">{text}</div>'], hints[:1])
     states = [(s, counts.get(s, 0)) for s in ORDER if counts.get(s, 0) or s == "sent"]
@@ -443,24 +408,16 @@ def result_html(
     if retries:
         said += f" ({retries:,} retr{'y' if retries == 1 else 'ies'})"
     timing = (
-        f'<div style="{_MUTED}">{_plural(n_requests, "request")}'
+        f'<div style="{_MUTED}">{plural(n_requests, "request")}'
         f"{': ' + said if said else ''}; {elapsed_s:.2f} s</div>"
     )
     sections = [
-        counts_table(states, n_rows, {}),
+        counts_table(states, n_rows, {}, reasons_below=bool(groups.groups)),
         timing,
         notes_section(remarks),
         groups_table("Rows not delivered, by reason", groups, "rows", "state", "res.failures"),
     ]
-    if dry_run:
-        title = (
-            f"dry run of {kind}: {counts.get('would_send', 0):,} of {n_rows:,} rows would be sent"
-        )
-    else:
-        skipped = counts.get("skipped", 0)
-        title = f"{kind}: {counts.get('sent', 0):,} of {n_rows:,} rows sent" + (
-            f", {skipped:,} skipped" if skipped else ""
-        )
+    title = result_title(kind, n_rows, counts, dry_run=dry_run)
     if counts.get("failed", 0):
         hints.insert(0, "failed rows are safe to re-send: run the same send again")
     return page(headline_state(counts, dry_run=dry_run), title, sections, hints)

@@ -30,8 +30,8 @@ STATES: dict[str, StateStyle] = {
     "skipped": StateStyle(
         "#7b8184", "↷", "already delivered (ledger) or a repeat of an earlier row"
     ),
-    "invalid": StateStyle("#a05c1b", "✘", "never sent: fix the data (see the reasons)"),
-    "rejected": StateStyle("#d910aa", "⊘", "the API refused them: fix the data (see its reason)"),
+    "invalid": StateStyle("#a05c1b", "✘", "never sent: fix the data"),
+    "rejected": StateStyle("#d910aa", "⊘", "the API refused them: fix the data"),
     "failed": StateStyle("#ef5752", "↻", "not delivered: send again (safe to re-send)"),
     "expired": StateStyle("#a28a06", "◷", "aged out of the 30-day window before sending"),
     "held": StateStyle(

@@ -113,7 +113,7 @@ def states_chart(counts: Mapping[str, int], kind: str, ax: Axes | None = None) -
         return _nothing(_axes(ax), title, "no rows")
     ax = _barh(
         _axes(ax, len(shown)),
-        [f"{MARKS[s]} {s.replace('_', ' ')}" for s in shown],
+        [f"{MARKS[s]} {s}" for s in shown],
         [int(counts[s]) for s in shown],
         [COLOURS[s] for s in shown],
         title,

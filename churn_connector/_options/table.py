@@ -7,6 +7,7 @@ import codecs
 import zoneinfo
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Any, Self, get_args
 
 import pandas as pd
@@ -34,6 +35,7 @@ from .._read import (
     ReadSpec,
     TextFormat,
 )
+from .._validate import TrackingPlan, as_plan
 
 
 class Pairs(Mapping[str, str]):
@@ -229,6 +231,15 @@ class TableOptions:
         "the files' own columns only",
         spark=False,
     )
+    plan: TrackingPlan | str | PathLike[str] | None = declare(  # loaded when given
+        None,
+        doc="a [tracking plan](../guides/tracking-plan.md) (a `cc.TrackingPlan`, or the path "
+        "of its JSON or YAML file): rows that break it are invalid, by named checks "
+        "(`plan.<event type>.<property>.<keyword>`)",
+        help="check the rows against this tracking plan (JSON or YAML): rows that break it "
+        "are invalid and never sent",
+        metavar="FILE",
+    )
     # the layout of CSV/TSV files, the format of unnamed ones: its fields are the keywords
     text: TextFormat = field(default=DEFAULT_TEXT)
 
@@ -266,6 +277,7 @@ class TableOptions:
             object.__setattr__(self, "partitioning", None)
         if self.partitioning is not None:
             one_of("partitioning", self.partitioning, ("hive", None))
+        object.__setattr__(self, "plan", as_plan(self.plan))
 
     def _check_versions(self) -> None:
         _whole("version", self.version)

@@ -7,10 +7,12 @@ without its newline; ``iter_slices`` yields them, ``iter_frames`` their frames a
 Accepted (``iter_slices``): a pandas DataFrame; anything Arrow-native (``arrow``: tables,
 batches, readers, polars frames and lazy frames, DuckDB relations, ADBC results); a Delta or
 Iceberg table, by its path, URL or object (``tables``: read as its table, at one version,
-never file by file); a file, a folder of part files, a Redshift manifest or a glob
-(``files``: Parquet, CSV, TSV, NDJSON, Avro, ORC, Arrow IPC, compressed or not; ``key=value``
-folders restore their columns, ``hive``); or an iterable of any of these. Anything else is
-refused with its type and what to pass. ``pinned`` resolves a table's version once per run.
+never file by file); a query of a database (``query``: ``cc.sql(query, connection)``, its
+rows streamed as Arrow batches, the connection opened by ``databases``); a file, a folder of
+part files, a Redshift manifest or a glob (``files``: Parquet, CSV, TSV, NDJSON, Avro, ORC,
+Arrow IPC, compressed or not; ``key=value`` folders restore their columns, ``hive``); or an
+iterable of any of these. Anything else is refused with its type and what to pass.
+``pinned`` resolves a table's version once per run.
 
 Row labels: a DataFrame keeps its own index; Arrow inputs are labelled by their 0-based row
 number; files as ``files`` says (CSV/NDJSON by line number). ``rename`` maps source column
@@ -44,10 +46,12 @@ from .arrow import (
     one_column,
 )
 from .counts import row_count, unread_labels
-from .files import Parts, expand, format_of, partitions, read_paths
-from .fingerprint import Fingerprinter, Source
+from .databases import without_url_password
+from .files import FileSubset, Parts, expand, format_of, part_name, partitions, read_paths
+from .fingerprint import Fingerprinter, Source, query_of
 from .names import NAME_STYLES, NameStyle, near_misses, styler, word_styler
 from .ndjson import repeat_of
+from .query import Bound, Query, sql
 from .read_slice import Slice, as_slice
 from .spool import SpooledArrow, replayable
 from .tables import NOW, At, PinnedTable, pin, refuse_versions, table_format
@@ -67,29 +71,42 @@ __all__ = [
     "DEFAULT_TEXT",
     "DTYPES",
     "NAME_STYLES",
+    "NOW",
     "At",
+    "Bound",
+    "FileSubset",
     "Fingerprinter",
     "Format",
     "NameStyle",
+    "PinnedTable",
+    "Query",
     "ReadSpec",
     "Slice",
     "Source",
     "TextFormat",
     "TextOptions",
+    "arrow_batches",
     "as_slice",
+    "expand",
     "header_hint",
+    "is_arrow",
     "iter_frames",
     "iter_slices",
     "marked_pylist",
     "near_misses",
+    "part_name",
+    "pin",
     "pinned",
+    "query_of",
     "read_by_caller",
     "repeat_of",
     "replayable",
     "row_count",
+    "sql",
     "styler",
     "table_format",
     "unread_labels",
+    "without_url_password",
     "word_styler",
 ]
 
@@ -98,8 +115,8 @@ _END: Any = object()  # after the last item of the caller's iterable
 _ACCEPTED_INPUTS = (
     "pass a DataFrame, a pyarrow Table/RecordBatch/RecordBatchReader, a polars or DuckDB "
     "frame (anything with __arrow_c_stream__), a Delta or Iceberg table (its path, or a "
-    "DeltaTable / pyiceberg Table), a path to a .parquet/.csv/.tsv/.ndjson/.avro/.orc/.arrow "
-    "file or a folder of them, or an iterable of these"
+    "DeltaTable / pyiceberg Table), a query (cc.sql(query, connection)), a path to a "
+    ".parquet/.csv/.tsv/.ndjson/.avro/.orc/.arrow file or a folder of them, or an iterable of these"
 )
 
 
@@ -294,9 +311,9 @@ def _paths(
     data: str | os.PathLike[str], spec: ReadSpec, columns: Sequence[str] | None, *, several: bool
 ) -> Iterator[Slice]:
     source = os.fspath(data)
-    found = expand(source, spec.text)
+    found = expand(data, spec.text)  # a FileSubset: some of its folder's files
     parts = read_paths(
-        source,
+        data,
         spec.rows,
         columns=columns,
         encoding=spec.encoding,
@@ -362,7 +379,8 @@ def _one(data: Any, spec: ReadSpec, columns: Sequence[str] | None, offset: int) 
         return
     _refuse_dtypes(spec, f"a {_kind(data)}")
     _refuse_text(spec, f"a {_kind(data)}")
-    what = f"the {_kind(data)}"
+    query = query_of(data)
+    what = query.described if query is not None else f"the {_kind(data)}"
     try:
         if isinstance(data, SpooledArrow):
             schema, batches = data.batches(spec.rows)

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .._json import RepeatedKey
+from .query import Query
 
 # Array.to_pylist(maps_as_pydicts=...) came with pyarrow 20 (apache/arrow#45471); before it,
 # maps are lists of (key, value) pairs and ``pylist`` makes them dicts itself
@@ -259,7 +260,7 @@ def is_arrow(data: Any) -> bool:
     if isinstance(data, pd.DataFrame) or one_column(data) is not None:
         return False
     return (
-        isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader)
+        isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader | Query)
         or _is_polars_lazy(data)
         or hasattr(data, "__arrow_c_stream__")
     )
@@ -267,7 +268,7 @@ def is_arrow(data: Any) -> bool:
 
 def is_one_shot(data: Any) -> bool:
     """A source that cannot be read twice the same way: a reader (consumed once), a lazy
-    query or a DuckDB relation (each export runs the query again)."""
+    query, a DuckDB relation or a database query (each read runs the query again)."""
     if isinstance(data, pa.Table | pa.RecordBatch | pd.DataFrame):
         return False
     module = type(data).__module__
@@ -284,6 +285,8 @@ def arrow_batches(data: Any, rows: int) -> tuple[pa.Schema | None, Iterator[pa.R
         return data.schema, _rechunk([data], rows)
     if isinstance(data, pa.RecordBatchReader):
         return data.schema, _rechunk(data, rows)
+    if isinstance(data, Query):
+        return data.batches(rows)  # the query runs here, once
     if _is_polars_lazy(data):
         return None, _lazy_batches(data, rows)
     reader = pa.RecordBatchReader.from_stream(data)  # runs a DuckDB query: once only

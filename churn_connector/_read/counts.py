@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from .._core import InputError
 from .avro import avro_rows
 from .columnar import arrow_rows, orc_rows
-from .files import expand, format_of, part_name
+from .files import FileSubset, expand, format_of, part_name
 from .manifest import is_manifest_name, manifests_in, read_manifest
 from .spool import SpooledArrow
 from .tables import PinnedTable, table_format
@@ -83,7 +83,7 @@ def _unread_files(data: str | os.PathLike[str], start: int) -> pd.Index | None:
     path = Path(data)
     if (path.is_dir() and manifests_in(path)) or is_manifest_name(path):
         return None  # a manifest's parts: left to the statement of where reading stopped
-    found = expand(os.fspath(data))
+    found = expand(data)
     known = [_rows_of(p) for p in found.files]
     sizes = [size for size in known if size is not None]
     if len(sizes) != len(known):
@@ -125,9 +125,9 @@ def _unread_items(items: list[Any] | tuple[Any, ...], start: int) -> pd.Index | 
 def _file_rows(data: str | os.PathLike[str]) -> int | None:
     path = Path(data)
     manifests = manifests_in(path) if path.is_dir() else [path] if is_manifest_name(path) else []
-    if len(manifests) == 1:
+    if len(manifests) == 1 and not isinstance(data, FileSubset):
         return read_manifest(manifests[0]).records
-    paths = expand(os.fspath(data)).files
+    paths = expand(data).files
     sizes = [_rows_of(p) for p in paths]
     return None if any(size is None for size in sizes) else sum(s for s in sizes if s)
 

@@ -114,6 +114,9 @@ class DeltaVersion(PinnedTable):
         self.path = path
         self.version: int = table.version()
         self._files: pa.Table | None = None
+        # a sync's cursor range: a filter of our own text (_sync.tables), and the range shown
+        self.where: str | None = None
+        self.range: dict[str, str] = {}
 
     @property
     def described(self) -> str:
@@ -161,6 +164,8 @@ class DeltaVersion(PinnedTable):
             builder = deltalake.QueryBuilder(session).register("t", self.table)
             # the names are the table's own, quoted (``_quoted``): no text of anyone else's
             query = f"SELECT {select} FROM t"  # noqa: S608
+            if self.where:
+                query += f" WHERE {self.where}"
             reader = pa.RecordBatchReader.from_stream(builder.execute(query))
         except deltalake.exceptions.DeltaError as exc:
             raise InputError(
@@ -173,6 +178,8 @@ class DeltaVersion(PinnedTable):
     def fingerprint(self, rows: int) -> dict[str, Any]:
         files = self.files.sort_by("path")
         digest = hashlib.sha256(f"delta\n{self.table.metadata().id}\n{self.version}\n".encode())
+        if self.range:
+            digest.update(f"range {sorted(self.range.items())}\n".encode())
         for path, size in zip(
             files.column("path").to_pylist(), files.column("size_bytes").to_pylist(), strict=True
         ):
@@ -181,6 +188,7 @@ class DeltaVersion(PinnedTable):
             "kind": "delta",
             "table": self.location,
             "version": self.version,
+            **({"range": self.range} if self.range else {}),
             "size": int(pc.sum(files.column("size_bytes")).as_py() or 0),
             "rows": rows,
             "sha256": digest.hexdigest(),

@@ -26,8 +26,9 @@ reader.
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -103,13 +104,30 @@ class Parts:
     root: Path | None = None  # where partition folders start: the folder, a glob's fixed part
 
 
+@dataclass(frozen=True)
+class FileSubset:
+    """Some of the part files of a folder or glob (``names``: as ``part_name`` gives them),
+    read, labelled, partitioned and fingerprinted as the folder's (a folder sync's new
+    files). A path to the folder as far as ``os.fspath`` goes."""
+
+    path: str
+    names: frozenset[str]
+
+    def __fspath__(self) -> str:
+        return self.path
+
+
 def part_name(path: Path, base: Path | None) -> str:
     """A part file's name in its rows' labels (``part:row``): its path below the folder."""
     return str(path.relative_to(base)) if base is not None else path.name
 
 
-def expand(data: str | Path, text: TextFormat = DEFAULT_TEXT) -> Parts:
+def expand(data: str | os.PathLike[str], text: TextFormat = DEFAULT_TEXT) -> Parts:
     """The files ``data`` names (see the module docstring)."""
+    if isinstance(data, FileSubset):
+        whole = expand(data.path, text)
+        chosen = [p for p in whole.files if part_name(p, whole.base) in data.names]
+        return replace(whole, files=chosen)
     path = Path(data)
     if path.is_file():
         if is_manifest_name(path):
@@ -194,7 +212,7 @@ def _one_format(parts: Sequence[Path], where: Path, text: TextFormat) -> None:
 
 
 def read_paths(
-    data: str | Path,
+    data: str | os.PathLike[str],
     rows: int,
     *,
     columns: Sequence[str] | None = None,

@@ -15,7 +15,9 @@ What "what was read" is depends on the input:
   or metadata fixes: kind ``"delta"`` with ``version``, or ``"iceberg"`` with
   ``snapshot_id``, and ``table`` (where it is); the SHA-256 of the table's id, the version
   and what that version consists of (``delta``, ``iceberg`` say what), so re-reading the
-  same version gives the same fingerprint without hashing its rows.
+  same version gives the same fingerprint without hashing its rows;
+* a database query (``query``): kind ``"query"``, its text, the connection without its
+  password and, when a sync narrowed it, the ``range`` read; the SHA-256 of these.
 
 ``size`` is the bytes of the files (a Delta or Iceberg version's data files; None for a
 table in memory); ``rows`` the rows read.
@@ -34,6 +36,8 @@ import pandas as pd
 
 from .._core import InputError, value_text
 from .files import expand, format_of, part_name
+from .query import Query
+from .spool import SpooledArrow
 from .tables import PinnedTable
 from .text import DEFAULT_TEXT, TextFormat
 
@@ -55,7 +59,7 @@ class Part:
 class Source:
     """What the input is: one file, the parts of a folder/manifest/glob, or a table."""
 
-    kind: str  # "file", "folder", "table", or "delta" / "iceberg" (a table at a version)
+    kind: str  # "file", "folder", "table", "query", or "delta" / "iceberg" (at a version)
     path: str | None  # as the caller gave it (a Delta or Iceberg table: where it is)
     parts: tuple[Part, ...] = ()
 
@@ -63,10 +67,13 @@ class Source:
     def of(cls, data: Any, text: TextFormat = DEFAULT_TEXT) -> Source:
         if isinstance(data, PinnedTable):
             return cls(data.format, data.location)
+        query = query_of(data)
+        if query is not None:
+            return cls("query", query.where)
         if not isinstance(data, str | os.PathLike):
             return cls("table", None)
         given = os.fspath(data)
-        found = expand(given, text)
+        found = expand(data, text)
         base = found.base
         parts = tuple(
             Part(
@@ -83,7 +90,7 @@ class Source:
         """The file (as a path people can open) and line a row label points at: a CSV or
         NDJSON row's line, None for a Parquet or Avro row (its label is a row number) or a
         table's."""
-        if self.kind in ("table", "delta", "iceberg") or not self.parts:
+        if self.kind in ("table", "query", "delta", "iceberg") or not self.parts:
             return None, None
         if self.kind == "file":
             part = self.parts[0]
@@ -95,6 +102,13 @@ class Source:
             return None, None
         part = by_name[name]
         return str(part.path), _int(rest) if part.format in TEXT_LINES else None
+
+
+def query_of(data: Any) -> Query | None:
+    """The database query ``data`` is (spooled or not), if it is one."""
+    if isinstance(data, SpooledArrow):
+        data = data.source
+    return data if isinstance(data, Query) else None
 
 
 def _int(value: Any) -> int | None:
@@ -115,7 +129,10 @@ class Fingerprinter:
         self.upto = upto  # a table: hash its first rows only (what a stopped run read)
         self.rows = 0
         self._pinned = data if isinstance(data, PinnedTable) else None
-        self._tables = self._pinned is None and not isinstance(data, str | os.PathLike)
+        self._query = query_of(data)
+        self._tables = (
+            self._pinned is None and self._query is None and not isinstance(data, str | os.PathLike)
+        )
         self._hash = hashlib.sha256()
         self._columns: list[str] | None = None
         self._source: Source | None = None
@@ -150,6 +167,8 @@ class Fingerprinter:
             return {"kind": "table", "size": None, "rows": rows, "sha256": self._hash.hexdigest()}
         if self._pinned is not None:
             return self._pinned.fingerprint(self.rows)
+        if self._query is not None:
+            return self._query.fingerprint(self.rows)
         try:
             return self._of_files()
         except (OSError, InputError):

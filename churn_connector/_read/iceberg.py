@@ -182,6 +182,9 @@ class IcebergSnapshot(PinnedTable):
         self.table = table
         self.location = location
         self.snapshot_id = snapshot_id
+        # a sync's cursor range: pyiceberg's row filter (_sync.tables), and the range shown
+        self.row_filter: Any = None
+        self.range: dict[str, str] = {}
 
     @property
     def described(self) -> str:
@@ -207,11 +210,14 @@ class IcebergSnapshot(PinnedTable):
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow  # noqa: PLC0415
 
-        scan = self.table.scan(snapshot_id=self.snapshot_id)
+        narrowed = {} if self.row_filter is None else {"row_filter": self.row_filter}
+        scan = self.table.scan(snapshot_id=self.snapshot_id, **narrowed)
         names = [f.name for f in scan.projection().fields]
         wanted = names if columns is None else [c for c in columns if c in names]
         if wanted and wanted != names:
-            scan = self.table.scan(snapshot_id=self.snapshot_id, selected_fields=tuple(wanted))
+            scan = self.table.scan(
+                snapshot_id=self.snapshot_id, selected_fields=tuple(wanted), **narrowed
+            )
         projection = scan.projection()
         schema = schema_to_pyarrow(projection, include_field_ids=False)
         if self.snapshot_id is None:
@@ -232,11 +238,14 @@ class IcebergSnapshot(PinnedTable):
         manifests = "" if snapshot is None else str(snapshot.manifest_list)
         uuid = self.table.metadata.table_uuid
         digest = hashlib.sha256(f"iceberg\n{uuid}\n{self.snapshot_id}\n{manifests}\n".encode())
+        if self.range:
+            digest.update(f"range {sorted(self.range.items())}\n".encode())
         size = self._summary().get("total-files-size")
         return {
             "kind": "iceberg",
             "table": self.location,
             "snapshot_id": self.snapshot_id,
+            **({"range": self.range} if self.range else {}),
             "size": int(size) if size is not None else (0 if snapshot is None else None),
             "rows": rows,
             "sha256": digest.hexdigest(),

@@ -29,7 +29,14 @@ from .._core import (
     storage_error,
 )
 from .._delivery import ChunkRecord
-from .._notebook import Groups, result_html, states_chart, timeline_chart, undelivered_groups
+from .._notebook import (
+    Groups,
+    reason_lines,
+    result_html,
+    states_chart,
+    timeline_chart,
+    undelivered_groups,
+)
 from .runs import (
     HEADER,
     header_bytes,
@@ -124,6 +131,7 @@ class SendResult:
         self._rows: pd.DataFrame | None = None
         self._chunk_frame: pd.DataFrame | None = None
         self._groups: Groups | None = None  # the HTML's failure groups, once
+        self._reason_lines: list[str] | None = None  # the same, as text
 
     @property
     def rows(self) -> pd.DataFrame:
@@ -132,9 +140,16 @@ class SendResult:
         not delivered: a validation message, the API's message, ...); ``<NA>`` where there
         is none. Built when first read."""
         if self._rows is None:
-            self._rows = self._book.frame()
+            self._rows = self._named(self._book.frame())
             self._rows.attrs[HEADER] = self.header
         return self._rows
+
+    def _named(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """A dry run's rows are ``would_send``, the word its counts, its summary and the
+        row-states page use: built, never sent, not ``pending``."""
+        if self.dry_run:
+            frame["status"] = frame["status"].cat.rename_categories({"pending": "would_send"})
+        return frame
 
     @property
     def header(self) -> dict[str, Any]:
@@ -192,7 +207,7 @@ class SendResult:
     def first_failures(self, n: int | None = 10) -> pd.DataFrame:
         """The first ``n`` rows that were not delivered (all with ``None``), built alone."""
         positions = self._book.positions(_NOT_DELIVERED)
-        return self._book.frame_at(positions if n is None else positions[:n])
+        return self._named(self._book.frame_at(positions if n is None else positions[:n]))
 
     def row_frames(self, block: int = 200_000) -> Iterator[pd.DataFrame]:
         """The per-row frame in blocks, for writing it without holding all of it; when the
@@ -202,6 +217,7 @@ class SendResult:
         else:
             header = self.header
             for frame in self._book.frames(block):
+                frame = self._named(frame)
                 frame.attrs[HEADER] = header
                 yield frame
         if self.not_read is not None:
@@ -239,27 +255,47 @@ class SendResult:
             )
 
     def summary(self) -> str:
-        """One line: rows by state, requests by status, seconds."""
+        """Rows by state, requests by status and seconds on the first line; then the
+        undelivered rows' reasons, one line each (the API's message with its values
+        masked, its rows and an example row: as the notebook's summary groups them); then
+        the notes."""
         c = self.counts
         requests = Counter(ch.status for ch in self._chunks)
         head = "dry run: " if self.dry_run else ""
-        expired = f", expired {c['expired']}" if c["expired"] else ""
-        expired += f", held {c['held']}" if c["held"] else ""
+        would = f"would_send {c['would_send']:,}, " if self.dry_run else ""
+        expired = f", expired {c['expired']:,}" if c["expired"] else ""
+        expired += f", held {c['held']:,}" if c["held"] else ""
+        n_requests = len(self._chunks)
         text = (
-            f"{head}{self.kind}: {self.n_rows} rows -> sent {c['sent']}, "
-            f"skipped {c['skipped']}, invalid {c['invalid']}, rejected {c['rejected']}, "
-            f"failed {c['failed']}{expired}; "
-            f"{len(self._chunks)} requests "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(requests.items())) or 'none'}) "
+            f"{head}{self.kind}: {self.n_rows:,} row{'' if self.n_rows == 1 else 's'} -> "
+            f"{would}sent {c['sent']:,}, skipped {c['skipped']:,}, invalid {c['invalid']:,}, "
+            f"rejected {c['rejected']:,}, failed {c['failed']:,}{expired}; "
+            f"{n_requests:,} request{'' if n_requests == 1 else 's'} "
+            f"({', '.join(f'{k} {v:,}' for k, v in sorted(requests.items())) or 'none'}) "
             f"in {self.elapsed_s:.2f} s"
         )
         if self.not_read is not None:
             text += f"; {self.not_read}"
-        notes = (f"note: {echoed(str(note['message']))}" for note in self.notes)
-        return "\n".join([text, *notes])
+        return "\n".join(
+            [
+                text,
+                *self.reason_lines(),
+                *(f"note: {echoed(str(note['message']))}" for note in self.notes),
+            ]
+        )
+
+    def reason_lines(self) -> list[str]:
+        """The undelivered rows' reasons, one line each (``summary`` shows them)."""
+        if self._reason_lines is None:
+            book = self._book
+            self._reason_lines = reason_lines(book.status, book.errors, book.labels.__getitem__)
+        return self._reason_lines
 
     def __repr__(self) -> str:
-        return f"<SendResult {self.summary().splitlines()[0]}>"
+        # one line, and under it the reasons of rows refused or failed (the notes are the
+        # summary's: they are no failure)
+        first = self.summary().splitlines()[0]
+        return "\n".join([f"<SendResult {first}>", *(f"  {line}" for line in self.reason_lines())])
 
     def plot(self, kind: PlotKind = "states", ax: Axes | None = None) -> Axes:
         """A chart drawn with matplotlib (the ``notebook`` extra) on ``ax`` or a new figure:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .._core import lazy_names
 from .book import FlushReport, Undelivered
 from .handles import AsyncTrackHandle, TrackHandle
-from .scalar import event_of
+from .scalar import PlanSource, event_of, planned
 from .send import OneOff, TrackResult
 from .tracker import OnFull, Tracker
 
@@ -22,11 +22,13 @@ __all__ = [
     "FlushReport",
     "OnFull",
     "OneOff",
+    "PlanSource",
     "TrackHandle",
     "TrackResult",
     "Tracker",
     "Undelivered",
     "event_of",
+    "planned",
 ]
 
 # async_client: loaded on first use (see _core.lazy); type checkers read the imports above

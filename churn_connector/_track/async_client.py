@@ -2,7 +2,7 @@
 
 ``await client.track(...)`` and ``async with client.tracker() as t: await t.track(...)`` have
 the semantics of their thread counterparts (``Client.track``, ``Client.tracker``): the same
-scalar engine, the same wire bytes and ids, the same retry decisions, the same book of what
+checks, the same wire bytes and ids, the same delivery policy, the same states of what
 became of each event. Waiting happens in the event loop; the spool's disk writes run in a
 worker thread, so a handler never blocks the loop on an fsync.
 
@@ -18,36 +18,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Unpack
 
 from .._core import (
-    EVENTS_PATH,
     TRACK_PATH,
     ClientConfig,
     ClientOptions,
     ConfigurationError,
-    DeliveryError,
     IdFormat,
     QueueFull,
     Secret,
     TransportError,
     as_secret,
 )
-from .aio_poster import AsyncPoster
-from .book import Book, Entry, FlushReport, State
+from .._delivery import AsyncConnections, AsyncPoster, deliver_async
+from .._validate import TrackingPlan
+from .book import Book, Entry, FlushReport
 from .handles import AsyncTrackHandle
-from .scalar import event_of
-from .send import TrackResult, undelivered
+from .scalar import PlanSource, event_of, planned
+from .send import TrackResult, result_of
 from .spool import Spool
-from .tracker import OnFull, _expired, _left_behind, _merge
+from .tracker import OnFull, _left_behind, _merge, spend_of
 
 __all__ = ["AsyncClient", "AsyncTrackHandle", "AsyncTracker"]
 
 log = logging.getLogger("churn_connector")
-_OPEN, _CLOSE = b'{"events":[', b"]}"
 
 
 class AsyncClient:
@@ -69,7 +66,10 @@ class AsyncClient:
         self.config = (
             config if config is not None else ClientConfig.create(base_url, api_key, **options)
         )
-        self._poster = AsyncPoster(self.config, transport)
+        self._connections = AsyncConnections(self.config, transport)
+        # the one-off calls' delivery policy (their 429 pause, budget, breaker); a tracker
+        # has its own, as the thread client's trackers do
+        self._poster = AsyncPoster(self._connections)
 
     def __repr__(self) -> str:
         config = getattr(self, "config", None)
@@ -83,7 +83,8 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Close the connections."""
-        await self._poster.aclose()
+        self._poster.flush()
+        await self._connections.aclose()
 
     async def track(
         self,
@@ -98,6 +99,7 @@ class AsyncClient:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> TrackResult:
         """:meth:`Client.track`, awaited: validate one event and send it now."""
         event = event_of(
@@ -111,13 +113,17 @@ class AsyncClient:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=planned(plan),
         )
-        outcome = await self._poster.post(TRACK_PATH, event.body)
-        if outcome.status != "sent":
-            raise undelivered(event.message_id, outcome)
-        return TrackResult(
-            event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-        )
+        poster = self._poster
+        try:
+            outcome = await poster.post(TRACK_PATH, event.body)
+        except TransportError:
+            if self._poster is poster:  # it stopped itself: the next call starts afresh
+                poster.flush()
+                self._poster = AsyncPoster(self._connections)
+            raise
+        return result_of(event, outcome)
 
     def tracker(
         self,
@@ -128,6 +134,7 @@ class AsyncClient:
         block_timeout: float = 30.0,
         flush_timeout: float = 5.0,
         max_concurrency: int | None = None,
+        plan: PlanSource | None = None,
     ) -> AsyncTracker:
         """:meth:`Client.tracker` for async code: ``async with client.tracker() as t:``,
         ``handle = await t.track(...)``, ``await handle.result()``."""
@@ -139,6 +146,7 @@ class AsyncClient:
             block_timeout=block_timeout,
             flush_timeout=flush_timeout,
             max_concurrency=max_concurrency,
+            plan=planned(plan),
         )
 
 
@@ -155,6 +163,7 @@ class AsyncTracker:
         block_timeout: float,
         flush_timeout: float,
         max_concurrency: int | None,
+        plan: TrackingPlan | None = None,
     ) -> None:
         if on_full not in ("block", "raise", "spill"):
             raise ConfigurationError(
@@ -169,9 +178,14 @@ class AsyncTracker:
         self.on_full = on_full
         self.block_timeout = block_timeout
         self.flush_timeout = flush_timeout
+        self.plan = plan
         self.concurrency = max_concurrency or min(4, client.config.max_concurrency)
         self._spool = Spool(spool) if spool is not None else None
         self._book = Book(max_queue, self._spool, client.config.batch_size)
+        # its own delivery policy (pause, budget, breaker), on the client's connections, and
+        # its own size limit and bisection budget, as a thread tracker's
+        self._poster = AsyncPoster(client._connections)
+        self._spend = spend_of(client.config)
         self._cond = asyncio.Condition()
         self._admit = asyncio.Lock()
         self._workers: list[asyncio.Task[None]] = []
@@ -215,6 +229,7 @@ class AsyncTracker:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> AsyncTrackHandle:
         """Validate one event (``DataValidationError`` here) and queue it; its handle."""
         event = event_of(
@@ -228,6 +243,7 @@ class AsyncTracker:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=self.plan if plan is None else planned(plan),
         )
         if self._closing:
             raise ConfigurationError("the tracker is closed")
@@ -284,11 +300,10 @@ class AsyncTracker:
                     with book.lock:
                         if book.needs_load():
                             book.loading = True
-                            load, chunk, expired = True, list[Entry](), list[Entry]()
+                            load, chunk = True, list[Entry]()
                             break
                         if book.waiting:
-                            load = False
-                            chunk, expired = book.take(time.time_ns() // 1_000_000)
+                            load, chunk = False, book.take()
                             break
                         if self._closing and book.idle():
                             return
@@ -296,54 +311,31 @@ class AsyncTracker:
             if load:
                 await asyncio.to_thread(book.load)
                 continue
-            if expired:
-                await self._settle(expired, None, "expired", _expired())
             if chunk:
                 await self._send(chunk)
             async with self._cond:
                 self._cond.notify_all()
 
-    async def _settle(
-        self,
-        entries: list[Entry],
-        result: Any,
-        state: State | None = None,
-        error: BaseException | Callable[[Entry], BaseException] | None = None,
-    ) -> None:
-        if self._spool is not None:
-            await asyncio.to_thread(self._book.settle, entries, result, state, error)
-        else:
-            self._book.settle(entries, result, state, error)
-
     async def _send(self, chunk: list[Entry]) -> None:
-        body = _OPEN + b",".join(e.body for e in chunk) + _CLOSE
+        """One request for ``chunk``, sent and landed as a batch's requests are (``Trip``)."""
+        trip = Book.trip(chunk, self._spend)
+        poster = self._poster
         try:
-            outcome = await self.client._poster.post(EVENTS_PATH, body)
+            await deliver_async(trip.landing, poster, trip.request)
         except asyncio.CancelledError:
             # in flight when the tracker was closed: outcome unknown, never in limbo
-            error = DeliveryError(
-                "cancelled in flight; outcome unknown, safe to re-send", counts={"failed": 1}
-            )
-            self._book.settle(chunk, None, "failed", error)
+            trip.stop(trip.cancelled())
+            self._book.land(chunk, trip)
             raise
         except TransportError as exc:
-            await self._settle(chunk, None, "failed", exc)
-            return
-        if outcome.status == "sent":
-            await self._settle(
-                chunk,
-                lambda e: TrackResult(
-                    e.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-                ),
-            )
-            return
-        if outcome.status == "rejected" and len(chunk) > 1 and self.client.config.bisect_rejected:
-            half = len(chunk) // 2
-            await self._send(chunk[:half])
-            await self._send(chunk[half:])
-            return
-        state: State = "rejected" if outcome.status == "rejected" else "failed"
-        await self._settle(chunk, None, state, lambda e: undelivered(e.message_id, outcome))
+            if self._poster is poster:  # it stopped itself: the next request starts afresh
+                poster.flush()
+                self._poster = AsyncPoster(self.client._connections)
+            trip.stop(exc)
+        if self._spool is not None:  # its rows leave the spool: a disk write, off the loop
+            await asyncio.to_thread(self._book.land, chunk, trip)
+        else:
+            self._book.land(chunk, trip)
 
     # -- flushing and closing -------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> FlushReport:
@@ -375,5 +367,6 @@ class AsyncTracker:
                 self._book.abandon("the tracker was closed")
             if self._spool is not None:
                 self._spool.close()
+            self._poster.flush()
             self._closed = True
         return _merge(report, self._book.report())

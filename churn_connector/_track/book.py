@@ -2,10 +2,13 @@
 
 ``Book`` is the queue and the accounts behind one lock; it never waits (each tracker waits
 its own way: a ``threading.Condition`` or asyncio). Every event tracked ends in exactly one
-state: ``sent``, ``rejected`` (the API refused it), ``failed`` (never acknowledged: outcome
-unknown, safe to re-send; with a spool it stays there for the next tracker), or ``expired``
-(past the API's 30-day window before its request was built: never sent). Until then it is
-``pending``: waiting in memory, in the spool only, or in a request in flight.
+of a batch row's states, with a batch row's text: each request is a small run whose events
+are rows of a ``RowBook`` (``trip``), landed by the batch path's code. The states a tracked
+event can end in: ``sent``, ``rejected`` (the API refused it), ``failed`` (never
+acknowledged: outcome unknown, safe to re-send; with a spool it stays there for the next
+tracker), or ``expired`` (past the API's 30-day window when its request was sent: never
+sent). Until then it is ``pending``: waiting in memory, in the spool only, or in a request
+in flight. The flush report counts them as a send's result counts its rows.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .._core import PAST_WINDOW, ChurnConnectorError, DeliveryError
+from .._core import STATE_NAMES, ChurnConnectorError, DeliveryError, RowState
+from .._delivery import Spend
 from .send import TrackResult
 from .spool import Spool
+from .trip import Trip
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,10 +35,10 @@ __all__ = ["REPORT_LIMIT", "Book", "Entry", "FlushReport", "State", "Undelivered
 log = logging.getLogger("churn_connector")
 
 State = Literal["rejected", "failed", "expired"]
+"""The row states a tracked event that was not delivered can end in (``RowState`` labels)."""
 # a report keeps the ids of at most this many delivered events (its count is exact): a
 # service that never flushes must not grow without bound
 REPORT_LIMIT = 100_000
-_PAST_MS = int(PAST_WINDOW.total_seconds() * 1000)
 
 
 Resolve = Callable[["TrackResult | None", "BaseException | None"], None]
@@ -52,7 +57,8 @@ class Entry:
 
 @dataclass(frozen=True)
 class Undelivered:
-    """An event that was not delivered: its id, its state and why."""
+    """An event that was not delivered: its id, its state and why (``error``: the text a
+    batch row in that state would carry)."""
 
     message_id: str
     state: State
@@ -78,7 +84,10 @@ class FlushReport:
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {"sent": self.n_delivered, "rejected": 0, "failed": 0, "expired": 0}
+        """Events by state, keyed as a send's ``counts`` (every row state), then ``pending``:
+        still queued or in flight when the report was made."""
+        out = {name: 0 for name in STATE_NAMES if name != "pending"}
+        out["sent"] = self.n_delivered
         for item in self.undelivered:
             out[item.state] += 1
         out["pending"] = len(self.pending)
@@ -183,57 +192,67 @@ class Book:
             self.backlog = max(0, self.backlog - len(rows)) if rows else 0
             self.loading = False
 
-    def take(self, now_ms: int) -> tuple[list[Entry], list[Entry]]:
-        """The next request's events and those that expired waiting."""
+    def take(self) -> list[Entry]:
+        """The next request's events (taken from the queue, in flight from now on)."""
         chunk: list[Entry] = []
-        expired: list[Entry] = []
-        oldest = now_ms - _PAST_MS
         while self.waiting and len(chunk) < self.batch_size:
-            entry = self.waiting.popleft()
-            (expired if entry.ms < oldest else chunk).append(entry)
-        for entry in chunk + expired:
+            chunk.append(self.waiting.popleft())
+        for entry in chunk:
             self.in_flight[id(entry)] = entry
-        return chunk, expired
+        return chunk
 
     def idle(self) -> bool:
         return not self.waiting and not self.backlog and not self.in_flight
 
     # -- settling -------------------------------------------------------------------------
-    def settle(
+    @staticmethod
+    def trip(chunk: Sequence[Entry], spend: Spend) -> Trip:
+        """The request that sends ``chunk``: its events as rows of a book of their own."""
+        return Trip(
+            [e.message_id for e in chunk], [e.body for e in chunk], [e.ms for e in chunk], spend
+        )
+
+    def land(self, chunk: Sequence[Entry], trip: Trip) -> None:
+        """Record how ``chunk``'s events ended: the states and texts their rows got in
+        ``trip`` (call without the lock)."""
+        self._settle(chunk, trip.ends())
+
+    def fail(self, entries: Sequence[Entry], error: BaseException) -> None:
+        """``entries`` ended ``failed`` with ``error`` (the tracker closing, a cancel)."""
+        self._settle(entries, [(RowState.FAILED, str(error), error)] * len(entries))
+
+    def _settle(
         self,
         entries: Sequence[Entry],
-        result: Callable[[Entry], TrackResult] | None,
-        state: State | None = None,
-        error: BaseException | Callable[[Entry], BaseException] | None = None,
+        ends: Sequence[tuple[RowState, str | None, TrackResult | BaseException]],
     ) -> None:
-        """Record how ``entries`` ended: delivered (``result`` per entry), or ``state`` with
-        ``error`` (or ``error(entry)``, one per event). Spool rows of events that need no
-        more sending leave it first, in one transaction (call without the lock)."""
-        errors = [error(e) if callable(error) else error for e in entries]
-        if self.spool is not None and state != "failed":
+        """Spool rows of events that need no more sending leave it first, in one
+        transaction; then the accounts, then the handles."""
+        if self.spool is not None:
+            done = (
+                e.seq for e, end in zip(entries, ends, strict=True) if end[0] != RowState.FAILED
+            )
             try:
-                self.spool.remove(e.seq for e in entries if e.seq is not None)
+                self.spool.remove(seq for seq in done if seq is not None)
             except ChurnConnectorError as exc:
                 # they were delivered: a later tracker re-sends them, the API keeps one
                 log.warning("%s", exc)
         with self.lock:
             accounts = self.accounts
-            for entry, failure in zip(entries, errors, strict=True):
+            for entry, (state, text, _) in zip(entries, ends, strict=True):
                 self.in_flight.pop(id(entry), None)
-                if result is not None:
+                if state == RowState.SENT:
                     accounts.delivered.append(entry.message_id)
                     accounts.n_delivered += 1
                 else:
-                    assert state is not None
-                    accounts.undelivered.append(
-                        Undelivered(entry.message_id, state, str(failure) if failure else state)
-                    )
-        for entry, failure in zip(entries, errors, strict=True):
+                    label: Any = state.label
+                    accounts.undelivered.append(Undelivered(entry.message_id, label, text or label))
+        for entry, (_, _, end) in zip(entries, ends, strict=True):
             if entry.resolve is not None:
-                if result is not None:
-                    entry.resolve(result(entry), None)
+                if isinstance(end, TrackResult):
+                    entry.resolve(end, None)
                 else:
-                    entry.resolve(None, failure)
+                    entry.resolve(None, end)
 
     def abandon(self, reason: str) -> list[Entry]:
         """Everything still waiting, settled ``failed`` (the tracker is closing); with a
@@ -248,7 +267,7 @@ class Book:
             self.spilled.clear()
             self.backlog = 0
         error = DeliveryError(f"not sent: {reason}", counts={"failed": 1})
-        self.settle(left, None, "failed", error)
+        self.fail(left, error)
         with self.lock:
             for message_id in backlog_ids:
                 self.accounts.undelivered.append(Undelivered(message_id, "failed", str(error)))

@@ -1,10 +1,11 @@
-"""One event checked and made wire without a DataFrame: the scalar engine.
+"""One event checked without a DataFrame: the one-event checks, before the events engine's
+fast path for one event makes it wire (``_wire.one_event``).
 
-One set of rules, two engines. For the values of one event this gives the verdict, the check
-names and the wire bytes (message id included; ``_wire.one_event`` builds them) that the batch
-path (the pandera schema of ``_events.schema``, then ``_wire.events``) gives for a one-row
-table of the same values; ``tests/track/test_scalar.py`` holds the two equal over generated
-rows, invalid ones included.
+For the values of one event this gives the verdict and the check names that the batch path
+(the pandera schema of ``_events.schema``) gives a one-row table of the same values, and the
+wire bytes (message id included) its per-row path writes, by the same writer;
+``tests/track/test_scalar.py`` holds the two equal over generated rows, invalid ones
+included.
 
 The common spellings are checked here in plain Python, in a few microseconds: a string id, a
 snake_case event type, an aware ``datetime`` or an RFC 3339 text with its offset, dicts of
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import re
 import time
 import uuid
@@ -24,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import orjson
 import pandas as pd
 
 from .._core import FUTURE_WINDOW, PAST_WINDOW, DataValidationError, IdFormat
@@ -36,10 +40,23 @@ from .._json import (
     object_value,
 )
 from .._options import EventOptions, utc_now
-from .._validate import explanations, fullmatch, id_type_ok, ids_to_wire, not_blank, strings_ok
+from .._validate import (
+    PlanSource,
+    TrackingPlan,
+    as_plan,
+    explanations,
+    fullmatch,
+    id_type_ok,
+    ids_to_wire,
+    not_blank,
+    plan_failures,
+    strings_ok,
+)
 from .._wire import Event, make_event
 
-__all__ = ["Window", "event_of", "options_for", "problems"]
+log = logging.getLogger("churn_connector")
+
+__all__ = ["PlanSource", "Window", "event_of", "options_for", "planned", "problems"]
 
 _EVENT_TYPE = re.compile(EVENT_TYPE_PATTERN)
 # the text grammar of ``_json.timestamp_text`` where a zone is written (RFC 3339 and its
@@ -268,9 +285,7 @@ def problems(
     assert user is not None
     assert kind is not None
     assert ms is not None
-    return found, make_event(
-        user, kind, ms, props, ctx, given, namespace=options.namespace, id_format=options.id_format
-    )
+    return found, make_event(user, kind, ms, props, ctx, given, options)
 
 
 def event_of(
@@ -285,13 +300,16 @@ def event_of(
     naive_timezone: str | None = None,
     namespace: str | None = None,
     id_format: IdFormat = "v2",
+    plan: TrackingPlan | None = None,
 ) -> Event:
     """One valid event, or DataValidationError naming every check it fails (and why).
 
     ``occurred_at`` defaults to ``now`` (default: the clock). An event given neither
     ``occurred_at`` nor ``message_id`` gets a random message id: its content and a
     millisecond clock do not tell two taps apart, and a hashed id would make the second
-    of two identical calls in one millisecond a duplicate the API drops.
+    of two identical calls in one millisecond a duplicate the API drops. With a tracking
+    ``plan`` (loaded: see :func:`planned`), an event that meets the contract is checked
+    against it too, as a batch row is.
     """
     options = _options(naive_timezone, namespace, id_format)
     window = Window.at(now)
@@ -320,7 +338,44 @@ def event_of(
             "message_id": message_id,
         }
         raise _invalid(found, options, window, values)
+    if plan is not None:
+        _check_plan(event, plan, options)
     return event
+
+
+def planned(plan: PlanSource | None) -> TrackingPlan | None:
+    """A one-off event's ``plan=`` loaded, once: a path is read here, so a service that
+    tracks many events loads its plan once (``client.tracker(plan=...)``, or a
+    ``TrackingPlan`` it keeps) rather than at every call."""
+    return as_plan(plan)
+
+
+def _check_plan(event: Event, plan: TrackingPlan, options: EventOptions) -> None:
+    """The event's wire values (what would be sent) checked against ``plan``: the batch
+    path's own check on a one-row table, so its verdict, check names and messages are a
+    batch row's."""
+    sent = orjson.loads(event.body)
+    frame = pd.DataFrame(
+        {"event_type": [sent["event_type"]], "properties": [sent.get("properties") or {}]}
+    )
+    found = plan_failures(
+        plan, "events", frame, np.zeros(1, np.int64), options.rules, 0, pd.RangeIndex(1)
+    )
+    if found.unknown:
+        log.warning(
+            "track: event type %r is not in the tracking plan (unknown_events warn): sent "
+            "unchecked",
+            sent["event_type"],
+        )
+    if found.records:
+        checks = tuple(r["check"] for r in found.records)
+        reasons = "; ".join(f"{r['check']}: {r['message']}" for r in found.records)
+        raise DataValidationError(
+            "the event breaks the tracking plan and was not sent: " + reasons,
+            n_invalid=1,
+            n_rows=1,
+            checks=checks,
+        )
 
 
 def _options(

@@ -1,9 +1,10 @@
 """One event sent now: ``client.track()`` posts to ``/v1/events/track`` and says how it ended.
 
-The request goes through the client's ``HttpPoster``: its retry policy, 429 pause, breaker
-and deadline (here per call, not per client), and Ctrl-C or SIGTERM while it waits ends the
-call with ``Interrupted`` (the event may or may not have been stored: its message id makes a
-re-send safe). Every failure raises; nothing is swallowed.
+The request goes through the client's ``HttpPoster``: the delivery policy's retries, 429
+pause, request budget, breaker and deadline (here per call, not per client), and Ctrl-C or
+SIGTERM while it waits ends the call with ``Interrupted`` (the event may or may not have
+been stored: its message id makes a re-send safe). Every failure raises; nothing is
+swallowed.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._core import TRACK_PATH, ClientConfig, DeliveryError, Interrupted, TransportError
-from .._delivery import HttpPoster, Outcome
+from .._delivery import HttpPoster, Outcome, alone
 from .._run import signal_of, sigterm_raises
 from .._wire import Event
 
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["CallPoster", "OneOff", "TrackResult", "undelivered"]
+__all__ = ["OneOff", "TrackResult", "not_delivered", "result_of"]
 
 log = logging.getLogger("churn_connector")
 
@@ -46,46 +47,34 @@ class TrackResult:
     elapsed_s: float
 
 
-class CallPoster(HttpPoster):
-    """An ``HttpPoster`` whose deadline belongs to the call (per thread), not to a run: a
-    client that lives for days gives each call its own ``deadline`` seconds."""
-
-    def __init__(
-        self, config: ClientConfig, pool_size: int, session: requests.Session | None = None
-    ) -> None:
-        self._local = threading.local()
-        super().__init__(config, pool_size, session=session)
-
-    @property
-    def deadline(self) -> float | None:
-        value: float | None = getattr(self._local, "deadline", None)
-        return value
-
-    @deadline.setter
-    def deadline(self, value: float | None) -> None:
-        self._local.deadline = value
-
-    def start_call(self) -> None:
-        """This thread's next post gets the configured deadline from now."""
-        seconds = self.config.deadline
-        self.deadline = None if seconds is None else time.monotonic() + seconds
-
-
-def _close_in(pid: int, poster: CallPoster) -> None:
+def _close_in(pid: int, poster: HttpPoster) -> None:
     if os.getpid() == pid:  # never the parent's connections from a forked child
         poster.close()
 
 
-def undelivered(message_id: str, outcome: Outcome) -> DeliveryError:
-    """The error of an event the API refused (``rejected``) or that was never acknowledged
-    (``failed``: outcome unknown, safe to re-send with the same id)."""
-    state = "rejected" if outcome.status == "rejected" else "failed"
+def result_of(event: Event, outcome: Outcome) -> TrackResult:
+    """How ``track()``'s one request for ``event`` ended, for the thread client and the
+    async one alike: its ``TrackResult``, or the ``DeliveryError`` of an event the API
+    refused (``rejected``) or that was never acknowledged (``failed``: outcome unknown, safe
+    to re-send with the same id), said for the event alone (``alone``)."""
+    if outcome.status != "sent":
+        outcome = alone(outcome, len(event.body))
+        state = "rejected" if outcome.status == "rejected" else "failed"
+        raise not_delivered(event.message_id, state, outcome.error, outcome.attempts)
+    return TrackResult(event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s)
+
+
+def not_delivered(message_id: str, state: str, error: str | None, attempts: int) -> DeliveryError:
+    """The error of an event that ended ``state`` (a row state's label) with ``error`` (its
+    row's text) after ``attempts`` attempts of the request that carried it."""
     if state == "rejected":
-        text = f"the API refused event {message_id}: {outcome.error}"
+        text = f"the API refused event {message_id}: {error}"
+    elif state == "expired":
+        text = f"event {message_id} expired: {error}"
     else:
         text = (
-            f"event {message_id} was not acknowledged after {outcome.attempts} attempt(s): "
-            f"{outcome.error}; outcome unknown, safe to re-send with the same message id"
+            f"event {message_id} was not acknowledged after {attempts} attempt(s): "
+            f"{error}; outcome unknown, safe to re-send with the same message id"
         )
     return DeliveryError(text, counts={state: 1})
 
@@ -98,23 +87,25 @@ class OneOff:
         self.config = config
         self.session = session
         self._lock = threading.Lock()
-        self._poster: CallPoster | None = None
+        self._poster: HttpPoster | None = None
         self._pid = os.getpid()
         self._calls: collections.deque[float] = collections.deque(maxlen=NUDGE_RATE)
         self._nudged = False
 
-    def poster(self) -> CallPoster:
+    def poster(self) -> HttpPoster:
         with self._lock:
             if self._poster is None or self._pid != os.getpid():
                 # after a fork the parent's sockets are the parent's: never shared
-                poster = CallPoster(self.config, self.config.max_concurrency, self.session)
+                poster = HttpPoster(
+                    self.config, self.config.max_concurrency, session=self.session, deadline="call"
+                )
                 # a client dropped without close() must not leave its connections (and
                 # their watchdog thread) behind
                 weakref.finalize(self, _close_in, os.getpid(), poster)
                 self._poster, self._pid = poster, os.getpid()
             return self._poster
 
-    def _drop(self, poster: CallPoster) -> None:
+    def _drop(self, poster: HttpPoster) -> None:
         with self._lock:
             if self._poster is poster:
                 self._poster = None
@@ -130,7 +121,6 @@ class OneOff:
         """POST one event; its TrackResult, or the package's typed exception."""
         self._nudge()
         poster = self.poster()
-        poster.start_call()
         try:
             with sigterm_raises():
                 outcome = poster.post(TRACK_PATH, event.body)
@@ -146,11 +136,7 @@ class OneOff:
                 signal=signal_of(exc) or int(signal.SIGINT),
                 counts={"failed": 1},
             ) from exc
-        if outcome.status != "sent":
-            raise undelivered(event.message_id, outcome)
-        return TrackResult(
-            event.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-        )
+        return result_of(event, outcome)
 
     def _nudge(self) -> None:
         """One INFO line when track() runs many times a second: a loop wants a batch."""

@@ -1,9 +1,12 @@
 """The buffered tracker: ``t.track()`` validates and queues, background threads send batches.
 
 ``client.tracker()`` is for services and loops: each event is checked in the call (an
-invalid one raises there), queued, and sent to ``/v1/events/batch`` in requests of up to 500
-with the id ``track`` gave it. Requests leave as soon as a sender is free, so a quiet service
-sends each event at once and a busy one fills its batches. Nothing is ever dropped silently:
+invalid one raises there), queued, and sent to ``/v1/events/batch`` in requests of up to
+``batch_size`` with the id ``track`` gave it. Requests leave as soon as a sender is free, so a
+quiet service sends each event at once and a busy one fills its batches; each goes out and
+lands as a batch send's requests do (``trip``: the same expiry, size limit, bisection, states
+and texts), through a poster whose deadline is each request's. Nothing is ever dropped
+silently:
 
 - a full queue is a policy: ``block`` (up to ``block_timeout``, then ``QueueFull``),
   ``raise`` (``QueueFull`` at once) or ``spill`` (to the spool);
@@ -30,19 +33,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._core import (
-    EVENTS_PATH,
     ChurnConnectorError,
     ClientConfig,
     ConfigurationError,
-    DeliveryError,
     IdFormat,
     QueueFull,
     TransportError,
 )
-from .book import Book, Entry, FlushReport, State
+from .._delivery import HttpPoster, SizeLimit, Spend, deliver
+from .._validate import TrackingPlan
+from .book import Book, Entry, FlushReport
 from .handles import _SLICE, TrackHandle
-from .scalar import event_of
-from .send import CallPoster, TrackResult, undelivered
+from .scalar import PlanSource, event_of, planned
 from .spool import Spool
 
 if TYPE_CHECKING:
@@ -53,7 +55,6 @@ __all__ = ["OnFull", "Tracker"]
 log = logging.getLogger("churn_connector")
 
 OnFull = Literal["block", "raise", "spill"]
-_OPEN, _CLOSE = b'{"events":[', b"]}"
 
 
 class Tracker:
@@ -70,6 +71,7 @@ class Tracker:
         block_timeout: float = 30.0,
         flush_timeout: float = 5.0,
         max_concurrency: int | None = None,
+        plan: TrackingPlan | None = None,
     ) -> None:
         if on_full not in ("block", "raise", "spill"):
             raise ConfigurationError(
@@ -85,6 +87,7 @@ class Tracker:
         self.on_full = on_full
         self.block_timeout = block_timeout
         self.flush_timeout = flush_timeout
+        self.plan = plan
         self.concurrency = max_concurrency or min(4, config.max_concurrency)
         self._spool = Spool(spool) if spool is not None else None
         self._setup(Book(max_queue, self._spool, config.batch_size))
@@ -99,9 +102,11 @@ class Tracker:
 
     def _setup(self, book: Book) -> None:
         self._book = book
+        # what its requests share (made anew in a forked child: no lock of the parent's)
+        self._spend = spend_of(self.config)
         self._cond = threading.Condition(book.lock)
         self._admit = threading.Lock()
-        self._poster: CallPoster | None = None
+        self._poster: HttpPoster | None = None
         self._threads: list[threading.Thread] = []
         self._closing = False
         self._closed = False
@@ -130,6 +135,7 @@ class Tracker:
         naive_timezone: str | None = None,
         namespace: str | None = None,
         id_format: IdFormat = "v2",
+        plan: PlanSource | None = None,
     ) -> TrackHandle:
         """Validate one event (``DataValidationError`` here when invalid) and queue it;
         its handle. The arguments are :meth:`Client.track`'s. With a spool, the event is
@@ -145,6 +151,7 @@ class Tracker:
             naive_timezone=naive_timezone,
             namespace=namespace,
             id_format=id_format,
+            plan=self.plan if plan is None else planned(plan),
         )
         self._usable()
         handle = TrackHandle(event.message_id)
@@ -223,10 +230,13 @@ class Tracker:
                     return
                 self._threads.append(thread)
 
-    def _sender(self) -> CallPoster:
+    def _sender(self) -> HttpPoster:
         with self._cond:
             if self._poster is None:
-                self._poster = CallPoster(self.config, self.concurrency, self.session)
+                # each request has the whole deadline: a tracker lives for as long as it runs
+                self._poster = HttpPoster(
+                    self.config, self.concurrency, session=self.session, deadline="call"
+                )
             return self._poster
 
     def _work(self) -> None:
@@ -242,48 +252,33 @@ class Tracker:
                     load = True
                 else:
                     load = False
-                    chunk, expired = book.take(time.time_ns() // 1_000_000)
+                    chunk = book.take()
             if load:
                 book.load()
                 continue
-            if expired:
-                book.settle(expired, None, "expired", _expired())
             if chunk:
                 self._send(chunk)
             with self._cond:
                 self._cond.notify_all()
 
     def _send(self, chunk: list[Entry]) -> None:
+        """One request for ``chunk``, sent and landed as a batch's requests are (``Trip``)."""
         poster = self._sender()
-        poster.start_call()
-        body = _OPEN + b",".join(e.body for e in chunk) + _CLOSE
+        trip = Book.trip(chunk, self._spend)
         try:
-            outcome = poster.post(EVENTS_PATH, body)
+            deliver(trip.landing, poster, trip.request)
         except TransportError as exc:
             with self._cond:
-                if self._poster is poster:
+                dropped = self._poster is poster
+                if dropped:
                     self._poster = None  # it stopped itself; the next request opens anew
-            self._book.settle(chunk, None, "failed", exc)
-            return
+            if dropped:  # its connections and their watchdog thread go with it
+                poster.close()
+            trip.stop(exc)
         except Exception as exc:  # a bug of ours must not kill the sender and hang flush()
             log.exception("tracker: sending a request failed")
-            self._book.settle(chunk, None, "failed", ChurnConnectorError(repr(exc)))
-            return
-        if outcome.status == "sent":
-            self._book.settle(
-                chunk,
-                lambda e: TrackResult(
-                    e.message_id, outcome.http_status, outcome.attempts, outcome.elapsed_s
-                ),
-            )
-            return
-        if outcome.status == "rejected" and len(chunk) > 1 and self.config.bisect_rejected:
-            half = len(chunk) // 2
-            self._send(chunk[:half])
-            self._send(chunk[half:])
-            return
-        state: State = "rejected" if outcome.status == "rejected" else "failed"
-        self._book.settle(chunk, None, state, lambda e: undelivered(e.message_id, outcome))
+            trip.stop(ChurnConnectorError(repr(exc)))
+        self._book.land(chunk, trip)
 
     # -- flushing and closing -------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> FlushReport:
@@ -387,11 +382,14 @@ def _left_behind(report: FlushReport) -> str:
     )
 
 
-def _expired() -> DeliveryError:
-    # a DeliveryError like every other undelivered event, not retryable: the data must change
-    return DeliveryError(
-        "expired: older than the API's 30-day window when its request was built; never sent",
-        counts={"expired": 1},
+def spend_of(config: ClientConfig) -> Spend:
+    """What a tracker's requests share, as a run's do: the size limit (``max_request_bytes``,
+    then what 413s teach) and the bisection budget (``bisect_rejected``,
+    ``max_split_requests``, for the tracker's whole life)."""
+    return Spend(
+        bisect=config.bisect_rejected,
+        split_budget=config.max_split_requests,
+        size_limit=SizeLimit(config.max_request_bytes),
     )
 
 

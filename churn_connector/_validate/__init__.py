@@ -23,8 +23,19 @@ from .columns import (
 )
 from .document import FIRST_FAILURES, check_counts, column_counts, dumps, report_document
 from .failure_log import FailureLog, failures_frame, run_schema
-from .gate import GateOptions, GateVerdict, ThresholdArg, check_of_kind, counted_rows, judge
+from .gate import (
+    GateOptions,
+    GateVerdict,
+    ThresholdArg,
+    check_of_kind,
+    counted_rows,
+    judge,
+    warns,
+)
 from .pandera import pa
+from .plan import PlanSource, TrackingPlan, as_plan
+from .plan_check import PlanFindings, plan_failures
+from .plan_infer import MAX_ENUM, infer_plan
 from .report import ValidationReport, csv_safe, write_rows
 from .schema import (
     EXPLAIN_KEY,
@@ -47,6 +58,7 @@ __all__ = [
     "EXPLAIN_KEY",
     "FIRST_FAILURES",
     "GITHUB_CAP",
+    "MAX_ENUM",
     "OWNERS_KEY",
     "PARSES_KEY",
     "TIMESTAMPS_KEY",
@@ -54,9 +66,13 @@ __all__ = [
     "FailureLog",
     "GateOptions",
     "GateVerdict",
+    "PlanFindings",
+    "PlanSource",
     "SchemaBuilder",
     "ThresholdArg",
+    "TrackingPlan",
     "ValidationReport",
+    "as_plan",
     "check_counts",
     "check_of_kind",
     "column_counts",
@@ -71,6 +87,7 @@ __all__ = [
     "github_lines",
     "id_type_ok",
     "ids_to_wire",
+    "infer_plan",
     "is_int_dtype",
     "is_struct",
     "is_text_dtype",
@@ -80,12 +97,14 @@ __all__ = [
     "message",
     "not_blank",
     "pa",
+    "plan_failures",
     "report_document",
     "run_schema",
     "strings_ok",
     "struct_lacks",
     "timestamp_cache",
     "unknown_column",
+    "warns",
     "write_rows",
 ]
 

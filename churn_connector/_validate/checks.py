@@ -82,6 +82,14 @@ def _checks() -> list[CheckInfo]:
             "fix the file or move it to the folder of its value; partitioning=None reads the "
             "files' own columns only",
         ),
+        CheckInfo(
+            "cursor_null",
+            both,
+            "in an incremental sync, a row's cursor column holds a value (a row without one "
+            "belongs to no run: it is read, and reported, by every run)",
+            "fill the cursor at the source, or leave such rows out in the query (WHERE "
+            "cursor IS NOT NULL) or coalesce them (COALESCE(updated_at, created_at))",
+        ),
         CheckInfo("column_unique", both, "a column name appears twice", "keep one"),
         CheckInfo("not_nullable", both, "a required cell is empty", "fill it or drop the row"),
         CheckInfo(
@@ -339,19 +347,75 @@ def _checks() -> list[CheckInfo]:
                     "add that column, or drop the flag",
                 )
             )
+    return [*out, *_plan_checks()]
+
+
+UNKNOWN_EVENT = "plan.unknown_event"
+PLAN_PREFIX = "plan."
+
+# the keywords of a tracking plan (docs/guides/tracking-plan.md): what a value breaks
+_PLAN_RULES = {
+    "type": "is of the type the plan gives",
+    "required": "a property the plan requires is there",
+    "additionalProperties": "with additionalProperties false, no property the plan lacks",
+    "enum": "is one of the plan's values",
+    "const": "is the plan's one value",
+    "minimum": "a number at least the plan's minimum",
+    "maximum": "a number at most the plan's maximum",
+    "exclusiveMinimum": "a number above the plan's exclusiveMinimum",
+    "exclusiveMaximum": "a number below the plan's exclusiveMaximum",
+    "minLength": "a string at least minLength characters long",
+    "maxLength": "a string at most maxLength characters long",
+    "pattern": "a string the plan's pattern matches (searched, not anchored)",
+    "format": "a string of the plan's format (date-time: RFC 3339; email: name@domain.tld)",
+    "minItems": "an array of at least minItems items",
+    "maxItems": "an array of at most maxItems items",
+}
+
+
+def _plan_checks() -> list[CheckInfo]:
+    """A plan's checks, one family a keyword: a failure's check is named for its rule,
+    ``plan.<event type>.<property path>.<keyword>`` (``plan.traits...`` for identities),
+    and belongs to the family ``plan.<keyword>`` registered here."""
+    fix = "fix the value, or the rule in the tracking plan"
+    out = [
+        CheckInfo(f"plan.{keyword}", "both", f"tracking plan: {rule}", fix)
+        for keyword, rule in _PLAN_RULES.items()
+    ]
+    out.append(
+        CheckInfo(
+            UNKNOWN_EVENT,
+            "events",
+            "with unknown_events: refuse, the event type is in the tracking plan",
+            "add the event type to the plan, or fix the row's event type",
+        )
+    )
     return out
 
 
 CHECKS: dict[str, CheckInfo] = {c.name: c for c in _checks()}
 
 
+def family(name: str) -> str:
+    """The registered check a name belongs to: itself, or for a plan rule's name
+    (``plan.invoice_paid.amount.minimum``) its keyword's family (``plan.minimum``)."""
+    if name in CHECKS or not name.startswith(PLAN_PREFIX):
+        return name
+    return PLAN_PREFIX + name.rpartition(".")[2]
+
+
+def info(name: str) -> CheckInfo:
+    """The registry's entry of a check (a plan rule's: its family's)."""
+    return CHECKS[family(name)]
+
+
 def is_registered(name: str) -> bool:
-    return name in CHECKS
+    return family(name) in CHECKS
 
 
 def require(name: str) -> str:
     """``name`` if it is registered; an error for the developer otherwise."""
-    if name not in CHECKS:
+    if not is_registered(name):
         raise AssertionError(
             f"check {name!r} is not registered in churn_connector._validate.checks"
         )

@@ -21,9 +21,9 @@ import pandas as pd
 
 from .._core import echoed
 from .._read import Source
-from .checks import CHECKS
+from .checks import CHECKS, PLAN_PREFIX, info
 from .failure_log import failure_line
-from .gate import GateVerdict
+from .gate import GateVerdict, warns
 
 if TYPE_CHECKING:
     from .report import ValidationReport
@@ -58,7 +58,7 @@ def github_lines(
     for rec in report.failures.head(cap).itertuples(index=False):
         at_table = rec.position is pd.NA
         file, line = (_table_file(source), None) if at_table else source.locate(rec.row)
-        level = "warning" if str(rec.check) in warn else "error"
+        level = "warning" if warns(str(rec.check), warn) else "error"
         props = [f"file={_property(file)}"] if file else []
         if line is not None:
             props.append(f"line={line}")
@@ -67,6 +67,9 @@ def github_lines(
             None if at_table else rec.position, rec.row, rec.column, str(rec.message)
         )
         lines.append(f"::{level} {','.join(props)}::{_data(text)}")
+    for gate in verdict.gates:  # volume and freshness: one annotation each that failed
+        if gate.status == "fail":
+            lines.append(f"::error title=gate.{gate.name}::{_data(gate.message)}")
     more = len(report.failures) - min(cap, len(report.failures))
     tail = f"; {more:,} more failures not shown" if more else ""
     level = {"fail": "error", "warn": "warning", "pass": "notice"}[verdict.status]
@@ -83,7 +86,13 @@ def junit_xml(report: ValidationReport, verdict: GateVerdict) -> str:
     """The JUnit XML document for ``report`` (see the module)."""
     source = report.source
     failures = report.failures
-    checks = [c.name for c in CHECKS.values() if c.applies_to in ("both", report.kind)]
+    # a test case a check; a tracking plan's rules: those that found something
+    checks = [
+        c.name
+        for c in CHECKS.values()
+        if c.applies_to in ("both", report.kind) and not c.name.startswith(PLAN_PREFIX)
+    ]
+    checks += sorted({str(c) for c in failures["check"] if str(c).startswith(PLAN_PREFIX)})
     # which suite (file) each failure belongs to; table-level ones concern every file
     names = [p.name for p in source.parts] if source.kind == "folder" else []
     suites = names or [_suite_name(report, source)]
@@ -110,9 +119,21 @@ def junit_xml(report: ValidationReport, verdict: GateVerdict) -> str:
         failure.text = "; ".join(verdict.reasons)
     elif verdict.reasons:
         ET.SubElement(case, "system-out").text = "; ".join(verdict.reasons)
-    gate.set("failures", "1" if verdict.status == "fail" else "0")
-    totals["tests"] += 1
-    totals["failures"] += verdict.status == "fail"
+    failed = int(verdict.status == "fail")
+    for judged in verdict.gates:  # volume and freshness: a case each, named for its gate
+        one = ET.SubElement(
+            gate, "testcase", classname=f"churn_connector.{report.kind}", name=f"gate.{judged.name}"
+        )
+        if judged.status == "fail":
+            fault = ET.SubElement(one, "failure", message=judged.message, type=judged.name)
+            fault.text = judged.message
+            failed += 1
+        else:
+            ET.SubElement(one, "system-out").text = judged.message
+    gate.set("tests", str(1 + len(verdict.gates)))
+    gate.set("failures", str(failed))
+    totals["tests"] += 1 + len(verdict.gates)
+    totals["failures"] += failed
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("errors", "0")
@@ -160,13 +181,14 @@ def _suite(
             for rec in recs[:EXAMPLES]
         )
         more = f"\n... {len(recs) - EXAMPLES:,} more" if len(recs) > EXAMPLES else ""
-        message = f"{check}: {count} ({CHECKS[check].rule})"
-        if verdict.status == "fail" and check not in verdict.warn_on:
+        message = f"{check}: {count} ({info(check).rule})"
+        warned = warns(check, verdict.warn_on)
+        if verdict.status == "fail" and not warned:
             element = ET.SubElement(case, "failure", message=message, type=check)
             element.text = examples + more
             failed += 1
         else:
-            level = "warning" if check in verdict.warn_on else "within the gate's threshold"
+            level = "warning" if warned else "within the gate's threshold"
             ET.SubElement(case, "system-out").text = f"{level}: {message}\n{examples}{more}"
     suite.set("failures", str(failed))
     return suite

@@ -20,7 +20,7 @@ from ..__version__ import __version__
 from .._core import ECHO_CAP, Note
 from .._read import Source
 from .checks import CHECKS
-from .gate import GateVerdict
+from .gate import GateVerdict, warns
 
 if TYPE_CHECKING:
     from .report import ValidationReport
@@ -61,7 +61,7 @@ def check_counts(
     return [
         {
             "check": check,
-            "severity": "warning" if check in warn_on else "error",
+            "severity": "warning" if warns(check, warn_on) else "error",
             **entry,
         }
         for check, entry in sorted(out.items(), key=lambda kv: order.get(kv[0], len(order)))
@@ -118,7 +118,7 @@ def failure_items(
                 "position": None if at_table else int(cast(int, rec.position)),
                 "column": None if rec.column is pd.NA else str(rec.column),
                 "check": str(rec.check),
-                "severity": "warning" if str(rec.check) in warn else "error",
+                "severity": "warning" if warns(str(rec.check), warn) else "error",
                 # echoed whole, a 100 MiB cell would make a 100 MiB report: capped
                 "value": None if rec.value is pd.NA else _capped(str(rec.value)),
                 "message": _capped(str(rec.message)),

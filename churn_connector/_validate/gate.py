@@ -12,16 +12,20 @@ goes to the quarantine), but it does not count against ``max_invalid``.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from .._core import ConfigurationError, ExitCode, declare, named, registered
-from .checks import CHECKS
+from .checks import CHECKS, PLAN_PREFIX, family, info, is_registered
+from .volume import GateCheck, TableFacts, parse_change, parse_lag, parse_range, table_checks
 
 if TYPE_CHECKING:
     from .report import ValidationReport
@@ -89,6 +93,16 @@ def _threshold_text(text: str) -> str:
     return text
 
 
+def _checked(parse: Any) -> Any:
+    """A flag's text, checked by ``parse`` as the command line reads it (kept as written)."""
+
+    def read(text: str) -> str:
+        parse(text)
+        return text
+
+    return read
+
+
 def _check_name(text: str) -> str:
     """A ``--warn-on`` name, checked as the command line reads it (a ValueError naming
     close matches)."""
@@ -127,15 +141,88 @@ class GateOptions:
     warn_on: Sequence[str] | None = declare(
         None,
         doc="checks whose failures only warn: their rows stay invalid (never sent, "
-        "quarantined) but do not count against `max_invalid`",
-        help="a check whose failures only warn (repeatable), e.g. --warn-on occurred_at_window",
+        "quarantined) but do not count against `max_invalid`; a name, a tracking plan's "
+        "family (`plan.minimum`) or a pattern (`plan.*`)",
+        help="a check whose failures only warn (repeatable), e.g. --warn-on occurred_at_window; "
+        "a tracking plan's rules by name or pattern: --warn-on 'plan.*'",
         metavar="CHECK",
         parse=_check_name,
         repeat=True,
         spark=False,
     )
 
+    expect_rows: str | None = declare(
+        None,
+        doc="fail unless the rows read are within `MIN..MAX` (`1000..50000`; an end may be "
+        "left open: `1000..`, `..50000`)",
+        help="fail unless the rows read are within MIN..MAX (an end may be open: 1000..)",
+        metavar="MIN..MAX",
+        parse=_checked(parse_range),
+        spark=False,
+    )
+    max_change: str | None = declare(
+        None,
+        doc="fail when the rows read differ by more than this share (`50%`) from the median "
+        "of the last `history_runs` runs of the kind recorded in the receipts (`history`)",
+        help="fail when the rows read differ by more than N%% from the median of the last "
+        "--history-runs runs in the receipts (--history)",
+        metavar="N%",
+        parse=_checked(parse_change),
+        spark=False,
+    )
+    history: str | None = declare(
+        None,
+        doc="the receipts `max_change` compares with: a `receipts.jsonl` (as `--receipts` "
+        "writes it) or its folder",
+        help="the receipts (FILE, or DIR/receipts.jsonl, as send --receipts writes them) "
+        "that --max-change compares with",
+        metavar="FILE",
+        spark=False,
+    )
+    history_runs: int = declare(
+        10,
+        doc="how many of the latest complete runs in `history` give the median",
+        help="the latest complete runs in --history whose median --max-change compares with",
+        metavar="N",
+        spark=False,
+    )
+    max_lag: str | None = declare(
+        None,
+        doc="events: fail when the newest valid `occurred_at` is older than this when "
+        "validated (`6h`, `30m`, `2d`, `90s`)",
+        help="events: fail when the newest valid occurred_at is older than this (6h, 30m, 2d)",
+        metavar="DURATION",
+        parse=_checked(parse_lag),
+        spark=False,
+    )
+
     def __post_init__(self) -> None:
+        for name, parse in (
+            ("expect_rows", parse_range),
+            ("max_change", parse_change),
+            ("max_lag", parse_lag),
+        ):
+            if getattr(self, name) is not None:
+                try:
+                    parse(getattr(self, name))
+                except ValueError as exc:
+                    raise ConfigurationError(str(exc)) from None
+        if self.history is not None:
+            object.__setattr__(self, "history", os.fspath(self.history))
+        if self.max_change is not None and self.history is None:
+            raise ConfigurationError(
+                f"{named('max_change')} compares with earlier runs: give their receipts with "
+                f"{named('history')} (the file send --receipts writes)"
+            )
+        if (
+            isinstance(self.history_runs, bool)
+            or not isinstance(self.history_runs, int)
+            or (self.history_runs < 1)
+        ):
+            raise ConfigurationError(
+                f"{named('history_runs')} must be a whole number of runs, at least 1, not "
+                f"{self.history_runs!r}"
+            )
         for name in ("max_invalid", "warn_invalid"):
             value = getattr(self, name)
             if value is not None:
@@ -163,9 +250,34 @@ class GateOptions:
         return fail, warn
 
 
+def warns(check: str, warn_on: Iterable[str]) -> bool:
+    """Whether ``warn_on`` names ``check``: by its name, its family (``plan.minimum`` for
+    ``plan.invoice_paid.amount.minimum``) or a pattern (``plan.*``)."""
+    for name in warn_on:
+        if name == check or name == family(check):
+            return True
+        if "*" in name and fnmatch.fnmatchcase(check, name):
+            return True
+    return False
+
+
+def warned_mask(checks: pd.Series, warn_on: Iterable[str]) -> np.ndarray:
+    """``warns`` for a column of check names (each distinct name judged once)."""
+    warn = tuple(warn_on)
+    codes, uniques = pd.factorize(checks.astype(str))
+    judged = np.array([warns(str(u), warn) for u in uniques], dtype=bool)
+    return judged[codes] if len(uniques) else np.zeros(len(checks), dtype=bool)
+
+
 def refuse_unknown_check(check: Any) -> None:
     """A ConfigurationError for a name that is no registered check, naming close ones."""
-    if isinstance(check, str) and check in CHECKS:
+    if isinstance(check, str) and is_registered(check):
+        return
+    if (
+        isinstance(check, str)
+        and "*" in check
+        and (check.startswith(PLAN_PREFIX) or fnmatch.filter(CHECKS, check))
+    ):
         return
     close = difflib.get_close_matches(str(check), list(CHECKS), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -192,6 +304,7 @@ class GateVerdict:
     max_invalid: str | None  # as given ("10", "0.5%"); None: unset
     warn_invalid: str | None
     warn_on: tuple[str, ...]
+    gates: tuple[GateCheck, ...] = ()  # the table-level judgements asked for
 
     @property
     def passed(self) -> bool:
@@ -208,6 +321,7 @@ class GateVerdict:
             "max_invalid": self.max_invalid,
             "warn_invalid": self.warn_invalid,
             "warn_on": list(self.warn_on),
+            "gates": [g.to_dict() for g in self.gates],
         }
 
 
@@ -216,8 +330,10 @@ def judge(
     invalid: int,
     warned: int,
     options: GateOptions,
+    table: TableFacts | None = None,
 ) -> GateVerdict:
-    """The verdict for ``invalid`` counted rows (and ``warned`` warn-only ones) of ``rows``."""
+    """The verdict for ``invalid`` counted rows (and ``warned`` warn-only ones) of ``rows``;
+    with ``table``, the volume and freshness gates ``options`` asks for, too."""
     fail, warn = options.thresholds
     share = f" ({_percent(invalid, rows)} of {rows:,} rows)" if rows else ""
     reasons: list[str] = []
@@ -239,6 +355,13 @@ def judge(
             f"{warned:,} {'row' if warned == 1 else 'rows'} {fail_} only checks that warn "
             f"({checks}): not sent"
         )
+    gates = table_checks(options, table)
+    for gate in gates:
+        if gate.status == "fail":
+            status = "fail"
+            reasons.append(f"{gate.name}: {gate.message}")
+        elif gate.value is None:  # nothing to judge by: said, not failed
+            reasons.append(f"{gate.name}: {gate.message}")
     return GateVerdict(
         status=status,
         exit_code=int(ExitCode.INVALID if status == "fail" else ExitCode.OK),
@@ -249,6 +372,7 @@ def judge(
         max_invalid=None if options.max_invalid is None else str(fail),
         warn_invalid=None if options.warn_invalid is None else str(warn),
         warn_on=tuple(options.warn_on or ()),
+        gates=tuple(gates),
     )
 
 
@@ -276,13 +400,13 @@ def counted_rows(report: ValidationReport, warn_on: Iterable[str]) -> tuple[int,
     failures = report.failures
     at_table = failures["position"].isna()
     table_checks = set(failures.loc[at_table, "check"].astype(str))
-    if table_checks - warn:
+    if any(not warns(c, warn) for c in table_checks):
         return n_invalid, 0
     per_row = failures.loc[~at_table, ["position", "check"]]
     invalid = report.invalid_positions
     per_row = per_row[per_row["position"].isin(invalid)]
-    blocking = ~per_row["check"].astype(str).isin(warn)
-    by_row = pd.Series(blocking.to_numpy(), index=per_row["position"].to_numpy()).groupby(level=0)
+    blocking = ~warned_mask(per_row["check"], warn)
+    by_row = pd.Series(blocking, index=per_row["position"].to_numpy()).groupby(level=0)
     any_blocking = by_row.any()
     warn_only = int((~any_blocking).sum())
     # invalid rows without a failure of their own: marked by the (warn-only) table-level ones
@@ -293,7 +417,9 @@ def counted_rows(report: ValidationReport, warn_on: Iterable[str]) -> tuple[int,
 
 def check_of_kind(check: str, kind: str) -> None:
     """Refuse a ``warn_on`` check that never applies to ``kind``."""
-    applies = CHECKS[check].applies_to
+    if "*" in check:
+        return  # a pattern: whichever checks it matches
+    applies = info(check).applies_to
     if applies not in ("both", kind):
         raise ConfigurationError(
             f"{named('warn_on')}: {check!r} is a check of {applies}, not of {kind}"

@@ -17,6 +17,7 @@ from .._core import (
     DataValidationError,
     Note,
     echoed,
+    named,
     replaced_whole,
     value_text,
 )
@@ -25,6 +26,7 @@ from .._read import Source
 from .document import FIRST_FAILURES, dumps, report_document
 from .failure_log import failure_line
 from .gate import GateOptions, GateVerdict, ThresholdArg, check_of_kind, counted_rows, judge
+from .volume import TableFacts
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -62,8 +64,14 @@ class ValidationReport:
         source: Source | None = None,
         fingerprint: Mapping[str, Any] | None = None,
         table_rows: Mapping[tuple[str | None, str], int] | None = None,
+        newest_occurred_at: pd.Timestamp | None = None,
+        validated_at: pd.Timestamp | None = None,
     ) -> None:
         self.kind = kind
+        # events: the newest valid occurred_at (UTC; None: no valid event), and when the
+        # rows were validated: what the gate's max_lag judges
+        self.newest_occurred_at = newest_occurred_at
+        self.validated_at = validated_at if validated_at is not None else pd.Timestamp.now(tz="UTC")
         self.source = source if source is not None else Source("table", None)
         self.fingerprint: dict[str, Any] = dict(fingerprint or {})
         # rows each table-level failure (column, check) marked
@@ -97,6 +105,11 @@ class ValidationReport:
         max_invalid: ThresholdArg = None,
         warn_invalid: ThresholdArg = None,
         warn_on: Sequence[str] | None = None,
+        expect_rows: str | None = None,
+        max_change: str | None = None,
+        history: str | None = None,
+        history_runs: int = 10,
+        max_lag: str | None = None,
     ) -> GateVerdict:
         """The data-quality gate's verdict on this report, with its reasons.
 
@@ -106,13 +119,38 @@ class ValidationReport:
         failures only warn (their rows stay invalid and unsent, but do not count against
         ``max_invalid``). ``verdict.status`` is ``"pass"``, ``"warn"`` or ``"fail"``;
         ``verdict.exit_code`` is the command line's (0, or 1 when it fails).
+
+        Volume and freshness (each a named gate in ``verdict.gates`` and its reasons):
+        ``expect_rows``: fail unless the rows read are within ``"MIN..MAX"`` (an end may be
+        open: ``"1000.."``); ``max_change``: fail when they differ by more than this share
+        (``"50%"``) from the median of the last ``history_runs`` runs of this kind in the
+        receipts at ``history`` (what ``--receipts`` writes); ``max_lag`` (events): fail
+        when the newest valid ``occurred_at`` is older than this (``"6h"``, ``"30m"``).
         """
-        options = GateOptions(max_invalid=max_invalid, warn_invalid=warn_invalid, warn_on=warn_on)
+        options = GateOptions(
+            max_invalid=max_invalid,
+            warn_invalid=warn_invalid,
+            warn_on=warn_on,
+            expect_rows=expect_rows,
+            max_change=max_change,
+            history=history,
+            history_runs=history_runs,
+            max_lag=max_lag,
+        )
+        return self.judged(options)
+
+    def judged(self, options: GateOptions) -> GateVerdict:
+        """:meth:`gate`, for its options as one value."""
         warned_checks = tuple(options.warn_on or ())
         for check in warned_checks:
             check_of_kind(check, self.kind)
+        if options.max_lag is not None and self.kind != "events":
+            raise ConfigurationError(
+                f"{named('max_lag')} judges events' occurred_at; identities have none"
+            )
         invalid, warned = counted_rows(self, warned_checks)
-        return judge(self.n_rows, invalid, warned, options)
+        facts = TableFacts(self.kind, self.n_rows, self.newest_occurred_at, self.validated_at)
+        return judge(self.n_rows, invalid, warned, options, facts)
 
     def to_json(
         self,
@@ -120,6 +158,11 @@ class ValidationReport:
         max_invalid: ThresholdArg = None,
         warn_invalid: ThresholdArg = None,
         warn_on: Sequence[str] | None = None,
+        expect_rows: str | None = None,
+        max_change: str | None = None,
+        history: str | None = None,
+        history_runs: int = 10,
+        max_lag: str | None = None,
         first: int = FIRST_FAILURES,
     ) -> str:
         """The report as the JSON document of contract ``v1`` (its JSON Schema:
@@ -127,7 +170,16 @@ class ValidationReport:
         :meth:`gate` judges), counts per state, per check and per column, the first
         ``first`` failures with their row labels (and file and line, for CSV and NDJSON
         rows), the notes, the input's fingerprint, the package and contract versions."""
-        verdict = self.gate(max_invalid=max_invalid, warn_invalid=warn_invalid, warn_on=warn_on)
+        verdict = self.gate(
+            max_invalid=max_invalid,
+            warn_invalid=warn_invalid,
+            warn_on=warn_on,
+            expect_rows=expect_rows,
+            max_change=max_change,
+            history=history,
+            history_runs=history_runs,
+            max_lag=max_lag,
+        )
         return dumps(report_document(self, verdict, first=first))
 
     def summary(self) -> str:

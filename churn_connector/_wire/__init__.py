@@ -4,9 +4,9 @@ Its own room because the bytes are a promise: the canonical form (``canonical``)
 message ids hashed from it (``ids``) are pinned by golden vectors, and every path that writes
 them lives here, side by side: events row by row (``events``, which also picks the path a
 slice takes) or column-wise (``column_wise``), one event without a DataFrame (``one_event``,
-the scalar engine's wire step), identify bodies (``identities``, with the channel items of
-``channels`` and the consent rules of ``consent``). ``natural_keys`` are what the ledger's
-re-id guard compares; a slice's result is a ``WireBatch`` (``batch``).
+the per-row writer's fast path for one event), identify bodies (``identities``, with the
+channel items of ``channels`` and the consent rules of ``consent``). ``natural_keys`` are
+what the ledger's re-id guard compares; a slice's result is a ``WireBatch`` (``batch``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import orjson
@@ -121,13 +121,7 @@ def build_events_per_row(
     properties = merged_objects(work, "properties", rules)
     context = merged_objects(work, "context", rules)
     events = [
-        {
-            "context": c,
-            "event_type": e,
-            "external_user_id": u,
-            "occurred_at": t,
-            "properties": p,
-        }
+        event_object(u, e, t, p, c)
         for c, e, u, t, p in zip(context, event_types, user_ids, times, properties, strict=True)
     ]
     given = [str(v) for v in work["message_id"].tolist()] if "message_id" in work else None
@@ -138,11 +132,9 @@ def build_events_per_row(
     keys: list[np.ndarray] | None = [] if natural and options.id_columns and given is None else None
     for lo in range(0, n, _BLOCK):
         block_ids = given[lo : lo + _BLOCK] if given is not None else None
-        block_digests, block_content = _serialise(
-            events[lo : lo + _BLOCK], block_ids, options, body, keys
-        )
-        ids.append(block_digests)
-        content.append(block_content)
+        written = write_events(events[lo : lo + _BLOCK], block_ids, options, body, keys)
+        ids.append(written.digests)
+        content.append(written.content)
     rows = pa.array(body, pa.binary())
     return WireEvents(
         rows,
@@ -155,15 +147,46 @@ def build_events_per_row(
     )
 
 
-def _serialise(
-    events: list[dict[str, Any]],
-    given: list[str] | None,
+def event_object(
+    user: str, event_type: str, occurred_at: str, properties: Any, context: Any
+) -> dict[str, Any]:
+    """The five members of a wire event (contract 2.1) from values already made wire, in the
+    canonical order; its ``$message_id`` comes with its bytes (``write_events``)."""
+    return {
+        "context": context,
+        "event_type": event_type,
+        "external_user_id": user,
+        "occurred_at": occurred_at,
+        "properties": properties,
+    }
+
+
+class Written(NamedTuple):
+    """What ``write_events`` made besides the bytes: each event's id as JSON text
+    (``quoted``), and the digests of the ids and of the contents (``digests``,
+    ``content``; (k, 16) uint8, empty when not asked for)."""
+
+    quoted: list[bytes]
+    digests: np.ndarray
+    content: np.ndarray
+
+
+def write_events(
+    events: Sequence[dict[str, Any]],
+    given: Sequence[str] | None,
     options: EventOptions,
     body: list[bytes],
     natural: list[np.ndarray] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Serialise, hash and splice one block of events onto ``body``; return the digests
-    of their ids and of their content (``natural``: where the id columns' natural keys go).
+    *,
+    keys: bool = True,
+) -> Written:
+    """The one writer of events' bytes, for a block of rows and for a single event: each
+    event serialised once, canonically; its message id hashed from those bytes (or the
+    caller's: ``given``), spliced in as its context's first member; the wire bytes appended
+    to ``body``. ``natural``: where the id columns' natural keys go. ``keys``: also the
+    digests that de-duplication and a ledger compare; a one-off event, which meets
+    neither, skips those that are not its id (its declared fast path, with ``_ids``' for a
+    few rows).
 
     Each orjson result keeps a ~4 KB allocation alive, so canonical bytes are only held
     for one small block; the spliced bytes that are kept are exact-size copies.
@@ -171,15 +194,22 @@ def _serialise(
     rows = [canonical(e) for e in events]
     prefix = _ids.PREFIXES[options.id_format]
     hashed = given is None and not options.id_columns
-    # a hashed id is the content's digest; otherwise the content digest keeps the v1 salt
-    # in every id format, so the ledger's digest of an unchanged event stays the same
-    content = _ids.digests(rows, options.namespace, prefix if hashed else _ids.CONTENT_PREFIX)
+    if hashed and not keys and len(rows) < _ids.FEW:
+        # one event alone: its id from the hash's bytes, no arrays (ten times the hash)
+        quoted = _ids.quoted_few(_ids.few_digests(_ids.head_of(options.namespace, prefix), rows))
+        body += [_ids.with_id(row, q) for row, q in zip(rows, quoted, strict=True)]
+        return Written(quoted, _EMPTY, _EMPTY)
+    content = _EMPTY
+    if keys or hashed:
+        # a hashed id is the content's digest; otherwise the content digest keeps the v1
+        # salt in every id format, so the ledger's digest of an unchanged event stays
+        content = _ids.digests(rows, options.namespace, prefix if hashed else _ids.CONTENT_PREFIX)
     if given is not None:
         quoted = [orjson.dumps(i) for i in given]  # caller's ids may need escaping
-        # de-duplication compares ids by a digest of their exact JSON text
-        digests = np.frombuffer(
-            b"".join(_ids.given_digest(q) for q in quoted), dtype=np.uint8
-        ).reshape(-1, 16)
+        digests = _EMPTY
+        if keys:  # de-duplication compares ids by a digest of their exact JSON text
+            joined = b"".join(_ids.given_digest(q) for q in quoted)
+            digests = np.frombuffer(joined, dtype=np.uint8).reshape(-1, 16)
     else:
         if options.id_columns:
             payloads = [canonical(_id_payload(e, options.id_columns)) for e in events]
@@ -188,7 +218,6 @@ def _serialise(
                 natural.append(_ids.digests(payloads, None, NATURAL_PREFIX))
         else:
             digests = content
-        uuids = _ids.format_uuids(digests)
-        quoted = [b'"' + u + b'"' for u in uuids.tolist()]  # hex and dashes need no escaping
-    body.extend(_ids.with_id(row, q) for row, q in zip(rows, quoted, strict=True))
-    return digests, content
+        quoted = _ids.quoted_ids(digests)  # hex and dashes need no escaping
+    body += [_ids.with_id(row, q) for row, q in zip(rows, quoted, strict=True)]
+    return Written(quoted, digests, content)

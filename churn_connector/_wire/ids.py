@@ -71,13 +71,63 @@ def digests(
     """(n, 16) uint8 array: the UUIDv8 bytes of ``lead + row`` for each row (the
     column-wise path hashes its rows' tails after the shared ``CONTEXT_OPEN``).
 
-    The one hashing of both wire paths: one native call over the column with the ``fast``
-    extra, else a hashlib loop over the rows (the reference; tests hold the two equal).
+    The one hashing of every wire path: one native call over the column with the ``fast``
+    extra, else a hashlib loop over the rows (the reference; tests hold the two equal). A
+    few rows given as bytes (a one-off event) take the declared fast path, ``few_digests``:
+    the same hash, without the arrays whose fixed cost is ten times the hash of one row.
     """
+    head = head_of(namespace, prefix) + lead
+    if not isinstance(rows, pa.Array) and len(rows) < FEW:
+        return np.frombuffer(few_digests(head, rows), dtype=np.uint8).reshape(-1, 16)
     arr = rows if isinstance(rows, pa.Array) else pa.array(rows, pa.binary())
-    head = prefix + (namespace or "").encode("utf-8") + b"\n" + lead
     hashed = native_sha256(head, arr) if len(arr) >= _NATIVE_FROM else None
     return uuid8(python_sha256(head, arr) if hashed is None else hashed)
+
+
+FEW = 8  # rows: below, ``digests`` and ``quoted_ids`` work row by row (a one-off event)
+
+
+def head_of(namespace: str | None, prefix: bytes) -> bytes:
+    """What every hashed row is preceded by: the id format's prefix and the namespace."""
+    return prefix + (namespace or "").encode("utf-8") + b"\n"
+
+
+def few_digests(head: bytes, rows: Sequence[bytes]) -> bytearray:
+    """The bytes of ``uuid8(python_sha256(head, rows))``, row by row in plain Python."""
+    copy = _seeded(head).copy
+    out = bytearray()
+    for row in rows:
+        h = copy()
+        h.update(row)
+        out += h.digest()[:16]
+    for k in range(0, len(out), 16):  # the version nibble 8 and the RFC 4122 variant bits
+        out[k + 6] = (out[k + 6] & 0x0F) | 0x80
+        out[k + 8] = (out[k + 8] & 0x3F) | 0x80
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _seeded(head: bytes) -> Any:
+    """A SHA-256 that has read ``head``, to be copied (never updated): a one-off event's
+    namespace and id format rarely change."""
+    return hashlib.sha256(head)
+
+
+def quoted_ids(digests: np.ndarray) -> list[bytes]:
+    """Each digest's UUID text as a JSON string (``b'"8f0c...-..."'``), as the wire splices
+    it in: formatted as one array, or, for a few (a one-off event), row by row."""
+    if len(digests) >= FEW:
+        return [b'"' + u + b'"' for u in format_uuids(digests).tolist()]
+    return quoted_few(digests.tobytes())
+
+
+def quoted_few(raw: bytes | bytearray) -> list[bytes]:
+    """``quoted_ids`` of joined 16-byte digests, row by row in plain Python."""
+    out = []
+    for k in range(0, len(raw), 16):
+        x = raw[k : k + 16].hex()
+        out.append(f'"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"'.encode())
+    return out
 
 
 def python_sha256(head: bytes, arr: pa.BinaryArray) -> bytes:
@@ -187,20 +237,6 @@ def message_ids(
         return []
     hashed = digests(rows, namespace, PREFIXES[id_format])
     return format_uuids(hashed).astype("U36").tolist()  # type: ignore[no-any-return]
-
-
-def one_id(row: bytes, namespace: str | None = None, id_format: IdFormat = "v2") -> str:
-    """The hashed id of one canonical row: ``digests`` and ``format_uuids`` for a single
-    event, without arrays (a one-off event is hashed alone; the vectorised pair costs more
-    than the hash for one row). Golden vectors hold the two equal."""
-    digest = hashlib.sha256(
-        PREFIXES[id_format] + (namespace or "").encode("utf-8") + b"\n" + row
-    ).digest()
-    head = bytearray(digest[:16])
-    head[6] = (head[6] & 0x0F) | 0x80
-    head[8] = (head[8] & 0x3F) | 0x80
-    x = head.hex()
-    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def message_id(

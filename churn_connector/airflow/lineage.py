@@ -8,7 +8,10 @@ module imports it, so nothing else here depends on it.
   ``file``, name its absolute path; a URI ``s3://bucket/key`` is namespace ``s3://bucket``,
   name ``key``; a list, one dataset each. An upstream task's output (a DataFrame in XCom) is
   the upstream task's outlets when it declares any, else namespace ``airflow-xcom://<dag
-  id>``, name ``<task id>``. Facets: ``dataQualityMetrics`` (rows read) and
+  id>``, name ``<task id>``. A query (``sql=``): each table it reads, parsed by
+  OpenLineage's SQL parser, namespace the database's (``postgres://host:port``,
+  ``sqlite://<path>``, ``duckdb://<path>``), name ``database.schema.table`` (PostgreSQL) or
+  ``schema.table``. Facets: ``dataQualityMetrics`` (rows read) and
   ``dataQualityAssertions`` (the API contract: how many rows were invalid; per check when
   the task knows them).
 * **Output** (a send): namespace the API's base URL, name ``events`` or ``identities``,
@@ -35,7 +38,13 @@ from openlineage.client.facet_v2 import (
     output_statistics_output_dataset,
 )
 
-__all__ = ["ChurnRunFacet", "api_namespace", "input_datasets", "operator_lineage"]
+__all__ = [
+    "ChurnRunFacet",
+    "api_namespace",
+    "input_datasets",
+    "operator_lineage",
+    "query_datasets",
+]
 
 XCOM_NAMESPACE = "airflow-xcom"
 CONTRACT_ASSERTION = "churn_api_contract"
@@ -88,6 +97,29 @@ def input_datasets(
     if isinstance(source, list | tuple):
         return [_location(os.fspath(item)) for item in source]
     return []
+
+
+def query_datasets(
+    sql: str,
+    *,
+    namespace: str,
+    database: str | None,
+    dialect: str,
+    default_schema: str | None,
+) -> list[tuple[str, str]]:
+    """(namespace, name) of each table ``sql`` reads (see the module); a query the parser
+    cannot read is named ``query`` in the database's namespace."""
+    try:
+        import openlineage_sql  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        parsed = openlineage_sql.parse([sql], dialect=dialect, default_schema=default_schema)
+    except Exception:  # lineage only: an unparsed query still names its database
+        return [(namespace, "query")]
+    found = []
+    for table in parsed.in_tables:
+        parts = [table.database or database, table.schema, table.name]
+        found.append((namespace, ".".join(p for p in parts if p)))
+    return found or [(namespace, "query")]
 
 
 def _assertions(

@@ -4,7 +4,16 @@ Input, ``source``: a path, a folder of part files or a URI (templated, e.g.
 ``"/exports/{{ ds }}/events/"``), or an upstream task's output (``source=extract()``), a
 DataFrame passed through XCom. An upstream output is not a template field: Airflow stores
 rendered template fields in its database, and a DataFrame there would copy row values out
-of the warehouse.
+of the warehouse. Or a query, ``sql=`` (templated) on the Airflow connection ``conn_id=``,
+read through that connection (:mod:`churn_connector.airflow.query`: ADBC for PostgreSQL and
+SQLite, DuckDB, else the connection's own ``DbApiHook``), its password staying in the
+connection.
+
+Incremental, ``cursor=`` (templated; ``send_options`` take ``lookback``, ``sync_name``, ...):
+with a ledger, each run reads the rows past the sync's watermark; without one, the DAG run's
+data interval bounds the cursor (``data_interval_start <= cursor < data_interval_end``), so a
+backfill of past intervals reads exactly their rows (``send_options`` ``since`` / ``until``
+override it).
 
 Output: the result files (``<kind>_chunks.csv``, ``<kind>_rows.parquet``) in a folder per
 run, task and try (``results_dir``, templated), and a small JSON summary as the task's XCom:
@@ -27,7 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -44,7 +53,7 @@ from .._core import (
     RunStopped,
     keyword_from_text,
 )
-from .._ledger import Ledger, redact, scheme_of, without_password
+from .._ledger import Ledger, redact, scheme_of
 from .._results import (
     SendResult,
     append_line,
@@ -54,9 +63,12 @@ from .._results import (
     stopped_receipt,
 )
 from .._tasks import Recorded, record
+from .._validate import TrackingPlan
+from .arguments import load_plan, plan_argument, refuse_ledger_password
 from .assets import asset_extra, churn_asset
 from .hook import ChurnHook, base_url_from, ledger_from_connection
 from .provider import DEFAULT_CONN_ID
+from .query import bound_by_interval, check_inputs, query_lineage, query_of_connection
 
 if TYPE_CHECKING:
     import jinja2
@@ -95,14 +107,26 @@ class _ChurnSendOperator(BaseOperator):
 
     _kind: ClassVar[Kind]  # what it sends: the result files' prefix, the Client method
     _delivers: ClassVar[bool] = False  # sends to the API: an outlet asset, an output dataset
-    template_fields: Sequence[str] = ("source", "results_dir", "send_options", "receipts")
-    template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json"}
+    template_fields: Sequence[str] = (
+        "source",
+        "sql",
+        "conn_id",
+        "cursor",
+        "results_dir",
+        "send_options",
+        "receipts",
+        "plan",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {"send_options": "json", "sql": "sql"}
     ui_color = "#e8f1fb"
 
     def __init__(
         self,
         *,
-        source: str | os.PathLike[str] | Sequence[str] | XComArg,
+        source: str | os.PathLike[str] | Sequence[str] | XComArg | None = None,
+        sql: str | None = None,
+        conn_id: str | None = None,
+        cursor: str | None = None,
         churn_conn_id: str = DEFAULT_CONN_ID,
         send_options: dict[str, Any] | None = None,
         client_options: dict[str, Any] | None = None,
@@ -111,6 +135,7 @@ class _ChurnSendOperator(BaseOperator):
         fail_on_invalid: bool = False,
         ledger_conn_id: str | None = None,
         receipts: str | bool = True,
+        plan: TrackingPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         if self._delivers:
@@ -126,15 +151,21 @@ class _ChurnSendOperator(BaseOperator):
             )
         ledger = (send_options or {}).get("ledger")
         if not (isinstance(ledger, str) and "{{" in ledger):  # a template: once rendered
-            _refuse_ledger_password(send_options or {})
+            refuse_ledger_password(send_options or {})
         self._upstream: XComArg | None = None
         self._lineage_summary: dict[str, Any] | None = None  # the last try's, for lineage
         self._base_url: str | None = None
-        if isinstance(source, XComArg):
+        check_inputs(type(self).__name__, source, sql, conn_id, cursor, send_options)
+        self.sql = sql
+        self.conn_id = conn_id
+        self.cursor = cursor
+        if sql is not None:
+            self.source: Any = None
+        elif isinstance(source, XComArg):
             # resolved in execute(), never rendered: see the module's docstring
             self._upstream = source
             XComArg.apply_upstream_relationship(self, source)
-            self.source: Any = None
+            self.source = None
         elif _is_location(source):
             self.source = source
         else:
@@ -154,6 +185,10 @@ class _ChurnSendOperator(BaseOperator):
         self.receipts = receipts
         self._sending = False
         self._main_thread: int | None = None
+        self.plan, self.plan_document = plan_argument(type(self).__name__, plan, self.send_options)
+
+    def _plan(self, where: str) -> TrackingPlan | None:
+        return load_plan(self.plan, self.plan_document, where)
 
     @property
     def results_base(self) -> str:
@@ -170,7 +205,7 @@ class _ChurnSendOperator(BaseOperator):
         super().render_template_fields(context, jinja_env)
         # a ledger URL whose template put a password in it must not be stored either
         try:
-            _refuse_ledger_password(self.send_options)
+            refuse_ledger_password(self.send_options)
         except AirflowFailException:
             self.send_options = {**self.send_options, "ledger": redact(self.send_options["ledger"])}
             raise
@@ -196,6 +231,19 @@ class _ChurnSendOperator(BaseOperator):
             client.send_events if self._kind == "events" else client.identify
         )
         options = self._send_options()
+        plan = self._plan(f"churn {self._kind}")
+        if plan is not None:
+            options["plan"] = plan
+        if self.cursor:
+            options["cursor"] = self.cursor
+        if bound_by_interval(self._kind, options, context, self.ledger_conn_id):
+            self.log.info(
+                "churn %s: cursor %s bounded by the data interval [%s, %s)",
+                self._kind,
+                options["cursor"],
+                options["since"],
+                options["until"],
+            )
 
         ledger = options.get("ledger")
         opened: Ledger | None = None
@@ -282,8 +330,11 @@ class _ChurnSendOperator(BaseOperator):
         if self._delivers:
             output = (lineage.api_namespace(self._api_url()), self._kind)
         checks, severity = self._lineage_quality()
+        inputs = lineage.input_datasets(self.source, upstream)
+        if self.sql is not None and self.conn_id is not None:
+            inputs = query_lineage(self.conn_id, self.sql)
         return lineage.operator_lineage(
-            inputs=lineage.input_datasets(self.source, upstream),
+            inputs=inputs,
             output=output,
             summary=self._lineage_summary,
             checks=checks,
@@ -374,6 +425,11 @@ class _ChurnSendOperator(BaseOperator):
             raise ChurnSendKilled(f"churn {self._kind}: stopped by on_kill")
 
     def _input(self, context: Context) -> Any:
+        if self.sql is not None and self.conn_id is not None:
+            try:
+                return query_of_connection(self.conn_id, self.sql).query
+            except ConfigurationError as exc:
+                raise AirflowFailException(f"churn {self._kind}: {exc}") from None
         if self._upstream is None:
             return os.fspath(self.source) if isinstance(self.source, os.PathLike) else self.source
         data = self._upstream.resolve(context)
@@ -405,23 +461,6 @@ class _ChurnSendOperator(BaseOperator):
         return None
 
 
-def _refuse_ledger_password(send_options: dict[str, Any]) -> None:
-    """A password in ``send_options['ledger']`` would be stored with the task's rendered
-    fields and shown in its UI: refused, pointing to ``ledger_conn_id``."""
-    ledger = send_options.get("ledger")
-    if not isinstance(ledger, str):
-        return
-    try:
-        without_password(
-            ledger,
-            "would be stored with the task's rendered fields and shown in its UI",
-            "name an Airflow connection instead (ledger_conn_id=), or set PGPASSWORD on the "
-            "workers",
-        )
-    except ValueError as exc:
-        raise AirflowFailException(str(exc)) from None
-
-
 def _with_note(error: RunStopped | Interrupted, note: str) -> RunStopped | Interrupted:
     if note:
         error.add_note(note.strip())
@@ -436,6 +475,9 @@ class SendEventsOperator(_ChurnSendOperator):
     ``client_options`` override the connection's extra (``max_concurrency``, ...).
     ``ledger_conn_id`` names an Airflow PostgreSQL connection that holds the ledger (its
     password stays in the connection), instead of ``send_options={"ledger": ...}``.
+    ``plan``: a :class:`~churn_connector.TrackingPlan` (or its mapping), kept with the DAG as
+    its mapping, or the path of its file (templated; read on the worker): rows that break it
+    are invalid and never sent.
     Invalid rows are reported in the summary and the rows file; they fail the task only
     with ``fail_on_invalid=True``. Valid rows that were not delivered always fail it.
     """

@@ -17,7 +17,7 @@ fails too: a check that did not complete never passes.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,12 +32,14 @@ from .._results import write_text
 from .._validate import (
     GateOptions,
     ThresholdArg,
+    TrackingPlan,
     ValidationReport,
     check_counts,
     dumps,
     junit_xml,
     report_document,
 )
+from .arguments import plan_argument
 from .operators import DEFAULT_RESULTS_DIR, _ChurnSendOperator
 
 if TYPE_CHECKING:
@@ -53,8 +55,15 @@ class ValidateOperator(_ChurnSendOperator):
     :func:`~churn_connector.validate_events` / :func:`~churn_connector.validate_identities`
     (templated; ``naive_timezone``, ``rename``, ``dtypes``, ...). ``max_invalid``,
     ``warn_invalid`` and ``warn_on`` are :meth:`ValidationReport.gate`'s (templated
-    thresholds: ``"0.5%"`` or ``"10"``). The task fails above ``max_invalid`` (without it,
-    on any invalid row); its XCom is the summary (see the module).
+    thresholds: ``"0.5%"`` or ``"10"``). ``plan``: a tracking plan, as the send operators
+    take it (a :class:`~churn_connector.TrackingPlan`, or its file's path, templated): rows
+    that break it are invalid, by the checks ``plan.<event type>.<property>.<keyword>``.
+    Volume and freshness (templated), as :meth:`ValidationReport.gate` takes them:
+    ``expect_rows`` (``"1000..50000"``), ``max_change`` (``"50%"``, against the median of
+    the last ``history_runs`` runs in the receipts at ``history``: the send operators'
+    ``receipts.jsonl``), ``max_lag`` (``"6h"``).
+    The task fails above ``max_invalid`` (without it, on any invalid row); its XCom is the
+    summary (see the module).
     """
 
     template_fields: Sequence[str] = (
@@ -63,6 +72,11 @@ class ValidateOperator(_ChurnSendOperator):
         "validate_options",
         "max_invalid",
         "warn_invalid",
+        "plan",
+        "expect_rows",
+        "max_change",
+        "history",
+        "max_lag",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"validate_options": "json"}
     ui_color = "#eef6e8"
@@ -76,8 +90,14 @@ class ValidateOperator(_ChurnSendOperator):
         max_invalid: ThresholdArg = None,
         warn_invalid: ThresholdArg = None,
         warn_on: Sequence[str] = (),
+        expect_rows: str | None = None,
+        max_change: str | None = None,
+        history: str | None = None,
+        history_runs: int = 10,
+        max_lag: str | None = None,
         results_dir: str | None = DEFAULT_RESULTS_DIR,
         results_base: str | None = None,
+        plan: TrackingPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -87,9 +107,17 @@ class ValidateOperator(_ChurnSendOperator):
             raise TypeError(f"ValidateOperator: kind must be one of {KINDS}, not {kind!r}")
         self.kind: Kind = kind
         self.validate_options = dict(validate_options or {})
+        self.plan, self.plan_document = plan_argument(
+            "ValidateOperator", plan, self.validate_options
+        )
         self.max_invalid = max_invalid
         self.warn_invalid = warn_invalid
         self.warn_on = list(warn_on)
+        self.expect_rows = expect_rows
+        self.max_change = max_change
+        self.history = history
+        self.history_runs = history_runs
+        self.max_lag = max_lag
 
     def execute(self, context: Context) -> dict[str, Any]:
         data = self._input(context)
@@ -98,11 +126,14 @@ class ValidateOperator(_ChurnSendOperator):
                 max_invalid=self.max_invalid or None,  # a template left empty: unset
                 warn_invalid=self.warn_invalid or None,
                 warn_on=self.warn_on,
+                expect_rows=self.expect_rows or None,
+                max_change=self.max_change or None,
+                history=self.history or None,
+                history_runs=self.history_runs,
+                max_lag=self.max_lag or None,
             )
             report = self._validate(data)
-            verdict = report.gate(
-                max_invalid=gate.max_invalid, warn_invalid=gate.warn_invalid, warn_on=gate.warn_on
-            )
+            verdict = report.judged(gate)
         except ChurnConnectorError as exc:  # the gate could not run: it does not pass
             raise AirflowFailException(f"churn validate {self.kind}: {exc}") from None
         files = self._write(report, verdict) if self.results_dir else {}
@@ -150,6 +181,9 @@ class ValidateOperator(_ChurnSendOperator):
             else value
             for name, value in self.validate_options.items()
         }
+        plan = self._plan(f"churn validate {self.kind}")
+        if plan is not None:
+            options["plan"] = plan
         validate = validate_events if self.kind == "events" else validate_identities
         return validate(data, **options)
 

@@ -2,11 +2,11 @@
 
 ``churn_check(asset, kind="events", max_invalid="0.5%")`` validates the asset's value with
 :func:`churn_connector.validate_events` (or ``validate_identities``) and returns an
-``AssetCheckResult``: passed with no invalid row; failed with severity WARN while the invalid
-rows stay within ``max_invalid``; failed with ERROR above it, which, the check being
-blocking by default, keeps the assets downstream from running (sending what failed). Its
-metadata: rows, valid and invalid rows, their share, and the rows that failed each check by
-name (never a value).
+``AssetCheckResult`` (``plan=`` adds a tracking plan's rules): passed with no invalid row;
+failed with severity WARN while the invalid rows stay within ``max_invalid``; failed with
+ERROR above it, which, the check being blocking by default, keeps the assets downstream
+from running (sending what failed). Its metadata: rows, valid and invalid rows, their
+share, and the rows that failed each check by name (never a value).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dagster import (
 from .._core import KINDS, ConfigurationError
 from .._events import validate_events
 from .._identities import validate_identities
-from .._validate import ValidationReport
+from .._validate import PlanSource, ValidationReport, as_plan
 from .._validate import check_counts as document_counts
 
 __all__ = ["check_counts", "churn_check", "invalid_limit"]
@@ -60,14 +60,28 @@ def churn_check(
     name: str | None = None,
     blocking: bool = True,
     validate_options: Mapping[str, Any] | None = None,
+    plan: PlanSource | Mapping[str, Any] | None = None,
 ) -> AssetChecksDefinition:
     """An asset check that validates ``asset``'s value (any table the package reads) against
     the API contract; ``validate_options``: ``validate_events``' (or
-    ``validate_identities``') keywords."""
+    ``validate_identities``') keywords. ``plan``: a tracking plan (a
+    :class:`~churn_connector.TrackingPlan`, its mapping or its file's path), loaded when the
+    definitions load (a bad plan fails there): rows that break it are invalid, counted by
+    their rules' names (``churn/check/plan.invoice_paid.amount.minimum``)."""
     if kind not in KINDS:
         raise ConfigurationError(f"churn_check: kind must be one of {KINDS}, not {kind!r}")
     invalid_limit(max_invalid, 0)  # a bad threshold fails when the definitions load
     options = dict(validate_options or {})
+    if plan is not None:
+        if options.get("plan") is not None:
+            raise ConfigurationError(
+                "churn_check: give the tracking plan once, as plan= or "
+                "validate_options['plan'], not both"
+            )
+        options["plan"] = plan
+    if options.get("plan") is not None:
+        options["plan"] = as_plan(options["plan"])  # read now: a bad plan fails here
+    planned = " and the tracking plan" if options.get("plan") is not None else ""
     validate = validate_events if kind == "events" else validate_identities
     key = asset.key if isinstance(asset, AssetsDefinition) else asset
 
@@ -75,7 +89,7 @@ def churn_check(
         asset=key,
         name=name or f"churn_{kind}_contract",
         blocking=blocking,
-        description=f"Every row meets the ingestion API's contract for {kind} "
+        description=f"Every row meets the ingestion API's contract for {kind}{planned} "
         f"(ERROR above {max_invalid} invalid rows, WARN at or below).",
     )
     def _check(table: Any) -> AssetCheckResult:

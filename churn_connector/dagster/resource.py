@@ -5,6 +5,12 @@ the variable's name in its UI and config, never its value, and resolves it where
 executes. A send returns a ``MaterializeResult`` whose metadata holds the counts per row
 state, the requests, the elapsed time and the result files' paths (never data, never the
 key); valid rows that were not delivered raise ``dagster.Failure`` with the same metadata.
+
+A database is read by a query, ``cc.sql(query, connection)``, like any table. Incremental,
+``cursor=``: with a ``ledger``, each materialization reads the rows past the sync's
+watermark; without one, a partitioned asset passes its partition's time window
+(``time_window=context.partition_time_window``), which bounds the cursor (``start <= cursor
+< end``), so that each partition, and a backfill of many, reads exactly its own rows.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dagster import ConfigurableResource, Failure, MaterializeResult, MetadataVa
 from pydantic import Field
 
 from .._client import Client
-from .._core import Secret
+from .._core import ConfigurationError, Secret
 from .._results import SendResult
 from .._tasks import Recorded, record, undelivered
 
@@ -64,10 +70,13 @@ class ChurnResource(ConfigurableResource):  # type: ignore[type-arg]
         *,
         results_dir: str | Path | None = None,
         fail_on_invalid: bool = False,
+        time_window: Any = None,
         **options: Any,
     ) -> MaterializeResult:  # type: ignore[type-arg]
         """Validate and send events (``options``: :meth:`Client.send_events`'s); the run as
-        materialization metadata. ``results_dir``: where to write the result files."""
+        materialization metadata. ``results_dir``: where to write the result files;
+        ``time_window``: a partition's ``TimeWindow``, bounding ``cursor`` (see the module)."""
+        _bound_by_window(options, time_window)
         client = self.get_client()
         return _materialized(
             record("events", lambda: client.send_events(data, **options), results_dir),
@@ -80,15 +89,36 @@ class ChurnResource(ConfigurableResource):  # type: ignore[type-arg]
         *,
         results_dir: str | Path | None = None,
         fail_on_invalid: bool = False,
+        time_window: Any = None,
         **options: Any,
     ) -> MaterializeResult:  # type: ignore[type-arg]
         """Validate and identify users (``options``: :meth:`Client.identify`'s); as
         :meth:`send_events`."""
+        _bound_by_window(options, time_window)
         client = self.get_client()
         send: Callable[[], SendResult] = lambda: client.identify(data, **options)  # noqa: E731
         return _materialized(
             record("identities", send, results_dir), fail_on_invalid=fail_on_invalid
         )
+
+
+def _bound_by_window(options: dict[str, Any], window: Any) -> None:
+    """A partition's time window as the cursor's ``since`` / ``until`` (see the module)."""
+    if window is None:
+        return
+    if not options.get("cursor"):
+        raise ConfigurationError(
+            "time_window bounds a cursor column: name it (cursor=), the column that grows "
+            "as rows arrive"
+        )
+    if options.get("since") is not None or options.get("until") is not None:
+        raise ConfigurationError("time_window and since/until: give the range once")
+    start, end = getattr(window, "start", None), getattr(window, "end", None)
+    if start is None or end is None:
+        raise ConfigurationError(
+            f"time_window must be a partition's TimeWindow (start, end), not {window!r}"
+        )
+    options["since"], options["until"] = start, end
 
 
 def summary_metadata(summary: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from .._validate import (
     column_counts,
     counted_rows,
     judge,
+    warns,
 )
 from .partition import PartitionInput
 from .settings import ORDER_COLUMN
@@ -134,7 +135,10 @@ def validate(
         check_of_kind(check, kind)
     table = (EventOptions if kind == "events" else IdentityOptions).given(options)
     names = [c for c in df.columns if c != ORDER_COLUMN]
-    positional = df.select(*names).toDF(*[f"_{i}" for i in range(len(names))])
+    # each column by its own name: unquoted, `properties.plan` would be the field plan of the
+    # column properties (null in a map without that key), not the flat column of that name
+    quoted = [F.col("`" + name.replace("`", "``") + "`") for name in names]
+    positional = df.select(*quoted).toDF(*[f"_{i}" for i in range(len(names))])
     task = _CountTask(kind, table, names, warned_checks)
     with warnings.catch_warnings():
         # mapInArrow builds an Arrow UDF; PySpark 4.3 warns about pandas 3 there
@@ -157,7 +161,7 @@ def validate(
             checks.append(
                 {
                     "check": row["name"],
-                    "severity": "warning" if row["name"] in warned_checks else "error",
+                    "severity": "warning" if warns(row["name"], warned_checks) else "error",
                     "rows": int(row["rows"]),
                     "failures": int(row["failures"]),
                 }

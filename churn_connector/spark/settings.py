@@ -9,6 +9,7 @@ Python API (``max_concurrency``, ``namespace``, ``duplicates``, ...), checked on
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from .._core import (
     ClientConfig,
     ConfigurationError,
     Kind,
+    PlanError,
     Secret,
     client_options_from,
     from_text,
@@ -29,6 +31,7 @@ from .._delivery import SendOptions
 from .._ledger import without_password
 from .._options import EventOptions, IdentityOptions
 from .._read import DEFAULT_SLICE_ROWS
+from .._validate import TrackingPlan, as_plan
 
 NAME = "churn"  # df.write.format("churn")
 """The data source's short name: ``df.write.format("churn")``."""
@@ -126,7 +129,9 @@ class SparkSettings:
                 {k: v for k, v in given.items() if k in CLIENT_FIELDS | RETRY_FIELDS}, "option"
             ),
             send_options={
-                k: from_text(k, v, sends[k], "option") for k, v in given.items() if k in sends
+                k: plan_option(v) if k == "plan" else from_text(k, v, sends[k], "option")
+                for k, v in given.items()
+                if k in sends
             },
             fail_on_invalid=bool(own.get("fail_on_invalid", False)),
             max_requests_per_second=rate,
@@ -200,6 +205,27 @@ class SparkSettings:
     def send_keywords(self) -> dict[str, Any]:
         """The keywords of Client.send_events / Client.identify for one partition."""
         return {**self.send_options, "progress": False}
+
+
+def plan_option(value: Any) -> TrackingPlan | None:
+    """The ``plan`` option, loaded on the driver: a plan, its mapping, the JSON text of one
+    (what :func:`save` writes), or the path of its file, read here. The tasks get the loaded
+    plan, which pickles as its mapping: no executor needs to see the file."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            found = json.loads(value)
+        except ValueError as exc:
+            raise PlanError(f"option plan: not the JSON of a tracking plan ({exc})") from None
+        return TrackingPlan.from_dict(found)
+    return as_plan(value)
+
+
+def plan_text(value: Any) -> str:
+    """A ``plan`` as a Spark option carries it: the loaded plan's mapping as JSON (a path is
+    read here, on the driver's side, rather than where the job runs)."""
+    plan = as_plan(value)
+    assert plan is not None
+    return json.dumps(plan.to_dict())
 
 
 def refuse_key_options(given: Mapping[str, Any]) -> None:

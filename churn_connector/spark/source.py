@@ -40,7 +40,7 @@ from .._core import ConfigurationError, DeliveryError
 from .._tasks import combine, describe, undelivered
 from .partition import PartitionInput, Where, reported_duplicates, send
 from .results import partition_by_user, task_parallelism
-from .settings import NAME, ORDER_COLUMN, SparkSettings, refuse_token_on_connect
+from .settings import NAME, ORDER_COLUMN, SparkSettings, plan_text, refuse_token_on_connect
 
 _OPEN, _CLOSE = "[churn-summary]", "[/churn-summary]"
 
@@ -231,7 +231,8 @@ def save(
         writer = df.write.format(NAME).mode("append").option("summary_path", path)
         for name, value in given.items():
             if value is not None:
-                writer = writer.option(name, _text(value))
+                text = plan_text(value) if name == "plan" else _text(value)
+                writer = writer.option(name, text)
         try:
             writer.save()
         except Exception as exc:

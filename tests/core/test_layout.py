@@ -42,8 +42,13 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("delivery", ("_delivery",)),  # chunking, retry, connections, transport, the sender
     ("results", ("_results",)),  # the SendResult and the result files
     ("run", ("_run",)),  # one send, stage by stage
+    # incremental syncs: the watermark in the ledger, the read narrowed, settled after a run
+    ("sync", ("_sync",)),
     ("track", ("_track",)),  # one-off events: the scalar engine, the tracker, its spool
-    ("client", ("_keywords", "_client")),  # the Client, its keywords and the one-call forms
+    (
+        "client",
+        ("_keywords", "_client", "_one_call"),
+    ),  # the Client, its keywords and the one-call forms
     ("tasks", ("_tasks", "_resend")),  # what every orchestrator task does around a send
     ("top", ("__init__", "_cli", "airflow", "spark", "dagster", "samples")),
 ]
@@ -277,6 +282,7 @@ def test_importing_the_package_leaves_optional_parts_unloaded() -> None:
         "'churn_connector._read.delta', 'churn_connector._read.iceberg', 'pyarrow.orc', "
         # what the faces load on first use (_core.lazy)
         "'httpx', 'churn_connector._track.async_client', 'churn_connector._delivery.session', "
+        "'churn_connector._delivery.async_poster', "
         "'churn_connector._validate.ci']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )

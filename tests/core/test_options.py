@@ -24,9 +24,11 @@ from churn_connector._core.declarations import FLAGS, Option, options_of
 from churn_connector._core.types import Kind
 from churn_connector._delivery.send_options import SendOptions
 from churn_connector._read.text import TextOptions
+from churn_connector._sync import SyncOptions
 from churn_connector._track.async_client import AsyncTracker
 from churn_connector._track.scalar import event_of
 from churn_connector._validate.gate import GateOptions
+from churn_connector._validate.plan import TrackingPlan
 
 DF = pd.DataFrame({"external_user_id": ["u"], "event_type": ["login"]})
 
@@ -87,6 +89,7 @@ DECLARING = [
     cc.EventOptions,
     cc.IdentityOptions,
     SendOptions,
+    SyncOptions,
     cc.ClientConfig,
     cc.RetryPolicy,
     cc.Timeouts,
@@ -182,6 +185,7 @@ def test_every_declared_flag_is_on_the_command_line_and_nothing_else_is_undeclar
     assert declared <= flags
     own = {"-h", "--help", "-v", "--verbose", "-q", "--quiet", "--report", "--results", "--rows"}
     own |= {"--json", "--junit", "--first", "--passed", "--quarantine", "--receipts"}
+    own |= {"--sql", "--connection"}  # the input itself, as the positional file is
     assert flags - declared == own, "a flag that sets an option must be declared with it"
 
 
@@ -451,6 +455,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "as_of": {"as_of": pd.Timestamp("2026-01-01", tz="UTC")},
     "snapshot_id": {"snapshot_id": 5},
     "partitioning": {"partitioning": None},
+    "plan": {"plan": TrackingPlan({"signup": {"type": "object"}})},
     "delimiter": {"delimiter": ";"},
     "header": {"header": False, "columns": ["a"]},
     "columns": {"header": False, "columns": ["a"]},
@@ -474,6 +479,14 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "progress": {"progress": False},
     "batch_size": {"batch_size": 7},
     "max_concurrency": {"max_concurrency": 3},
+    # a sync's: each with the cursor it needs (checked when SyncOptions is made)
+    "cursor": {"cursor": "occurred_at"},
+    "lookback": {"cursor": "occurred_at", "lookback": "2h"},
+    "incremental": {"incremental": True},
+    "sync_name": {"cursor": "occurred_at", "sync_name": "daily"},
+    "full_refresh": {"cursor": "occurred_at", "full_refresh": True},
+    "since": {"cursor": "occurred_at", "since": "2026-01-01T00:00:00Z"},
+    "until": {"cursor": "occurred_at", "until": "2026-01-02T00:00:00Z"},
 }
 
 
@@ -518,6 +531,8 @@ def test_every_keyword_reaches_its_options_field(
     for module in (_client, events_api if kind == "events" else identities_api):
         monkeypatch.setattr(module, stream, _made)
     monkeypatch.setattr(_client, "SendOptions", _recording(SendOptions, sends))
+    syncs: list[Any] = []
+    monkeypatch.setattr(_client, "SyncOptions", _recording(SyncOptions, syncs))
     client = cc.Client("https://api.example.com", "k")
     call = getattr(client, function.__name__) if takes == "send" else function
     declared = _declared(kind, takes)
@@ -525,6 +540,15 @@ def test_every_keyword_reaches_its_options_field(
     for name in declared:
         given = SAMPLES[name]
         sends.clear()
+        syncs.clear()
+        if name in {o.name for o in options_of(SyncOptions)}:
+            # a sync without a ledger stops once its options are made: they are what counts
+            with pytest.raises((_Made, cc.ConfigurationError)):
+                call(DF, **given)
+            (synced,) = syncs
+            assert getattr(synced, name) == getattr(SyncOptions(**given), name), name
+            assert getattr(synced, name) != getattr(SyncOptions(), name), name
+            continue
         with pytest.raises(_Made) as made:
             call(DF, **given)
         if name in {o.name for o in options_of(SendOptions)}:

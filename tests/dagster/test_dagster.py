@@ -13,6 +13,7 @@ from dagster import (
     DagsterInstance,
     EnvVar,
     ExecuteInProcessResult,
+    HourlyPartitionsDefinition,
     MaterializeResult,
     asset,
     materialize,
@@ -150,3 +151,78 @@ def test_the_resources_fields_are_declared_client_options_with_their_defaults() 
         default = ChurnResource.model_fields[name].default
         # None: the client's own default applies, whatever it is
         assert default is None or default == option.default, name
+
+
+def test_a_checks_tracking_plan_blocks_the_send_of_a_table_that_breaks_it(
+    sandbox: cc.Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, GOOD_KEY)
+    events, send = _assets(invalid=0, results_dir=tmp_path)
+    # every row meets the contract; the plan knows no login (unknown_events: refuse)
+    plan = cc.TrackingPlan(events={"signup": {}}, unknown_events="refuse")
+    check = churn_check(events, plan=plan)
+    with DagsterInstance.ephemeral() as instance:
+        result = _run([events, send, check], sandbox, instance)
+        [evaluation] = result.get_asset_check_evaluations()
+        assert not evaluation.passed and evaluation.severity == AssetCheckSeverity.ERROR
+        metadata = {k: v.value for k, v in evaluation.metadata.items()}
+        assert metadata["churn/check/plan.unknown_event"] == 10
+        assert result.asset_materializations_for_node("events_delivered") == []
+    assert len(sandbox.events()) == 0
+
+
+def test_a_checks_plan_is_read_when_the_definitions_load(tmp_path: Path) -> None:
+    bad = tmp_path / "plan.json"
+    bad.write_text('{"events": {"login": {"anyOf": []}}}')
+    with pytest.raises(cc.PlanError, match="'anyOf'"):
+        churn_check("events", plan=bad)
+
+
+def test_each_partition_sends_the_rows_of_its_time_window_from_a_query(
+    sandbox: cc.Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb  # noqa: PLC0415 - the sql extra
+
+    monkeypatch.setenv(KEY_ENV, GOOD_KEY)
+    start = pd.Timestamp.now(tz="UTC").floor("h") - pd.Timedelta(hours=5)
+    path = tmp_path / "source.duckdb"
+    stamps = [start - pd.Timedelta(hours=1) + pd.Timedelta(minutes=10 * i) for i in range(30)]
+    with duckdb.connect(str(path)) as db:
+        db.execute("CREATE TABLE events (uid TEXT, loaded_at TIMESTAMPTZ)")
+        db.executemany(
+            "INSERT INTO events VALUES (?, ?)",
+            [(f"user_{i}", s.to_pydatetime()) for i, s in enumerate(stamps)],
+        )
+    query = (
+        "SELECT uid AS external_user_id, 'login' AS event_type, loaded_at AS occurred_at, "
+        "loaded_at FROM events"
+    )
+    hourly = HourlyPartitionsDefinition(start_date=start.strftime("%Y-%m-%d-%H:%M"))
+
+    @asset(partitions_def=hourly)
+    # context unannotated: Dagster reads the annotation, which this module's future import
+    # leaves as a string it does not resolve
+    def events_delivered(context, churn: ChurnResource) -> MaterializeResult:  # type: ignore[no-untyped-def,type-arg]
+        return churn.send_events(
+            cc.sql(query, path),
+            cursor="loaded_at",
+            time_window=context.partition_time_window,
+            results_dir=tmp_path / context.partition_key.replace(":", "_"),
+        )
+
+    churn = ChurnResource(base_url=sandbox.base_url, api_key=EnvVar(KEY_ENV))
+    sent: set[str] = set()
+    with DagsterInstance.ephemeral() as instance:
+        for hour in (1, 2):
+            key = (start + pd.Timedelta(hours=hour)).strftime("%Y-%m-%d-%H:%M")
+            result = materialize(
+                [events_delivered], resources={"churn": churn}, instance=instance, partition_key=key
+            )
+            assert result.success
+            window = (start + pd.Timedelta(hours=hour), start + pd.Timedelta(hours=hour + 1))
+            expected = {f"user_{i}" for i, s in enumerate(stamps) if window[0] <= s < window[1]}
+            stored = set(sandbox.events()["external_user_id"])
+            assert len(expected) == 6
+            assert stored - sent == expected
+            sent = stored
+    assert len(sandbox.events()) == 12

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 import churn_connector as cc
-from churn_connector._delivery.transport import RESPONSE_TEXT_LIMIT, Said, what_it_said
+from churn_connector._delivery.answers import RESPONSE_TEXT_LIMIT, Said, what_it_said
 from tests.conftest import MakeEvents
 
 KEY = "sk_test_CANARYKEY_0123456789abcdef"

@@ -22,38 +22,12 @@ import pytest
 
 import churn_connector as cc
 from tests.conftest import Figures, MakeEvents
+from tests.netfixtures import unanswered_connects
 
 pytestmark = pytest.mark.e2e  # real sockets throughout
 
 DEADLINE = 2.0
 SLACK = 4.0  # the deadline plus a few seconds, for a loaded machine
-
-
-@contextlib.contextmanager
-def unanswered_connects() -> Iterator[int]:
-    """A port whose connects hang: it listens, never accepts, and its queue is full."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(0)
-        port = server.getsockname()[1]
-        fillers = []
-        try:
-            for _ in range(4):  # fill the accept queue; what does not fit stays SYN_SENT
-                filler = socket.socket()
-                filler.setblocking(False)
-                with contextlib.suppress(BlockingIOError):
-                    filler.connect(("127.0.0.1", port))
-                fillers.append(filler)
-            time.sleep(0.2)
-            probe = socket.socket()
-            probe.settimeout(0.5)
-            with pytest.raises(TimeoutError):  # the premise: a connect here hangs
-                probe.connect(("127.0.0.1", port))
-            probe.close()
-            yield port
-        finally:
-            for filler in fillers:
-                filler.close()
 
 
 @contextlib.contextmanager

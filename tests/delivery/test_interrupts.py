@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -248,6 +249,7 @@ def test_an_interrupt_closes_the_connections_of_the_requests_in_flight(
         if stalling.wait_for(lambda p: p.mode_counts["stall"] >= 4, timeout=60):
             os.kill(os.getpid(), signal.SIGUSR1)
 
+    before = set(threading.enumerate())
     previous = signal.signal(signal.SIGUSR1, handler)
     watcher = threading.Thread(target=stop_when_stalled, daemon=True)
     try:
@@ -268,8 +270,60 @@ def test_an_interrupt_closes_the_connections_of_the_requests_in_flight(
     assert stalling.wait_for(lambda p: p.open_connections == 0, timeout=PATIENT / 30), (
         f"{stalling.open_connections} connections still open after the interrupt"
     )
-    # and no sending thread is left blocked on one
+    # and no sending thread of this send is left blocked on one (an earlier test's, in the
+    # same worker process, is not this send's)
     deadline = time.monotonic() + PATIENT / 30
-    while any(t.name.startswith("churn-send-") for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "a sending thread is still blocked on its request"
+    while left := [t.name for t in set(threading.enumerate()) - before if _sending(t)]:
+        assert time.monotonic() < deadline, f"sending threads still blocked: {left}"
         time.sleep(0.05)
+
+
+def _sending(thread: threading.Thread) -> bool:
+    return thread.name.startswith("churn-send-")
+
+
+def test_a_stopped_runs_bar_and_exception_count_delivered_rows_alike_repeats_included(
+    stalling: FaultProxy,
+    sandbox: cc.Sandbox,
+    make_events: MakeEvents,
+    now: pd.Timestamp,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # three exact repeats among the first requests' rows: skipped as already delivered
+    events = make_events(now, n=N_ROWS)
+    events = pd.concat([events.iloc[:3], events]).reset_index(drop=True)
+
+    class TaskKilled(BaseException):
+        """What an orchestrator's signal handler raises in the main thread."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise TaskKilled
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    timer = None
+    try:
+
+        def kill_when_stalled() -> None:
+            stalling.wait_for(lambda p: p.mode_counts["stall"] >= 4, timeout=60)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+        timer = threading.Thread(target=kill_when_stalled, daemon=True)
+        timer.start()
+        client = cc.Client(stalling.url, sandbox.api_key, max_concurrency=4)
+        with pytest.raises(cc.Interrupted) as info:
+            client.send_events(events, now=now, batch_size=BATCH, progress=True)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        if timer is not None:
+            timer.join(timeout=5)
+    counts = info.value.counts
+    delivered = counts["sent"] + counts["skipped"]
+    assert counts["skipped"] == 3 and counts["sent"] == PASSING * BATCH
+    whole = N_ROWS + 3
+    assert str(info.value).startswith(
+        f"interrupted: {delivered:,} of {whole:,} rows delivered "
+        f"({counts['sent']:,} sent, 3 skipped as already delivered"
+    )
+    end = [f for f in re.split(r"[\r\n]", capsys.readouterr().err) if f.strip()][-1]
+    assert f"{delivered:,} of {whole:,} rows delivered" in end
+    assert f"{counts['sent']:,} sent · 3 skipped · {counts['failed']:,} failed" in end

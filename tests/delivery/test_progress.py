@@ -85,11 +85,14 @@ def test_a_send_with_invalid_rows_ends_with_failures_filled_to_what_was_delivere
     res = client.send_events(export, now=now, progress=True)
     end = last_frame(capsys.readouterr().err)
     delivered = res.counts["sent"] + res.counts["skipped"]
-    assert f"{delivered}/1201" in end and "100%" not in end  # not all of it was delivered
+    assert f"{delivered:,} of 1,201 rows delivered" in end and "%" not in end  # finished
     assert "events ✘ with failures" in end  # the invalid rows' mark and word
     assert counts_text(res.counts) in end  # the result's own numbers
     assert f"{res.counts['sent']:,} sent · 1 skipped · 6 invalid" in end
-    assert ansi(COLOURS["invalid"]) in end
+    # the delivered part in the colour of sent, the invalid rows in theirs
+    drawn = end.split("|")[1]
+    assert drawn.startswith(ansi(COLOURS["sent"]) + "█")
+    assert ansi(COLOURS["invalid"]) + "█\x1b[0m" in drawn  # 6 of 1,201: a cell all the same
     assert re.search(r"\[\d\d:\d\d, ", end)  # how long it took
 
 
@@ -99,8 +102,9 @@ def test_a_clean_send_ends_delivered_at_the_whole_in_the_colour_of_sent(
     res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(events, now=now, progress=True)
     end = last_frame(capsys.readouterr().err)
     assert res.ok
-    assert "events ✔ delivered" in end and "10/10" in end and "100%" in end
+    assert "events ✔ delivered" in end and "10 of 10 rows delivered" in end
     assert "10 sent" in end and ansi(COLOURS["sent"]) in end
+    assert ansi(COLOURS["invalid"]) not in end
 
 
 def test_a_stopped_run_says_so_with_what_was_delivered_failed_and_never_read(
@@ -112,7 +116,7 @@ def test_a_stopped_run_says_so_with_what_was_delivered_failed_and_never_read(
     progress.close(stopped=True)
     end = last_frame(capsys.readouterr().err)
     assert "events ↻ stopped" in end and ansi(COLOURS["failed"]) in end
-    assert "61.0k/200k" in end  # filled to what was delivered, not to what was read
+    assert "61,000 of 200,004 rows delivered" in end  # not to what was read
     # the numbers the stopped run's exception carries: its pending rows are failed
     assert "61,000 sent · 89,002 failed · 50,002 not read" in end
 
@@ -126,8 +130,57 @@ def test_a_notebook_without_widgets_gets_a_text_bar_on_stdout_and_no_warning(
     progress.update(40)
     progress.close()  # pytest turns any warning into an error
     out, err = capsys.readouterr()
-    assert "identities: 100%" in out and "40/40" in out
+    assert "identities: 100%" in out and "40/40" in out  # while it ran
     assert err == ""
+
+
+def test_a_running_bar_writes_its_counts_whole_with_thousands_separators(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    progress = Progress("events", 2001, enabled=True)
+    progress.update(1994)
+    progress._bar.refresh()  # drawn now, not at tqdm's next interval
+    frame = last_frame(capsys.readouterr().err)
+    assert "1,994/2,001" in frame
+    progress.close()
+
+
+def test_an_empty_send_reads_as_its_result_does(
+    sandbox: cc.Sandbox, now: pd.Timestamp, events: pd.DataFrame, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(
+        events.iloc[:0], now=now, progress=True
+    )
+    end = last_frame(capsys.readouterr().err)
+    assert res._repr_html_().count("events: no rows") == 1
+    assert "events ↷ no rows" in end
+    assert "delivered" not in end and "0/0" not in end
+
+
+def test_a_notebook_widget_ends_as_a_bar_of_the_states_colours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tqdm.notebook import tqdm as widget_bar  # noqa: PLC0415
+
+    monkeypatch.setattr(
+        progress_module, "make_bar", lambda desc, total: widget_bar(total=total, desc=desc)
+    )
+    counts = {"pending": 0, "sent": 1_990, "skipped": 3, "invalid": 7, "rejected": 1}
+    progress = Progress("events", 2001, enabled=True, counts=lambda: counts)
+    progress.update(2001)
+    progress.close()
+    text, drawn, said = progress._bar.container.children
+    assert "events ⊘ with failures" in text.value.replace("\u2007", " ")
+    assert "1,993 of 2,001 rows delivered" in said.value.replace("\u2007", " ")
+    assert "1,990 sent · 3 skipped · 7 invalid · 1 rejected" in said.value.replace("\u2007", " ")
+    # delivered in the colour of sent (99.6%), then the invalid and the rejected rows
+    widths = re.findall(r"width:([\d.]+)%;height:100%;background:(#[0-9a-f]{6})", drawn.value)
+    assert [colour for _, colour in widths] == [
+        COLOURS["sent"],
+        COLOURS["invalid"],
+        COLOURS["rejected"],
+    ]
+    assert float(widths[0][0]) > 99
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import churn_connector as cc
-from churn_connector._delivery.transport import _RateLimit
+from churn_connector._delivery.transport import HttpPoster
 from tests.conftest import MakeEvents
 
 pytestmark = pytest.mark.e2e  # real HTTP or processes throughout
@@ -56,14 +56,21 @@ def test_every_attempt_takes_a_token_retries_included(
     assert time.monotonic() - started >= 3 / 20
 
 
-def test_a_stop_ends_the_wait_for_a_slot() -> None:
-    limit = _RateLimit(0.1)  # one attempt every 10 s
-    stop = threading.Event()
-    limit.wait(stop)  # the first slot is free
-    threading.Timer(0.1, stop.set).start()
-    started = time.monotonic()
-    limit.wait(stop)
+def test_a_stop_ends_the_wait_for_a_slot(sandbox: cc.Sandbox) -> None:
+    config = cc.ClientConfig.create(
+        sandbox.base_url, sandbox.api_key, max_requests_per_second=0.1
+    )  # one attempt every 10 s
+    poster = HttpPoster(config, pool_size=1)
+    body = b'{"external_user_id":"u1"}'
+    try:
+        assert poster.post("/v1/identify", body).status == "sent"  # the first slot is free
+        threading.Timer(0.1, poster.stop, args=("interrupted",)).start()
+        started = time.monotonic()
+        outcome = poster.post("/v1/identify", body)
+    finally:
+        poster.close()
     assert time.monotonic() - started < 5
+    assert (outcome.status, outcome.error) == ("failed", "not sent: interrupted")
 
 
 @pytest.mark.parametrize("rate", [0, -1, float("inf"), True, "10"])

@@ -16,11 +16,11 @@ import pytest
 import churn_connector as cc
 from churn_connector._core.book import RowBook
 from churn_connector._core.contract import EVENTS_PATH, IDENTIFY_PATH
+from churn_connector._delivery.answers import Outcome
 from churn_connector._delivery.chunking import Request, batch_body
 from churn_connector._delivery.chunklog import ChunkLog
 from churn_connector._delivery.progress import Progress
 from churn_connector._delivery.sender import Sender
-from churn_connector._delivery.transport import Outcome
 from churn_connector._results.result import SendResult
 
 SENT = Outcome("sent", 200, 1, 0.0, None, "{}")

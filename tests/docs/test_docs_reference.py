@@ -29,6 +29,7 @@ from churn_connector._client import IdentifyOptions, SendEventsOptions
 from churn_connector._core.declarations import Option, options_of
 from churn_connector._delivery.send_options import SendOptions
 from churn_connector._sandbox import _cli as sandbox_cli
+from churn_connector._sync import SyncOptions
 from churn_connector._validate.checks import markdown_table, readme_with_table
 from churn_connector._validate.gate import GateOptions
 
@@ -211,6 +212,7 @@ def options_tables() -> dict[str, str]:
     tables = {
         "data": [*head, *_rows(list(data.values()), kinds=True), _WHOLE_ROW],
         "send": [*head, *_rows(list(options_of(SendOptions)))],
+        "sync": [*head, *_rows(list(options_of(SyncOptions)))],
         "gate": [*head, *_rows(list(options_of(GateOptions)))],
         "client": [*head, *_rows(list(options_of(cc.ClientConfig))), *_CLIENT_ROWS],
         "timeouts": [

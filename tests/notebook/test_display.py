@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,8 +16,8 @@ import churn_connector as cc
 from churn_connector import samples
 from churn_connector._core.book import RowBook
 from churn_connector._core.types import RowState
-from churn_connector._notebook.display import MAX_GROUPS, label_text
 from churn_connector._notebook.palette import COLOURS, MARKS
+from churn_connector._notebook.reasons import MAX_GROUPS, label_text
 from churn_connector._results.result import SendResult
 from tests.conftest import MakeEvents
 from tests.notebook.reading import Page, number, read_page
@@ -158,7 +159,9 @@ def test_a_result_with_fifty_thousand_different_errors_stays_small_and_true() ->
     positions = np.arange(n)
     book.set(positions[::2], RowState.SENT, chunk=1)
     for p in positions[1::2].tolist():
-        book.set([p], RowState.FAILED, error=f"connection reset while sending part {p}")
+        # words, not numbers: numbers are masked, and rows that differ only there group
+        word = "".join(chr(ord("a") + int(d)) for d in str(p))
+        book.set([p], RowState.FAILED, error=f"connection reset while sending part {word}")
     book.set([1], RowState.INVALID, error="[event_type_pattern] " + "y" * 10_000)
     book.errors[1] = "[event_type_pattern] " + "y" * 10_000
     result = SendResult("events", book, [], 1.0)
@@ -271,8 +274,12 @@ def test_a_rejected_row_shows_the_apis_reason_for_its_own_event(
     errors = res.rows.loc[[2, 5], "error"].tolist()
     assert errors == ["HTTP 400: occurred_at: more than 5 minutes after server time"] * 2
     ((reason, state, count, example),) = groups_of(read_page(res._repr_html_()))
-    assert (reason, state, count) == ("HTTP 400", "rejected", 2)
-    assert example == "row 2: occurred_at: more than 5 minutes after server time"
+    assert (reason, state, count) == (
+        "HTTP 400: occurred_at: more than 5 minutes after server time",
+        "rejected",
+        2,
+    )
+    assert example == "row 2"  # the reason says it all
 
 
 def test_failed_requests_show_the_apis_message_never_a_key(
@@ -285,8 +292,8 @@ def test_failed_requests_show_the_apis_message_never_a_key(
     assert result.counts["failed"] == 10
     html = result._repr_html_()
     ((reason, state, count, example),) = groups_of(read_page(html))
-    assert (reason, state, count) == ("HTTP 503", "failed", 10)
-    assert example == "row 0: upstream is down"
+    assert (reason, state, count) == ("HTTP 503: upstream is down", "failed", 10)
+    assert example == "row 0"
     assert "failed rows are safe to re-send" in html
     assert "(2 retries)" in html  # one retry per request, said in the result
     assert KEY not in html and KEY not in result.rows.to_csv() + result.chunks.to_csv()
@@ -329,3 +336,119 @@ def test_a_dry_run_says_what_would_be_sent(
     page = result._repr_html_()
     assert "dry run of events: 10 of 10 rows would be sent" in page
     assert "built, not sent" in page
+
+
+# -- every reason is the reason of the rows it counts -----------------------------------------
+
+
+def groups_against_rows(res: cc.SendResult) -> list[tuple[str, str, int, str]]:
+    """The HTML's groups, each checked against the rows' own errors: its count is the
+    number of rows whose error is its reason (a reason with masked values: whose error
+    matches it)."""
+    shown = groups_of(read_page(res._repr_html_()))
+    failures = res.failures
+    for reason, state, count, example in shown:
+        mine = failures[failures["status"] == state]["error"].astype(str)
+        pattern = re.escape(reason).replace(re.escape("<n>"), r"\d+")
+        assert int(mine.str.fullmatch(pattern).sum()) == count, (reason, count)
+        row = example.removeprefix("row ").split(":", 1)[0]
+        assert re.fullmatch(pattern, str(failures.loc[int(row), "error"])), example
+    assert sum(g[2] for g in shown) == len(failures)  # every undelivered row, once
+    return shown
+
+
+def test_rows_refused_for_different_reasons_in_one_request_are_grouped_by_their_own(
+    now: pd.Timestamp, make_events: MakeEvents
+) -> None:
+    # the API's clock runs 10 days ahead: three rows 25 days old are out of its window, and
+    # the answer names them; the request's other nine rows are refused with it, unnamed
+    events = make_events(now - pd.Timedelta(days=10), n=12)
+    events.loc[[1, 6, 7], "occurred_at"] = now - pd.Timedelta(days=25)
+    ahead = (now + pd.Timedelta(days=10)).to_pydatetime()
+    with cc.Sandbox(clock=lambda: ahead) as sb:
+        client = cc.Client(sb.base_url, sb.api_key, bisect_rejected=False)
+        res = client.send_events(events, now=now, progress=False)
+    assert len(res.chunks) == 1 and res.counts["rejected"] == 12  # one request, refused
+    others = (
+        "HTTP 400: 3 validation problem(s); nothing was stored "
+        "(the answer named other events of the request, not this one)"
+    )
+    window = "HTTP 400: occurred_at: more than 30 days before server time"
+    assert groups_against_rows(res) == [
+        (others, "rejected", 9, "row 0"),
+        (window, "rejected", 3, "row 1"),
+    ]
+    # the summary (the command line's, the exception's) says the same, in the same order
+    assert res.summary().splitlines()[1:] == [
+        f"rejected 9: {others} (e.g. row 0)",
+        f"rejected 3: {window} (e.g. row 1)",
+    ]
+    assert repr(res).splitlines()[1] == f"  rejected 9: {others} (e.g. row 0)"
+
+
+def test_rows_whose_messages_differ_in_numbers_only_share_a_reason_and_each_keeps_its_own(
+    now: pd.Timestamp, make_events: MakeEvents
+) -> None:
+    # the first request meets a clock 10 days ahead, the second one an hour behind: rows
+    # too old for the one, rows too new for the other, and the rest of each request
+    events = make_events(now - pd.Timedelta(days=10), n=20)
+    events.loc[[1, 6, 7], "occurred_at"] = now - pd.Timedelta(days=25)
+    events.loc[[12, 13, 14, 19], "occurred_at"] = now + pd.Timedelta(minutes=4)
+    clocks = iter([now + pd.Timedelta(days=10), now - pd.Timedelta(hours=1)])
+    with cc.Sandbox(clock=lambda: next(clocks).to_pydatetime()) as sb:
+        client = cc.Client(sb.base_url, sb.api_key, bisect_rejected=False, max_concurrency=1)
+        res = client.send_events(events, now=now, batch_size=10, progress=False)
+    assert len(res.chunks) == 2 and res.counts["rejected"] == 20
+    masked = (
+        "HTTP 400: <n> validation problem(s); nothing was stored "
+        "(the answer named other events of the request, not this one)"
+    )
+    assert groups_against_rows(res) == [
+        (
+            masked,
+            "rejected",
+            13,
+            "row 0: 3 validation problem(s); nothing was stored "
+            "(the answer named other events of the request, not this one)",
+        ),
+        ("HTTP 400: occurred_at: more than 5 minutes after server time", "rejected", 4, "row 12"),
+        ("HTTP 400: occurred_at: more than 30 days before server time", "rejected", 3, "row 1"),
+    ]
+
+
+# -- every state shown is a documented one ----------------------------------------------------
+
+
+def documented_states() -> list[str]:
+    """The states the row-states page's first table lists."""
+    page = (Path(__file__).parents[2] / "docs" / "concepts" / "row-states.md").read_text()
+    table = page.split("| state |", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE)
+
+
+def test_a_dry_runs_rows_have_one_documented_state_in_the_frame_the_counts_and_the_words(
+    now: pd.Timestamp, make_events: MakeEvents, tmp_path: Path
+) -> None:
+    events = make_events(now, n=12)
+    events.loc[3, "event_type"] = "Bad Type"
+    res = cc.send_events(events, now=now, dry_run=True, progress=False)
+    documented = documented_states()
+    assert "would_send" in documented
+    statuses = res.rows["status"].astype(str).value_counts().to_dict()
+    assert statuses == {"would_send": 11, "invalid": 1}
+    assert {s for s, n in res.counts.items() if n} == set(statuses)
+    assert set(res.counts) <= set(documented)
+    assert set(res.rows["status"].cat.categories) <= set(documented)  # no "pending"
+    assert "would_send 11," in res.summary()
+    page = read_page(res._repr_html_())
+    assert counts_of(page) == statuses
+    res.rows.to_csv(tmp_path / "rows.csv")
+    assert set(pd.read_csv(tmp_path / "rows.csv")["status"]) == {"would_send", "invalid"}
+
+
+def test_every_state_a_send_shows_is_documented(sandbox: cc.Sandbox, now: pd.Timestamp) -> None:
+    res = cc.Client(sandbox.base_url, sandbox.api_key).send_events(messy_report(now), now=now)
+    documented = set(documented_states())
+    assert set(res.counts) <= documented
+    assert set(counts_of(read_page(res._repr_html_()))) <= documented
+    assert set(res.rows["status"].astype(str)) <= documented

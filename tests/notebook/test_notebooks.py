@@ -102,14 +102,21 @@ def progress_bars(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
     bars = []
     for box in (m for m in by_id.values() if m["model_name"] == "HBoxModel"):
         left, bar, right = (by_id[child]["state"] for child in box["state"]["children"])
-        style = by_id[bar["style"]]["state"]
+        finished = "value" in bar and isinstance(bar["value"], str)  # the bar of parts
         bars.append(
             {
                 "words": left["value"].replace("\u2007", " "),
                 "counts": right["value"].replace("\u2007", " "),
-                "value": bar["value"],
-                "max": bar["max"],
-                "colour": style.get("bar_color"),
+                # a finished bar: its parts, (colour, share of the whole in %)
+                "parts": [
+                    (colour, float(width))
+                    for width, colour in re.findall(
+                        r"width:([\d.]+)%;height:100%;background:(#[0-9a-f]{6}|transparent)",
+                        bar["value"],
+                    )
+                ]
+                if finished
+                else None,
             }
         )
     return bars
@@ -120,8 +127,9 @@ def _models(nb: nbformat.NotebookNode) -> dict[str, Any]:
     return dict(saved.get("state", {}))
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 OUTCOME_WORDS = re.compile(r"(✔ delivered|✘ with failures|⊘ with failures|↻ with failures|"
-                           r"◷ with failures|↻ stopped)")  # fmt: skip
+                           r"◷ with failures|↻ stopped|↷ no rows)")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -148,16 +156,27 @@ def check_the_interrupted_backfill(nb: nbformat.NotebookNode) -> None:
     """The stopped run's bar and message agree with the exception's counts."""
     (said,) = [o["text"] for o in cell(nb, "first").outputs if o.get("name") == "stdout"]
     found = re.fullmatch(
-        r"interrupted: ([\d,]+) of 200,004 rows delivered \(([\d,]+) read, ([\d,]+) never read\)\n",
+        r"interrupted: ([\d,]+) of 200,004 rows delivered \("
+        r"(?:([\d,]+) sent, ([\d,]+) skipped as already delivered; )?"
+        r"([\d,]+) read, ([\d,]+) never read\)\n",
         said,
     )
     assert found, said
-    sent, read, unread = (int(g.replace(",", "")) for g in found.groups())
+    delivered, read, unread = (int(found[k].replace(",", "")) for k in (1, 4, 5))
     assert read + unread == 200_004
     (stopped,) = [bar for bar in progress_bars(nb) if "stopped" in bar["words"]]
-    assert stopped["max"] == 200_004 and stopped["colour"] == COLOURS["failed"]
-    assert f"{sent:,} sent" in stopped["counts"] and f"{unread:,} not read" in stopped["counts"]
-    assert sent <= stopped["value"] < read  # filled to what was delivered, not what was read
+    # the same numbers as the exception's message
+    assert f"{delivered:,} of 200,004 rows delivered" in stopped["counts"]
+    if found[2] is not None:  # repeats among the rows delivered: both said, alike
+        sent, skipped = int(found[2].replace(",", "")), int(found[3].replace(",", ""))
+        assert sent + skipped == delivered
+        assert f"{sent:,} sent · {skipped:,} skipped" in stopped["counts"]
+    assert f"{unread:,} not read" in stopped["counts"]
+    # the delivered part in the colour of sent, the failed rows in theirs, the unread blank
+    colours = [colour for colour, _ in stopped["parts"]]
+    assert colours[0] == COLOURS["sent"] and colours[-1] == "transparent"
+    assert set(colours[1:-1]) == {COLOURS["invalid"], COLOURS["failed"]}
+    assert abs(stopped["parts"][0][1] - 100 * delivered / 200_004) < 1
 
 
 def cell(nb: nbformat.NotebookNode, cell_id: str) -> Any:
@@ -190,7 +209,8 @@ def test_a_notebook_shows_a_text_bar_without_ipywidgets_and_a_widget_with_it(
     text_bar = nb.cells[2].outputs
     assert {(o["output_type"], o.get("name")) for o in text_bar} == {("stream", "stdout")}
     end = [f for f in re.split(r"[\r\n]", "".join(o["text"] for o in text_bar)) if f.strip()][-1]
-    assert "events ✘ with failures:  99%" in end and "597/601" in end
+    assert "events ✘ with failures: |" in end and "597 of 601 rows delivered" in end
+    assert "%" not in end  # a finished run is no share of itself
     assert "596 sent · 1 skipped · 4 invalid" in end
     widget = nb.cells[4].outputs[0]
     assert "application/vnd.jupyter.widget-view+json" in widget["data"]
@@ -211,11 +231,14 @@ def test_the_widget_bar_ends_filled_to_what_was_delivered_in_the_outcomes_colour
     execute(nb, kernel_specs, tmp_path)
     check_outputs(nb)
     first, second = progress_bars(nb)
-    assert (first["value"], first["max"]) == (597, 601)  # 596 sent and 1 skipped of 601
-    assert first["colour"] == COLOURS["invalid"] and "✘ with failures" in first["words"]
+    assert "597 of 601 rows delivered" in first["counts"]  # 596 sent and 1 skipped of 601
+    assert "✘ with failures" in first["words"]
     assert "596 sent · 1 skipped · 4 invalid" in first["counts"]
-    assert (second["value"], second["max"]) == (10, 10)
-    assert second["colour"] == COLOURS["sent"] and "✔ delivered" in second["words"]
+    # the delivered part in the colour of sent, the invalid rows in theirs
+    assert [colour for colour, _ in first["parts"]] == [COLOURS["sent"], COLOURS["invalid"]]
+    assert round(first["parts"][0][1], 1) == round(100 * 597 / 601, 1)
+    assert "10 of 10 rows delivered" in second["counts"]
+    assert second["parts"] == [(COLOURS["sent"], 100.0)] and "✔ delivered" in second["words"]
     assert "10 sent" in second["counts"]
 
 
@@ -279,8 +302,10 @@ def test_the_stop_button_passes_a_catch_all_and_leaves_the_summary_and_rows(
         new_code_cell(CARELESS_CELL, metadata={"tags": ["raises-exception"]}),
         new_code_cell(
             "import sys\nstopped = sys.last_value  # the exception the cell ended with\n"
-            "print(type(stopped).__name__, len(stopped.rows), stopped.counts['sent'])"
+            "print(type(stopped).__name__, len(stopped.rows),\n"
+            "      stopped.counts['sent'] + stopped.counts['skipped'])"
         ),
+        new_code_cell("%tb", metadata={"tags": ["raises-exception"]}),
         new_code_cell("sb.stop()"),
     ]
     nb = new_notebook(cells=cells)
@@ -288,9 +313,21 @@ def test_the_stop_button_passes_a_catch_all_and_leaves_the_summary_and_rows(
     (error,) = nb.cells[1].outputs
     assert error["output_type"] == "error"
     assert error["ename"] == "Interrupted"
-    found = re.fullmatch(r"interrupted: ([\d,]+) of ([\d,]+) rows delivered", error["evalue"])
+    # one line, not a chained traceback through the package; %tb has the whole of it
+    shown = [line for line in ANSI.sub("", "\n".join(error["traceback"])).splitlines() if line]
+    assert shown == [
+        "An exception has occurred, use %tb to see the full traceback.",
+        f"Interrupted: {error['evalue']}",
+    ]
+    whole = ANSI.sub("", "\n".join(nb.cells[3].outputs[0]["traceback"]))
+    assert "churn_connector" in whole and "KeyboardInterrupt" in whole
+    found = re.fullmatch(
+        r"interrupted: ([\d,]+) of ([\d,]+) rows delivered"
+        r"(?: \(([\d,]+) sent, [\d,]+ skipped as already delivered\))?",
+        error["evalue"],
+    )
     assert found is not None, error["evalue"]
-    sent, total = (int(n.replace(",", "")) for n in found.groups())
+    sent, total = (int(n.replace(",", "")) for n in found.groups()[:2])  # sent: delivered
     assert 0 < sent < total
     # the next cell still has the accounting: every row, and what was delivered
     assert nb.cells[2].outputs[0]["text"].split() == ["Interrupted", str(total), str(sent)]

@@ -13,7 +13,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from churn_connector._delivery.transport import HttpPoster, Outcome
+from churn_connector._delivery.answers import Outcome
+from churn_connector._delivery.transport import HttpPoster
 from churn_connector.spark import ChurnCommitMessage, ChurnDataSource, ChurnWriter
 from churn_connector.spark.partition import Where
 from churn_connector.spark.streaming import ChurnStreamWriter

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,7 +23,7 @@ from churn_connector._events.stream import EventStream
 from churn_connector._options.events import EventOptions
 from churn_connector._slices import batches
 from churn_connector._track.scalar import Window, event_of, options_for, problems
-from churn_connector._wire.ids import message_ids, one_id
+from churn_connector._wire.ids import FEW, PREFIXES, digests, format_uuids, quoted_ids
 
 NOW = pd.Timestamp("2026-11-21T12:00:00.123456Z")
 ABSENT: Any = object()  # message_id not given at all
@@ -197,12 +198,18 @@ def test_scalar_engine_agrees_with_the_pandera_schema_on_every_row(
         assert orjson.loads(body)["context"]["$message_id"] == event.message_id
 
 
-def test_the_scalar_id_is_the_vectorised_one() -> None:
-    rows = [b'{"context":{},"event_type":"login"}', "é".encode() * 40]
+@pytest.mark.parametrize("n", [1, 2, FEW - 1, FEW, 300])
+def test_the_fast_path_for_a_few_rows_is_the_vectorised_one(n: int) -> None:
+    # a one-off event is hashed and formatted row by row; a batch as arrays
+    rows = [b'{"context":{},"event_type":"login"}', "é".encode() * 40, b"{}"] * 100
+    rows = rows[:n]
     for id_format in ("v1", "v2"):
         for namespace in (None, "shop-eu"):
-            expected = message_ids(rows, namespace, id_format)
-            assert [one_id(r, namespace, id_format) for r in rows] == expected
+            few = digests(rows, namespace, PREFIXES[id_format])  # bytes: the fast path below FEW
+            arrays = digests(pa.array(rows, pa.binary()), namespace, PREFIXES[id_format])
+            assert few.tobytes() == arrays.tobytes()
+            texts = [b'"' + u + b'"' for u in format_uuids(arrays).tolist()]
+            assert quoted_ids(few) == texts
 
 
 def test_an_invalid_event_names_each_check_with_the_batch_message() -> None:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,6 +113,25 @@ def test_track_raises_delivery_error_when_retries_give_up(client: cc.Client) -> 
 def test_a_refused_key_raises_authentication_error(sandbox: cc.Sandbox) -> None:
     with pytest.raises(cc.AuthenticationError):
         cc.Client(sandbox.base_url, "not-the-key").track("u1", "login")
+
+
+def test_a_tracker_whose_sender_stopped_itself_leaves_no_thread_behind(sandbox: cc.Sandbox) -> None:
+    # a refused key stops the tracker's poster; the next request opens a new one, and the
+    # stopped one's connections and watchdog thread must go with it, not live on forever
+    before = set(threading.enumerate())
+    client = cc.Client(sandbox.base_url, "not-the-key")
+    with client.tracker(max_concurrency=1) as tracker:
+        for _ in range(2):
+            tracker.track("u1", "login")
+            assert tracker.flush(timeout=30).counts["failed"] == 1
+        report = tracker.close()
+    client.close()
+    assert report.pending == ()
+    deadline = time.monotonic() + 5
+    ours = ("churn-send", "churn-tracker")  # the client's threads (not the sandbox's)
+    while left := [t.name for t in set(threading.enumerate()) - before if t.name.startswith(ours)]:
+        assert time.monotonic() < deadline, f"threads left behind: {left}"
+        time.sleep(0.05)
 
 
 def test_leaving_the_block_raises_delivery_error_listing_the_undelivered() -> None:

@@ -287,8 +287,8 @@ def test_send_dry_run_needs_no_base_url_and_no_key(
     rows = tmp_path / "rows.csv"
     args = ["send", "events", str(tmp_path / "events.parquet"), "--dry-run", "--rows", str(rows)]
     assert main(args) == 0
-    assert capsys.readouterr().out.startswith("dry run: events: 10 rows -> sent 0,")
-    assert set(pd.read_csv(rows)["status"]) == {"pending"}  # built, never sent
+    assert capsys.readouterr().out.startswith("dry run: events: 10 rows -> would_send 10, sent 0,")
+    assert set(pd.read_csv(rows)["status"]) == {"would_send"}  # built, never sent
     assert cc.send_events(events, dry_run=True).counts["sent"] == 0
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pandas as pd
+import pendulum
 from airflow.sdk import DAG, task
+from airflow.timetables.interval import CronDataIntervalTimetable
 
+from churn_connector import TrackingPlan
 from churn_connector.airflow import (
     IdentifyOperator,
     SendEventsOperator,
@@ -114,3 +117,84 @@ with DAG("churn_on_events", schedule=[churn_asset("events")]) as on_events_dag:
         pass
 
     after_delivery()
+
+# a tracking plan twice: the gate reads it from a file (templated path, read on the worker),
+# the send is given it in the DAG code (kept with the DAG as its mapping)
+PAID = {
+    "events": {
+        "invoice_paid": {
+            "type": "object",
+            "required": ["amount"],
+            "properties": {"amount": {"type": "number", "minimum": 0}},
+        }
+    }
+}
+with DAG(
+    "churn_plan",
+    schedule=None,
+    params={**PARAMS, "plan": "", "max_invalid": "", "max_lag": ""},
+    default_args={"retries": 0},
+) as plan_dag:
+    plan_gate = ValidateOperator(
+        task_id="validate_events",
+        source="{{ params.events }}",
+        plan="{{ params.plan }}",
+        max_invalid="{{ params.max_invalid }}",
+        max_lag="{{ params.max_lag }}",
+        retries=2,
+    )
+    plan_gate >> SendEventsOperator(
+        task_id="send_events", source="{{ params.events }}", plan=TrackingPlan.from_dict(PAID)
+    )
+
+# a query on the churn_source connection (set by the test), its cursor bounded by the run's
+# data interval (no ledger): hourly intervals, each run reads exactly its own hour's rows
+with DAG(
+    "churn_sql_interval",
+    schedule=CronDataIntervalTimetable("@hourly", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={"table": "events"},
+    default_args={"retries": 0},
+) as sql_interval_dag:
+    SendEventsOperator(
+        task_id="send_events",
+        sql="SELECT uid AS external_user_id, 'login' AS event_type, ts AS occurred_at, "
+        "loaded_at FROM {{ params.table }}",
+        conn_id="churn_source",
+        cursor="loaded_at",
+    )
+    IdentifyOperator(
+        task_id="identify",
+        sql="SELECT uid AS external_user_id, loaded_at FROM {{ params.table }}",
+        conn_id="churn_source",
+        cursor="loaded_at",
+    )
+
+# the same with a ledger: each run reads the rows past the sync's watermark
+with DAG(
+    "churn_sql_ledger",
+    schedule=None,
+    params={"ledger": ""},
+    default_args={"retries": 0},
+) as sql_ledger_dag:
+    SendEventsOperator(
+        task_id="send_events",
+        sql="SELECT id, uid AS external_user_id, 'login' AS event_type, ts AS occurred_at "
+        "FROM events",
+        conn_id="churn_source",
+        cursor="id",
+        send_options={"ledger": "{{ params.ledger }}"},
+    )
+
+# a cursor, no ledger and no data interval (no schedule): nothing bounds the read
+with DAG(
+    "churn_sql_no_interval", schedule=None, default_args={"retries": 1}
+) as sql_no_interval_dag:
+    SendEventsOperator(
+        task_id="send_events",
+        sql="SELECT id, uid AS external_user_id, 'login' AS event_type, ts AS occurred_at "
+        "FROM events",
+        conn_id="churn_source",
+        cursor="id",
+    )
