@@ -64,8 +64,9 @@ class Client:
 
     ``session``: a ``requests.Session`` of yours to send through (mTLS client certificates,
     proxies with custom auth, ``session.auth``, adapters); it then decides how to connect,
-    so ``proxy=``, ``ca_bundle=``, ``verify=False`` and ``trust_env=True`` are refused with
-    it. The session is used as it is, never changed; the key goes in a header per request.
+    so ``proxy=``, ``ca_bundle=``, ``ca_store="system"``, ``verify=False`` and
+    ``trust_env=True`` are refused with it. The session is used as it is, never changed;
+    the key goes in a header per request.
     """
 
     def __init__(

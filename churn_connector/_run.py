@@ -100,6 +100,9 @@ class Run:
                 scoped, opened = open_ledger(ledger, scope, dry_run=self.dry_run)
                 if config.budget == "ledger" and not self.dry_run:
                     self.budget = ledger_budget(config, None if scoped is None else scoped.ledger)
+                if scoped is not None and config.deadline is not None:
+                    # a ledger that stops answering ends the run near its deadline too
+                    scoped.ledger.bound_by(self.started + config.deadline)
                 try:
                     # the caller's own objects (a cursor, a generator) are read on this
                     # thread only
@@ -114,6 +117,9 @@ class Run:
                     sender = self._sender(stage)
                     self._send(sender, requests(wire), feed, stage)
                 finally:
+                    if scoped is not None:
+                        scoped.end()  # no read of the input's reader left under way
+                        scoped.ledger.bound_by(None)  # a ledger of the caller's outlives it
                     if opened is not None:
                         opened.close()
         except BaseException as exc:

@@ -16,6 +16,7 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,6 +45,7 @@ __all__ = [
     "batches",
     "paused_gc",
     "report",
+    "without_valid_rows",
 ]
 
 FIRST_ROWS = 2_000  # rows processed alone at the start of a send: four full requests
@@ -277,6 +279,22 @@ def batches(stream: Stream, slices: Iterable[Slice] | None = None) -> Iterator[W
         yield stream.process(part)
 
 
+# whether a report keeps the rows that passed (``report.valid``): the command line's
+# ``validate`` without ``--passed`` needs none of them, so its memory stays flat
+KEEP_VALID: ContextVar[bool] = ContextVar("keep_valid_rows", default=True)
+
+
+@contextmanager
+def without_valid_rows() -> Iterator[None]:
+    """Reports made within keep no valid rows (their ``valid`` is empty): for a caller
+    that reads only the counts, the failures and the invalid rows."""
+    token = KEEP_VALID.set(False)
+    try:
+        yield
+    finally:
+        KEEP_VALID.reset(token)
+
+
 def report(stream: Stream) -> ValidationReport:
     """Process every slice and report on the book and the failures; nothing is sent.
 
@@ -292,7 +310,8 @@ def report(stream: Stream) -> ValidationReport:
         start = len(stream.book)
         stream.process(part)
         bad = stream.book.status[start : start + len(df)] == RowState.INVALID
-        valid_parts.append(df.iloc[np.flatnonzero(~bad)])
+        if KEEP_VALID.get():
+            valid_parts.append(df.iloc[np.flatnonzero(~bad)])
         if bad.any():
             invalid_parts.append(df.iloc[np.flatnonzero(bad)])
             invalid_positions.append(start + np.flatnonzero(bad))

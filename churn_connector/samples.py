@@ -43,6 +43,8 @@ def sample_events(
     by default the current time. An aware timestamp: a naive one names no instant.
     """
     now = _instant(now)
+    if isinstance(n_events, bool) or not isinstance(n_events, int) or n_events < 0:
+        raise ValueError(f"n_events must be a whole number of at least 0, not {n_events!r}")
     rng = np.random.default_rng(seed)
     users = rng.integers(1, n_users + 1, n_events)
     ages = pd.to_timedelta(rng.integers(60, 20 * 86_400, n_events), unit="s")
@@ -81,8 +83,11 @@ def sample_events(
     for row, (column, value) in bad.items():
         if row < n_events:
             df.loc[row, column] = value
-    # the same event exported twice: sent once, reported as skipped
-    return pd.concat([df, df.iloc[[5]]], ignore_index=True)
+    if n_events == 0:
+        return df
+    # the same event exported twice: sent once, reported as skipped (the sixth, or the last
+    # of fewer)
+    return pd.concat([df, df.iloc[[min(5, n_events - 1)]]], ignore_index=True)
 
 
 def _instant(now: object) -> pd.Timestamp:

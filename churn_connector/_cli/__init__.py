@@ -17,9 +17,7 @@ import os
 import shutil
 import signal
 import sys
-import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -36,9 +34,17 @@ from .._core import (
     RunStopped,
     StorageError,
     command_line,
+    echoed,
     text_table,
 )
-from .._results import check_result_path, not_read_row, now_utc, write_frames
+from .._results import (
+    check_receipts_path,
+    check_result_path,
+    not_read_row,
+    now_utc,
+    refuse_clashes,
+    write_frames,
+)
 from .._run import Terminated, signal_of
 from .flags import (
     add_data_arguments,
@@ -47,9 +53,11 @@ from .flags import (
     client_options,
     data_options,
     input_of,
+    inputs_of,
     send_options,
     sync_options,
 )
+from .held import Signalled, signals_held
 from .ledger import add_ledger_parser
 from .ledger import run as ledger_command
 from .plan import add_plan_parser, run_plan
@@ -139,8 +147,10 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 def _send(args: argparse.Namespace) -> int:
     started = now_utc()
-    check_result_path(args.results)  # before anything is sent, not after
+    check_result_path(args.results)  # before anything is read or sent, not after
     check_result_path(args.rows)
+    check_receipts_path(args.receipts)
+    refuse_clashes(inputs_of(args), [("--results", args.results), ("--rows", args.rows)])
     data = input_of(args)
     # a dry run contacts nothing: it needs no base URL and no key
     config = ClientConfig.create(api_key=None, dry_run=args.dry_run, **client_options(args))
@@ -172,6 +182,8 @@ def _send(args: argparse.Namespace) -> int:
     if not first.empty:
         width = shutil.get_terminal_size().columns - 1
         table = first.reset_index()[["row", "status", "error"]]  # the labels: a column here
+        # what the input wrote (a value, a column name) made harmless, and capped
+        table["error"] = [echoed(str(e)) for e in table["error"].tolist()]
         _say(args, text_table(table, width, wrap="error"))
     # block by block: flat memory; the per-request frame only when it is asked for (one row
     # a request: an identify's is as long as its input)
@@ -203,7 +215,7 @@ def _write_results(args: argparse.Namespace, chunks: Any, rows: Iterable[Any] | 
     complete, then ends the program (130 / 143); a second ends it at once. True when all
     were written."""
     ok = True
-    with _signals_held() as held:
+    with signals_held() as held:
         for path, frames in (
             (args.results, None if chunks is None else [chunks]),
             (args.rows, rows),
@@ -216,44 +228,8 @@ def _write_results(args: argparse.Namespace, chunks: Any, rows: Iterable[Any] | 
                 print(f"error: {exc}", file=sys.stderr)
                 ok = False
     if held:
-        raise _Signalled(held[0])
+        raise Signalled(held[0])
     return ok
-
-
-class _Signalled(BaseException):
-    """A signal arrived while the result files were written; they are complete now."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"received signal {signum}")
-        self.signum = signum
-
-
-@contextmanager
-def _signals_held() -> Iterator[list[int]]:
-    """Within the block a first SIGINT or SIGTERM is noted (in the list), not acted on;
-    the default action comes back at once, so a second one ends the process."""
-    held: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield held
-        return
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        held.append(signum)
-        for name in _STOPPING:
-            signal.signal(name, signal.SIG_DFL)
-
-    previous = {name: signal.getsignal(name) for name in _STOPPING}
-    for name in _STOPPING:
-        signal.signal(name, hold)
-    try:
-        yield held
-    finally:
-        if not held:
-            for name, handler in previous.items():
-                signal.signal(name, handler)
-
-
-_STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -295,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one line: a reader's message may quote several lines of the file
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return ExitCode.STOPPED
-    except _Signalled as exc:
+    except Signalled as exc:
         print("interrupted: the result files were completed first", file=sys.stderr)
         return ExitCode.interrupted(exc.signum)
     except (KeyboardInterrupt, Terminated) as exc:

@@ -242,3 +242,20 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``ClientConfig`` fields that the client's flags stand for (``base_url`` among
     them when ``--base-url`` is given: ``ClientConfig.create`` takes it by name)."""
     return _given(args, options_of(ClientConfig))
+
+
+def inputs_of(args: argparse.Namespace) -> list[Any]:
+    """What a run reads that a result file must never replace: the input, and a ledger
+    that is a local file (a SQLite ledger's path)."""
+    found: list[Any] = [getattr(args, "file", None), getattr(args, "rows_file", None)]
+    ledger = getattr(args, "ledger", None)
+    if isinstance(ledger, str | Path) and local_file(ledger):
+        found.append(Path(ledger))
+    return [f for f in found if f is not None]
+
+
+def local_file(text: str | Path) -> bool:
+    """A ledger named as a local file: no URL (``postgresql://``, ``s3://``), no libpq
+    ``key=value`` settings."""
+    spelled = str(text)
+    return "://" not in spelled and "=" not in spelled

@@ -20,10 +20,12 @@ from .._resend import merged_rows, plan_resend, send_plan
 from .._results import (
     SendResult,
     append_line,
+    check_receipts_path,
     check_result_path,
     now_utc,
     receipt_line,
     receipts_path,
+    refuse_clashes,
     stored_header,
     write_frame,
     write_frames,
@@ -35,6 +37,7 @@ from .flags import (
     client_options,
     data_options,
     input_argument,
+    inputs_of,
     send_options,
 )
 
@@ -83,6 +86,8 @@ def run_resend(args: argparse.Namespace) -> int:
     started, quiet = now_utc(), args.quiet
     check_result_path(args.results)
     check_result_path(args.rows)
+    check_receipts_path(args.receipts)
+    refuse_clashes(inputs_of(args), [("--results", args.results), ("--rows", args.rows)])
     # the kind is the rows file's: the data flags are read as that kind's
     kind = _kind_of(args.rows_file)
     args.kind = kind

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, get_args
 
@@ -18,19 +19,28 @@ from .._core import ChurnConnectorError, ConfigurationError, ExitCode, options_o
 from .._events import validate_events
 from .._identities import validate_identities
 from .._read import Format
-from .._results import check_result_path, write_frame, write_text
+from .._results import (
+    check_report_path,
+    check_result_path,
+    refuse_clashes,
+    write_frame,
+    write_text,
+)
+from .._slices import without_valid_rows
 from .._validate import (
     FIRST_FAILURES,
     GITHUB_CAP,
     GateOptions,
     ValidationReport,
+    csv_safe,
     dumps,
     github_lines,
     junit_xml,
     report_document,
     write_rows,
 )
-from .flags import _given, add_data_arguments, add_flag, data_options, input_of
+from .flags import _given, add_data_arguments, add_flag, data_options, input_of, inputs_of
+from .held import Signalled, signals_held
 
 FORMATS = ("text", "json", "github")
 INPUT_FORMATS: tuple[str, ...] = get_args(Format)
@@ -122,10 +132,11 @@ def _formats(args: argparse.Namespace) -> str:
 def _run(args: argparse.Namespace) -> int:
     args.output = _formats(args)
     gate = GateOptions(**_given(args, options_of(GateOptions)))
-    for path in (args.report, args.passed, args.quarantine):
-        _check_suffix(path)
+    _check_paths(args)
     validate = validate_events if args.kind == "events" else validate_identities
-    report: ValidationReport = validate(input_of(args), **data_options(args))
+    # the rows that passed are kept only for --passed: without it, memory stays flat
+    with nullcontext() if args.passed is not None else without_valid_rows():
+        report: ValidationReport = validate(input_of(args), **data_options(args))
     verdict = report.judged(gate)
     quiet = args.quiet
     say = print if args.output == "text" else _to_stderr
@@ -134,22 +145,14 @@ def _run(args: argparse.Namespace) -> int:
         if report.n_rows == 0:
             say("the input holds no rows: nothing to validate")
         say(f"gate: {verdict.status}" + "".join(f"; {r}" for r in verdict.reasons))
+    text = None
     if args.output == "json" or args.json is not None:
         text = dumps(report_document(report, verdict, first=max(args.first, 0)))
         if args.output == "json":
             sys.stdout.write(text)
-        if args.json is not None:
-            write_text(text, args.json)
     if args.output == "github":
         print("\n".join(github_lines(report, verdict, cap=GITHUB_CAP)))
-    if args.junit is not None:
-        write_text(junit_xml(report, verdict), args.junit)
-    if args.report is not None:
-        write_frame(report.failures, args.report)
-    if args.passed is not None:
-        write_rows(report.valid, args.passed, labels=False)
-    if args.quarantine is not None:
-        report.quarantine(args.quarantine)
+    _write_files(args, report, verdict, text)
     if not quiet:
         written = [
             f"{what} {path}"
@@ -171,5 +174,44 @@ def _to_stderr(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def _check_suffix(path: Path | None) -> None:
-    check_result_path(path)
+def _check_paths(args: argparse.Namespace) -> None:
+    """Every result file checked before anything is read: writable, and neither the input
+    nor another result file of this run."""
+    for path in (args.report, args.passed, args.quarantine):
+        check_result_path(path)
+    check_report_path(args.json, "the JSON report")
+    check_report_path(args.junit, "the JUnit report")
+    refuse_clashes(inputs_of(args), _results_of(args))
+
+
+def _results_of(args: argparse.Namespace) -> list[tuple[str, Path | None]]:
+    return [
+        ("--json", args.json),
+        ("--junit", args.junit),
+        ("--report", args.report),
+        ("--passed", args.passed),
+        ("--quarantine", args.quarantine),
+    ]
+
+
+def _write_files(
+    args: argparse.Namespace, report: ValidationReport, verdict: Any, text: str | None
+) -> None:
+    """The result files, each written whole (a temporary name, synced, renamed); a first
+    SIGINT or SIGTERM meanwhile waits until they are, then ends the program (130 / 143)."""
+    with signals_held() as held:
+        if args.json is not None and text is not None:
+            write_text(text, args.json, "the JSON report")
+        if args.junit is not None:
+            write_text(junit_xml(report, verdict), args.junit, "the JUnit report")
+        if args.report is not None:
+            failures = report.failures
+            # a CSV opened in a spreadsheet runs no formula of the input's (OWASP's rule)
+            csv = args.report.suffix.lower() == ".csv"
+            write_frame(csv_safe(failures) if csv else failures, args.report)
+        if args.passed is not None:
+            write_rows(report.valid, args.passed, labels=False)
+        if args.quarantine is not None:
+            report.quarantine(args.quarantine)
+    if held:
+        raise Signalled(held[0])

@@ -42,7 +42,7 @@ from .exceptions import (
     TransportError,
 )
 from .lazy import lazy_names
-from .storage import storage_error, temp_file_error
+from .storage import replaced_whole, storage_error, temp_file_error
 from .text_options import (
     CLIENT_FIELDS,
     RETRY_FIELDS,
@@ -72,10 +72,12 @@ from .types import (
 )
 from .urls import budget_name_of, check_budget, check_proxy, endpoint_of, is_loopback
 from .words import (
+    ECHO_CAP,
     AsShown,
     Placeholder,
     alternatives,
     command_line,
+    echoed,
     named,
     not_json,
     on_command_line,
@@ -92,6 +94,7 @@ __all__ = [
     "ADDRESS_WORDS",
     "CHANNELS",
     "CLIENT_FIELDS",
+    "ECHO_CAP",
     "EVENTS_PATH",
     "FLAGS",
     "FUTURE_WINDOW",
@@ -152,6 +155,7 @@ __all__ = [
     "client_options_from",
     "command_line",
     "declare",
+    "echoed",
     "endpoint_of",
     "from_text",
     "is_loopback",
@@ -163,6 +167,7 @@ __all__ = [
     "option",
     "options_of",
     "registered",
+    "replaced_whole",
     "row_label",
     "rows_text",
     "shown",

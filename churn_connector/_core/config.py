@@ -12,8 +12,8 @@ from typing import Any, TypedDict, Unpack
 from .contract import MAX_BATCH_SIZE
 from .declarations import declare, meta, registered
 from .exceptions import ConfigurationError
-from .types import AuthHeader
-from .urls import check_budget, check_proxy, endpoint_of, is_loopback
+from .types import AuthHeader, CaStore
+from .urls import check_budget, check_ca_store, check_proxy, endpoint_of, is_loopback
 from .words import Placeholder, named, on_command_line, option
 
 # a dry run without a base URL or key: stand-ins, never contacted (.invalid never resolves)
@@ -253,6 +253,7 @@ class ClientOptions(TypedDict, total=False):
     deadline: float | None
     fail_fast_after: float
     ca_bundle: str | None
+    ca_store: CaStore
     verify: bool
     proxy: str | None
     trust_env: bool
@@ -364,6 +365,14 @@ class ClientConfig:
         help="trust the CAs in this file (private CA)",
         metavar="PEM",
     )
+    ca_store: CaStore = declare(  # the last step of the trust order: no bundle was named
+        "certifi",
+        doc="the CAs trusted when no bundle is named (`ca_bundle`, `REQUESTS_CA_BUNDLE`, "
+        "`CURL_CA_BUNDLE`, `SSL_CERT_FILE` / `SSL_CERT_DIR`): certifi's, or the operating "
+        'system\'s store (`"system"`, the `truststore` extra)',
+        help="CAs trusted when no bundle is named: certifi's, or the operating system's "
+        "store (system: the truststore extra)",
+    )
     verify: bool = declare(  # False only for loopback hosts (a local TLS test server)
         True, doc="`False` only for loopback hosts (a local TLS test server)"
     )
@@ -439,6 +448,7 @@ class ClientConfig:
             )
         if self.ca_bundle is not None and not os.path.isfile(self.ca_bundle):
             raise ConfigurationError(f"{named('ca_bundle')} {self.ca_bundle!r} is not a file")
+        check_ca_store(self.ca_store)
         if self.proxy is not None:
             check_proxy(self.proxy, self.base_url, source=named("proxy"))
         if self.auth_header not in ("bearer", "x-api-key"):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno as errnos
 import os
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
 
 from .exceptions import StorageError
 
@@ -51,3 +55,55 @@ def temp_file_error(exc: OSError, bytes_a_row: int) -> StorageError:
         exc,
         fix=f"free space there, or point TMPDIR at a folder with room ({bytes_a_row} bytes a row)",
     )
+
+
+@contextlib.contextmanager
+def replaced_whole(
+    path: str | os.PathLike[str], what: str = "the result file"
+) -> Iterator[IO[bytes]]:
+    """A binary file to write ``path`` through: written under a temporary name beside it,
+    flushed to disk, then renamed over ``path`` when the block ends without an error. A run
+    killed while writing never leaves a shorter file that reads as whole; a write that fails
+    (a full disk, a read-only folder) is a StorageError naming ``what``, the path and the
+    reason, and leaves no temporary file behind (the old file, if any, stays as it was)."""
+    target = Path(path)
+    temporary: Path | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".part", delete=False
+        ) as fh:
+            temporary = Path(fh.name)
+            # the mode a plain open() would give (a temporary file is the owner's only)
+            os.chmod(fh.fileno(), _mode_of(target))
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())  # on disk before the name says it is complete
+        os.replace(temporary, target)
+        temporary = None
+    except OSError as exc:
+        raise storage_error(what, target, exc) from None
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+
+
+def _mode_of(target: Path) -> int:
+    """The permission bits ``target`` has (it is replaced), or a new file gets (umask)."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux: read it, never set it (os.umask sets it, for every thread)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

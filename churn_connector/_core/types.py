@@ -66,6 +66,8 @@ Duplicates = Literal["error", "keep_last", "in_order"]
 Decimals = Literal["error", "float", "str"]
 EpochUnit = Literal["s", "ms", "us", "ns"]
 AuthHeader = Literal["bearer", "x-api-key"]
+CaStore = Literal["certifi", "system"]
+"""The CAs trusted when no bundle is named: certifi's, or the operating system's store."""
 IdFormat = Literal["v1", "v2"]
 """The canonical form behind hashed message ids (docs/concepts/message-ids.md): ``v2``
 (default) writes a float that holds an integer as that integer and omits null members of

@@ -4,6 +4,7 @@ and no message echoes a user name or password written into one."""
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import re
 from typing import NamedTuple
@@ -161,4 +162,15 @@ def check_budget(budget: object, rate: float | None) -> None:
         raise ConfigurationError(
             f"{named('budget')} shares {named('max_requests_per_second')}: give it too "
             "(the rate every process sharing the budget sends at together)"
+        )
+
+
+def check_ca_store(store: object) -> None:
+    """Refuse a ``ca_store`` that is none, or ``"system"`` without truststore installed."""
+    if store not in ("certifi", "system"):
+        raise ConfigurationError(f"ca_store must be 'certifi' or 'system', got {store!r}")
+    if store == "system" and importlib.util.find_spec("truststore") is None:
+        raise ConfigurationError(
+            "ca_store='system' reads the operating system's store through truststore, which "
+            "is not installed: pip install 'churn_connector[truststore]'"
         )

@@ -354,3 +354,29 @@ def _cell(value: Any) -> str:
     if isinstance(value, dt.datetime):
         return value.isoformat()
     return " ".join(str(value).split())  # one line per row
+
+
+# ------------------------------------------------------------------------------------------
+# Text echoed to a reader (a terminal, a CI log, a JUnit viewer): what the input wrote may
+# ride in a column name or a cell, so no control character, line break, direction override
+# or lone surrogate passes as itself, and no value is copied whole.
+
+ECHO_CAP = 1_000  # characters of one echoed text (a failure line, a value, a message)
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff]"
+)
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def echoed(text: str, cap: int | None = ECHO_CAP) -> str:
+    """``text`` safe to show a person: control characters (tabs aside), line breaks, bidi
+    overrides and lone surrogates as visible escapes (``\\x1b``, ``\\n`` as ``\\x0a``), and
+    at most ``cap`` characters of it (then ``… (N more characters)``)."""
+    if cap is not None and len(text) > cap:
+        text = f"{text[:cap]}… ({len(text) - cap:,} more characters)"
+    return _UNSAFE.sub(_escape, text)

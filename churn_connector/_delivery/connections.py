@@ -9,11 +9,11 @@ last), the TCP connect, the TLS handshake, the request and the answer. It also s
 1xx answers and tells the stale keep-alive race (the server closed an idle connection as the
 request went out: sent again at once on a new connection, not an attempt) from a failure.
 
-Trust: the CAs of ``ca_bundle``, else of ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``, else
-certifi's bundle: exactly what ``requests`` trusts, so both paths accept the same servers.
-TLS verification is always on (but for loopback with ``verify=False``); a proxy is only ever
-a CONNECT tunnel, so TLS runs from us to the API end to end and the key is never readable on
-the way.
+Trust: the first CAs of one order (``trust``: ``ca_bundle``, ``REQUESTS_CA_BUNDLE``,
+``CURL_CA_BUNDLE``, ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, then certifi's bundle or the
+system's store), the same for the async client and a session of yours. TLS verification
+is always on (but for loopback with ``verify=False``); a proxy is only ever a CONNECT
+tunnel, so TLS runs from us to the API end to end and the key is never readable on the way.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import encodings.idna  # noqa: F401
 import http.client
 import logging
-import os
 import socket
 import ssl
 import threading
@@ -32,7 +31,6 @@ import urllib.request
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import certifi
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -41,6 +39,7 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 from .._core import ClientConfig, ConfigurationError, SecretHeaders, check_proxy, endpoint_of
 from .failures import NetworkFailure, classify, closed_without_answer
 from .pool import BODY_LIMIT, Abort, Answer, Flight, Flights, current_flight
+from .trust import Trust, context_class, trust_of
 
 log = logging.getLogger("churn_connector")
 
@@ -51,25 +50,14 @@ _STALE_RETRIES = 2  # per attempt: the kept-alive connections found closed as a 
 _COALESCE_BYTES = 64 * 1024
 
 
-def trusted_cas(config: ClientConfig) -> str:
-    """The CA file (or folder) the package trusts: ``ca_bundle``, else the variables
-    requests reads (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``), else certifi's bundle."""
-    return (
-        config.ca_bundle
-        or os.environ.get("REQUESTS_CA_BUNDLE")
-        or os.environ.get("CURL_CA_BUNDLE")
-        or certifi.where()
-    )
-
-
-class _TLSContext(ssl.SSLContext):
+class _HandsOver:
     """Hands the TLS socket to the attempt's flight before the handshake, so an abort ends
-    a handshake that stalls or trickles too."""
+    a handshake that stalls or trickles too (a mixin over Python's context or truststore's)."""
 
     def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> Any:
         handshake = kwargs.pop("do_handshake_on_connect", True)
         kwargs["do_handshake_on_connect"] = False
-        tls = super().wrap_socket(sock, *args, **kwargs)
+        tls = super().wrap_socket(sock, *args, **kwargs)  # type: ignore[misc]
         flight = current_flight()
         if flight is not None:
             flight.phase = "tls"
@@ -84,17 +72,13 @@ class _TLSContext(ssl.SSLContext):
 
 
 def ssl_context(config: ClientConfig) -> ssl.SSLContext:
-    """Verification on, trusting ``trusted_cas``; off only for loopback (``verify=False``)."""
-    bundle = trusted_cas(config)
-    context = _TLSContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname checked, certificate required
+    """Verification on, trusting the first CAs of the order (``trust``); off only for
+    loopback (``verify=False``)."""
+    trust = trust_of(config) if config.verify else Trust("verify=False")
+    # hostname checked, certificate required
+    context = context_class(_HandsOver, trust)(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        if os.path.isdir(bundle):
-            context.load_verify_locations(capath=bundle)
-        else:
-            context.load_verify_locations(cafile=bundle)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigurationError(f"cannot load the CA bundle {bundle!r}: {exc}") from None
+    trust.load(context)
     if not config.verify:  # refused by ClientConfig unless the host is loopback
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE

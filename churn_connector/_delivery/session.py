@@ -38,6 +38,7 @@ from .._core import (
 )
 from .failures import NetworkFailure, classify, closed_without_answer
 from .pool import BODY_LIMIT, Abort, Answer, Flight, Flights
+from .trust import trust_of
 
 log = logging.getLogger("churn_connector")
 
@@ -54,6 +55,7 @@ def check_session(session: object, config: ClientConfig) -> None:
             "clients, configure ca_bundle=, proxy= and verify= on the Client instead"
         )
     owned = {"proxy=": config.proxy is not None, "ca_bundle=": config.ca_bundle is not None}
+    owned |= {"ca_store='system'": config.ca_store != "certifi"}
     owned |= {"verify=False": not config.verify, "trust_env=True": config.trust_env}
     if clashes := [name for name, given in owned.items() if given]:
         raise ConfigurationError(
@@ -106,6 +108,22 @@ class _SessionAuth(requests.auth.AuthBase):
         return r
 
 
+def _verify_of(session: requests.Session, config: ClientConfig) -> Any:
+    """``session.verify``; where it is left at ``True`` and the session reads the environment
+    (``trust_env``), the package's trust order instead (``trust``), of which requests alone
+    reads only ``REQUESTS_CA_BUNDLE`` and ``CURL_CA_BUNDLE``."""
+    if session.verify is not True or not session.trust_env:
+        return session.verify
+    trust = trust_of(config)
+    if trust.cafile is not None and trust.capath is not None:
+        log.warning(
+            "a requests session trusts one file or folder: SSL_CERT_FILE is trusted, "
+            "SSL_CERT_DIR (%s) is not; set session.verify to choose",
+            trust.capath,
+        )
+    return trust.cafile or trust.capath
+
+
 class SessionPool:
     """Posts through the caller's ``requests.Session``; at most ``size`` at once."""
 
@@ -118,6 +136,7 @@ class SessionPool:
         self.where = f"{parts.host}:{parts.port}"
         self.flights = Flights()
         self._auth = _SessionAuth(session.auth, KEY_HEADERS[config.auth_header])
+        self._verify = _verify_of(session, config)
         # no more in flight than the session's adapter keeps connections: beyond that,
         # urllib3 opens a connection per request, drops it, and warns each time
         kept = getattr(session.get_adapter(self.base), "_pool_maxsize", size)
@@ -180,8 +199,8 @@ class SessionPool:
                 headers=dict(headers.items()),
                 auth=self._auth,
                 timeout=timeout,
-                # said again: else REQUESTS_CA_BUNDLE would override session.verify
-                verify=self.session.verify,
+                # said again: else requests would read REQUESTS_CA_BUNDLE alone
+                verify=self._verify,
                 allow_redirects=False,  # a redirect would carry the key to another host
                 stream=True,
             )

@@ -84,18 +84,102 @@ def scope_of(base_url: str, api_key: Secret) -> str:
 
 
 def scheme_of(location: str | os.PathLike[str]) -> str | None:
-    """The URL scheme of a ledger location (None: a path, so a SQLite file)."""
+    """The URL scheme of a ledger location (None: a path, so a SQLite file); libpq's
+    ``key=value`` settings (``host=db dbname=ledger user=churn``) are PostgreSQL's."""
+    if isinstance(location, str) and is_conninfo(location):
+        return "postgresql"
     if not isinstance(location, str) or "://" not in location:
         return None
     return location.split("://", 1)[0].lower()
 
 
+# libpq's connection keywords (PostgreSQL 15's, and those of later versions we know)
+_LIBPQ_KEYS = frozenset(
+    (
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "require_auth",
+        "channel_binding",
+        "connect_timeout",
+        "client_encoding",
+        "options",
+        "application_name",
+        "fallback_application_name",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "tcp_user_timeout",
+        "replication",
+        "gssencmode",
+        "sslmode",
+        "requiressl",
+        "sslcompression",
+        "sslcert",
+        "sslkey",
+        "sslpassword",
+        "sslcertmode",
+        "sslrootcert",
+        "sslcrl",
+        "sslcrldir",
+        "sslsni",
+        "requirepeer",
+        "ssl_min_protocol_version",
+        "ssl_max_protocol_version",
+        "krbsrvname",
+        "gsslib",
+        "gssdelegation",
+        "service",
+        "target_session_attrs",
+        "load_balance_hosts",
+        "sslnegotiation",
+    )
+)
+_CONNINFO_PAIR = re.compile(r"\s*(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)")
+_SECRET_KEYS = ("password", "sslpassword")  # what messages never show
+
+
+def _pairs(text: str) -> list[tuple[str, str]] | None:
+    """libpq ``key=value`` settings as pairs (quotes and backslashes undone); None when
+    ``text`` is not such settings throughout."""
+    pairs, at = [], 0
+    while at < len(text.rstrip()):
+        found = _CONNINFO_PAIR.match(text, at)
+        if found is None or found.end() == at:
+            return None
+        key, value = found.groups()
+        if value.startswith("'"):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        pairs.append((key.lower(), value))
+        at = found.end()
+    return pairs or None
+
+
+def is_conninfo(text: str) -> bool:
+    """``text`` is libpq's ``key=value`` connection settings (never a file's path)."""
+    if "://" in text or "=" not in text:
+        return False
+    pairs = _pairs(text)
+    return pairs is not None and all(key in _LIBPQ_KEYS for key, _ in pairs)
+
+
 _USER_PASSWORD = re.compile(r"(://[^/:@?#]*):[^@/?#]*@")
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
+_CONNINFO_PASSWORD = re.compile(
+    r"(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']*)", re.IGNORECASE
+)
 
 
 def redact(url: str) -> str:
-    """``url`` as messages show it: a password in it (user info or query) replaced by ***."""
+    """``url`` as messages show it: a password in it (user info, query or libpq setting;
+    ``sslpassword`` too) replaced by ***."""
+    if is_conninfo(url):
+        return _CONNINFO_PASSWORD.sub(r"\1***", url)
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
@@ -107,7 +191,7 @@ def redact(url: str) -> str:
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
             query = urlencode(
-                [(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*/:"
+                [(k, "***" if k.lower() in _SECRET_KEYS else v) for k, v in pairs], safe="*/:"
             )
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     except ValueError:  # a URL urllib cannot split (a broken IPv6 host): by pattern
@@ -116,17 +200,27 @@ def redact(url: str) -> str:
 
 
 def password_in(url: str) -> str | None:
-    """The password a ledger URL holds (user info or ``password=`` query), if any."""
+    """The password a ledger URL holds (user info, ``password=`` or ``sslpassword=``, in
+    its query or as libpq settings), if any."""
+    found = secrets_in(url)
+    return found[0] if found else None
+
+
+def secrets_in(url: str) -> list[str]:
+    """Every password a ledger URL or libpq settings hold (``sslpassword`` too)."""
+    if is_conninfo(url):
+        return [v for k, v in _pairs(url) or () if k in _SECRET_KEYS and v]
     try:
         parts = urlsplit(url)
-        if parts.password:
-            return parts.password
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            if key.lower() == "password" and value:
-                return value
+        found = [parts.password] if parts.password else []
+        found += [
+            value
+            for key, value in parse_qsl(parts.query, keep_blank_values=True)
+            if key.lower() in _SECRET_KEYS and value
+        ]
     except ValueError:
-        return None
-    return None
+        return []
+    return found
 
 
 PASSWORD_ADVICE = (
@@ -257,6 +351,11 @@ class Ledger:
     def flush(self) -> None:
         """Write what is buffered (object storage buffers records; the others write each
         acknowledgement as it comes)."""
+
+    def bound_by(self, deadline: float | None) -> None:
+        """Bound every call from now on by ``deadline`` (on ``time.monotonic()``'s clock;
+        None: by the ledger's own bounds only): a run hands its deadline over, so a ledger
+        that stops answering ends the run near it. A server's ledger (PostgreSQL) uses it."""
 
     def close(self) -> None:
         """Release the file, connection or buffers (a ledger given by location is closed

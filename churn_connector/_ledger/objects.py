@@ -61,6 +61,10 @@ SEGMENT_SCHEMA = pa.schema(
     ]
 )
 SUFFIX = ".parquet"
+# every segment says its format's version in its Parquet metadata; segments written before
+# the key existed hold exactly SEGMENT_SCHEMA's columns and are version 1
+FORMAT_KEY = b"churn_ledger_segment"
+FORMAT_VERSION = 1
 # a tombstone hides records of segments written late (a writer's buffer flushed after it);
 # compact keeps it this long, far beyond any writer's segment_seconds
 TOMBSTONE_LIFE = timedelta(days=1)
@@ -186,13 +190,14 @@ class ObjectLedger(Ledger):
                 raise _Vanished(path)
             if isinstance(blob, BaseException):
                 raise self._failure("reading", blob)
+            name = path.rsplit("/", 1)[-1]
             try:
                 table = pq.read_table(pa.BufferReader(blob), filters=filters)
             except (pa.ArrowException, OSError) as exc:
-                raise LedgerUnavailable(
-                    f"segment {path.rsplit('/', 1)[-1]} is not a ledger segment ({exc})",
-                    retryable=False,
+                raise _foreign(
+                    name, f"not a ledger segment ({' '.join(str(exc).split())})"
                 ) from None
+            _check_format(name, table.schema)
             tables.append(table.select(SEGMENT_SCHEMA.names).cast(SEGMENT_SCHEMA))
         return pa.concat_tables(tables)
 
@@ -219,6 +224,7 @@ class ObjectLedger(Ledger):
                 [list(scope), list(kind), list(key), list(dig), list(at)], schema=SEGMENT_SCHEMA
             )
         first = int(pc.min(table["at"]).as_py() or 0)
+        table = table.replace_schema_metadata({FORMAT_KEY: str(FORMAT_VERSION).encode()})
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
         data = sink.getvalue().to_pybytes()
@@ -407,6 +413,32 @@ class ObjectLedger(Ledger):
     def _writable(self) -> None:
         if self.read_only:
             raise ConfigurationError(f"ledger {self.location} was opened read-only")
+
+
+def _foreign(name: str, why: str) -> LedgerUnavailable:
+    return LedgerUnavailable(
+        f"the file {name} under the prefix is {why}: the prefix holds the ledger's segments "
+        "only (move other files, a backup of `ledger export` say, out of it)",
+        retryable=False,
+    )
+
+
+def _check_format(name: str, schema: pa.Schema) -> None:
+    """Refuse a file that is no segment of ours, or a segment of a format version this
+    package does not know (a newer churn-connector wrote it)."""
+    version = (schema.metadata or {}).get(FORMAT_KEY)
+    if version is None:
+        columns = {f.name: f.type for f in schema}
+        if any(columns.get(f.name) != f.type for f in SEGMENT_SCHEMA):
+            raise _foreign(name, f"not a ledger segment (its columns: {', '.join(columns)})")
+        return  # a segment of version 1 written before segments said so
+    if version != str(FORMAT_VERSION).encode():
+        shown = version.decode("utf-8", "replace")[:20]
+        raise LedgerUnavailable(
+            f"segment {name} is of format version {shown}, and this churn-connector reads "
+            f"version {FORMAT_VERSION}: a newer one wrote it; upgrade churn-connector",
+            retryable=False,
+        )
 
 
 def _ns(moment: datetime) -> int:

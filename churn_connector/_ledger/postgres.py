@@ -38,11 +38,12 @@ from .base import (
     cutoff,
     export_batch,
     kinds_of,
-    password_in,
     redact,
     retention_cutoff,
+    secrets_in,
     stats_frame,
 )
+from .watchdog import StatementBound
 
 T = TypeVar("T")
 TABLE = "churn_ledger"
@@ -121,8 +122,9 @@ class PostgresLedger(Ledger):
         self.read_only = read_only
         self._url = Secret(url)
         self._password = Secret(password) if isinstance(password, str) else password
-        hidden = [password_in(url), None if password is None else self._password_text()]
-        self._hidden = [h for h in hidden if h]
+        # never a local of this frame: a traceback renderer that shows locals (rich,
+        # Sentry) would print it from a LedgerError raised below
+        self._hidden = _hidden(url, self._password)
         self._connect_timeout = connect_timeout
         self._lock = threading.Lock()
         self._idle: list[psycopg.Connection[Any]] = []
@@ -130,6 +132,7 @@ class PostgresLedger(Ledger):
         self._closed = False
         self._missing = False  # read-only and no table yet: nothing was ever recorded
         self._scope_ids: dict[tuple[str, str], int] = {}
+        self._bound = StatementBound(self._settings())  # see watchdog.py
         try:
             conn = self._connect()
         except LedgerUnavailable as exc:
@@ -139,10 +142,11 @@ class PostgresLedger(Ledger):
                 retryable=exc.retryable,
             ) from None
         try:
-            self._prepare(conn)
-        except psycopg.Error as exc:
+            with self._bound.watch(conn.fileno()):
+                self._prepare(conn)
+        except (psycopg.Error, LedgerUnavailable) as exc:
             conn.close()
-            failure = self._unavailable(exc, "open")
+            failure = exc if isinstance(exc, LedgerUnavailable) else self._unavailable(exc, "open")
             raise LedgerError(
                 f"ledger {self.location}: cannot open ({failure.message}); nothing was sent",
                 path=self.location,
@@ -164,17 +168,26 @@ class PostgresLedger(Ledger):
         extra: dict[str, Any] = {}
         if "application_name" not in given:
             extra["application_name"] = "churn_connector"
-        if "connect_timeout" not in given:
-            extra["connect_timeout"] = self._connect_timeout
         if self._password is not None and "password" not in given:
             extra["password"] = self._password.reveal()
+        # bounded: keepalives, tcp_user_timeout, statement_timeout, the run's deadline; and
+        # records may wait for the disk (see the module's docstring; forget does not)
+        extra.update(self._bound.connect_settings(given, self._connect_timeout))
         try:
-            conn = psycopg.connect(url, autocommit=True, **extra)
+            return psycopg.connect(url, autocommit=True, **extra)
         except psycopg.Error as exc:
             raise self._unavailable(exc, "connect") from None
-        # records may wait for the disk (see the module's docstring); forget does not
-        conn.execute("SET synchronous_commit TO off")
-        return conn
+
+    def _settings(self) -> list[object]:
+        """libpq ``options`` texts that may set ``statement_timeout``: the URL's, PGOPTIONS."""
+        try:
+            given = conninfo_to_dict(self._url.reveal())
+        except psycopg.Error:
+            given = {}  # refused, naming it, when it connects
+        return [given.get("options"), os.environ.get("PGOPTIONS")]
+
+    def bound_by(self, deadline: float | None) -> None:
+        self._bound.deadline = deadline
 
     def _prepare(self, conn: psycopg.Connection[Any]) -> None:
         (found,) = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE]).fetchone() or (
@@ -191,8 +204,10 @@ class PostgresLedger(Ledger):
                 conn.execute(statement)
 
     @contextmanager
-    def _connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:
-        """A connection of the pool for one operation; psycopg's errors become the ledger's."""
+    def _connection(self, what: str, *, bounded: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the pool for one operation; psycopg's errors become the ledger's.
+        ``bounded``: the watchdog ends an operation that outlives the statement bound (an
+        export's cursor, read as its consumer goes, is bounded by the server alone)."""
         with self._lock:
             if self._closed:
                 raise LedgerUnavailable(f"{what} failed: the ledger was closed", retryable=False)
@@ -210,7 +225,8 @@ class PostgresLedger(Ledger):
                 self._opened -= 1
             raise
         try:
-            yield conn
+            with self._bound.watch(conn.fileno(), what, enabled=bounded):
+                yield conn
         except psycopg.Error as exc:
             failure = self._unavailable(exc, what)
             if conn.broken and not isinstance(failure, _Conflict):
@@ -393,7 +409,7 @@ class PostgresLedger(Ledger):
             return
         try:
             with (
-                self._connection("read") as conn,
+                self._connection("read", bounded=False) as conn,
                 conn.transaction(),
                 # a cursor on the server: the export streams in flat memory
                 conn.cursor(name="churn_ledger_export") as cursor,
@@ -434,6 +450,12 @@ class PostgresLedger(Ledger):
             raise ConfigurationError(f"ledger {self.location} was opened read-only")
         if self._missing:  # pragma: no cover - read-only, refused above
             raise ConfigurationError(f"ledger {self.location} holds no {TABLE} table yet")
+
+
+def _hidden(url: str, password: Secret | None) -> list[str]:
+    """The texts no message may show: the URL's passwords, the one given apart."""
+    given = None if password is None else password.reveal()
+    return [*secrets_in(url), *([given] if given else [])]
 
 
 class _Conflict(LedgerUnavailable):

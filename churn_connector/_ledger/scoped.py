@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeAlias, TypeVar
@@ -34,14 +35,34 @@ class ScopedLedger:
         self.ledger = ledger
         self.scope = scope
         self.writable = writable  # False for dry runs: consult, never change
+        self._reads = threading.Condition()
+        self._reading = 0  # reads under way (the input's reader may be a thread of its own)
+        self._ended = False
 
     def known(self, kind: str, keys: Sequence[str]) -> dict[str, str]:
+        with self._reads:
+            if self._ended:
+                return {}  # the run ended: what is read now is never sent
+            self._reading += 1
         try:
             return self.ledger.known(self.scope, kind, keys)
         except LedgerUnavailable as exc:
             # sending what was perhaps delivered costs requests, never data (the API dedups)
             log.warning("ledger read failed (%s); these rows are sent", exc.message)
             return {}
+        finally:
+            with self._reads:
+                self._reading -= 1
+                self._reads.notify_all()
+
+    def end(self, seconds: float = 30.0) -> None:
+        """The run ended: no read starts from now on, and this returns once none is under
+        way (or after ``seconds``), so the ledger can be closed under no reader's feet (a
+        read on a closed ledger logged "ledger read failed (Cannot operate on a closed
+        database)" after an interrupt)."""
+        with self._reads:
+            self._ended = True
+            self._reads.wait_for(lambda: self._reading == 0, timeout=seconds)
 
     def record(self, kind: str, entries: Iterable[tuple[str, str]]) -> None:
         items = list(entries)

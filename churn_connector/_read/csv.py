@@ -148,7 +148,8 @@ def read_csv(
     try:
         reader = _open(lines, header, text, delimiter, rows, on_invalid)
     except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
-        raise _broken(path, name, encoding, state, exc) from None
+        lines.stop()  # pyarrow's read-ahead thread out of Python first
+        raise _broken(path, name, encoding, state, exc, _block_size(rows)) from None
     schema = pa.schema([(h, pa.string()) for h in header])
 
     def next_batch() -> pa.RecordBatch | None:
@@ -157,7 +158,8 @@ def read_csv(
         except StopIteration:
             return None
         except (pa.ArrowException, OSError, UnicodeDecodeError, ValueError) as exc:
-            raise _broken(path, name, encoding, state, exc) from None
+            lines.stop()
+            raise _broken(path, name, encoding, state, exc, _block_size(rows)) from None
 
     def unclosed(line: int) -> bool:
         assert text.quote is not None
@@ -276,11 +278,21 @@ class _Position:
         self.line = line
 
 
-def _broken(path: Path, name: str, encoding: str, at: _Position, exc: BaseException) -> InputError:
+def _broken(
+    path: Path, name: str, encoding: str, at: _Position, exc: BaseException, block: int
+) -> InputError:
     text = str(exc).strip()
     found = _ROW_NUMBER.search(text)
     line = at.line + max(int(found.group(1)) - at.record, 0) if found else at.line
-    if "UTF8" in text or isinstance(exc, UnicodeDecodeError):
+    if "straddling object" in text:  # one record longer than the reader's block
+        message = (
+            f"{name} line {line}: a record (or an unclosed quote) longer than "
+            f"{block / (1 << 20):.1f} MiB, the most a CSV reader's block holds: a cell "
+            "that long is rarely meant; check the line's quotes, or export the file as "
+            "Parquet (or give slice_rows / --slice-rows more rows: a block holds ~200 bytes "
+            "a row, 64 MiB at most)"
+        )
+    elif "UTF8" in text or isinstance(exc, UnicodeDecodeError):
         message = (
             f"{name} line {line} is not valid {encoding}: pass the file's encoding "
             "(encoding=..., --encoding)"

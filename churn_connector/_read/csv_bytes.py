@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import io
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ class Lines(io.RawIOBase):
         null_text: bool = False,
     ) -> None:
         self.raw = raw
+        self.stopped = False  # see stop()
+        self.reading = 0  # calls of read() under way (pyarrow's read-ahead thread)
         self.escape = escape.encode() if escape is not None else None
         self.held = b""
         self.newlines = 0
@@ -87,7 +90,31 @@ class Lines(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def stop(self, seconds: float = 5.0) -> None:
+        """End the stream for pyarrow's read-ahead, and wait until it is out of ``read``.
+
+        pyarrow reads ahead on a thread of its own, which calls ``read`` here: a reader
+        that failed (a record longer than its block) may leave that thread inside it, and
+        a thread that calls into Python while the interpreter exits aborts the process
+        (``Fatal Python error: PyGILState_Release``). From now on ``read`` says the stream
+        ended, so the read-ahead stops; this returns once no call is left inside it."""
+        self.stopped = True
+        deadline = time.monotonic() + seconds
+        quiet = 0
+        while quiet < 2 and time.monotonic() < deadline:
+            quiet = quiet + 1 if self.reading == 0 else 0
+            time.sleep(0.01)
+
     def read(self, size: int = -1) -> bytes:
+        if self.stopped:
+            return b""
+        self.reading += 1
+        try:
+            return self._read(size)
+        finally:
+            self.reading -= 1
+
+    def _read(self, size: int = -1) -> bytes:
         want = size if size is None or size < 0 else max(size - len(self.held), 1)
         data: bytes = self.held + self.raw.read(want)
         self.held = b""
@@ -239,6 +266,8 @@ class EscapedNulls(io.RawIOBase):
 
     def __init__(self, raw: Any, escape: str, marker: str) -> None:
         self.raw = raw
+        self.stopped = False  # see stop()
+        self.reading = 0  # calls of read() under way (pyarrow's read-ahead thread)
         self.escape = escape.encode()
         self.letter = marker[1:].encode()
         self.pattern = re.compile(re.escape(self.escape) + b"(.)", re.DOTALL)

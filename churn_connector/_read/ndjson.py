@@ -109,6 +109,9 @@ def _repeats(lines: list[bytes], records: list[dict[str, Any]]) -> dict[int, Row
     return out
 
 
+LONGEST_LINE = 64 << 20  # bytes of one NDJSON line (a record), as a CSV block's limit
+
+
 def read_ndjson(path: Path, name: str, rows: int) -> Iterator[Slice]:
     """Slices of at most ``rows`` records, labelled by line; none for a file that holds no
     record (a compressed empty file: 0 rows, as an export day without any is)."""
@@ -123,7 +126,9 @@ def read_ndjson(path: Path, name: str, rows: int) -> Iterator[Slice]:
         lines = io.BufferedReader(raw, buffer_size=1 << 20)
         while True:
             try:
-                line = lines.readline()
+                # at most the longest line we read: a longer one (a decompression bomb, a
+                # file with no line breaks) is refused before it fills the memory
+                line = lines.readline(LONGEST_LINE + 1)
             except (OSError, EOFError) as exc:
                 raise InputError(
                     f"{name} cannot be read after line {number}: {exc}",
@@ -133,6 +138,15 @@ def read_ndjson(path: Path, name: str, rows: int) -> Iterator[Slice]:
             if not line:
                 break
             number += 1
+            if len(line) > LONGEST_LINE:
+                raise InputError(
+                    f"{name} line {number} is longer than {LONGEST_LINE >> 20} MiB (the "
+                    "longest line read; a file that decompresses to far more than it holds, "
+                    "or that has no line breaks, is refused so): split the record, or export "
+                    "the file as Parquet",
+                    path=str(path),
+                    line=number,
+                )
             if not line.strip():
                 continue
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .paths import check_receipts_path, check_report_path, refuse_clashes
 from .result import (
     SendResult,
     append_line,
@@ -28,6 +29,8 @@ __all__ = [
     "ROWS_FORMAT",
     "SendResult",
     "append_line",
+    "check_receipts_path",
+    "check_report_path",
     "check_result_path",
     "header_of",
     "not_read_row",
@@ -35,6 +38,7 @@ __all__ = [
     "read_rows_file",
     "receipt_line",
     "receipts_path",
+    "refuse_clashes",
     "stopped_receipt",
     "stored_header",
     "write_frame",

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import errno
 import io
-import os
 import tempfile
 import uuid
 from collections import Counter
@@ -26,6 +24,8 @@ from .._core import (
     Note,
     RowBook,
     RowState,
+    echoed,
+    replaced_whole,
     storage_error,
 )
 from .._delivery import ChunkRecord
@@ -277,7 +277,11 @@ class SendResult:
         if self.not_read is not None:
             text += f"; {self.not_read}"
         return "\n".join(
-            [text, *self.reason_lines(), *(f"note: {note['message']}" for note in self.notes)]
+            [
+                text,
+                *self.reason_lines(),
+                *(f"note: {echoed(str(note['message']))}" for note in self.notes),
+            ]
         )
 
     def reason_lines(self) -> list[str]:
@@ -382,26 +386,13 @@ def write_frames(frames: Iterable[pd.DataFrame], path: Path) -> None:
     """
     if path.suffix.lower() not in RESULT_SUFFIXES:
         raise ConfigurationError(f"{path}: use a .csv or .parquet file name")
-    temporary: Path | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False
-        ) as fh:
-            temporary = Path(fh.name)
-            header = _write(frames, fh, csv=path.suffix.lower() == ".csv")
-            fh.flush()
-            os.fsync(fh.fileno())  # on disk before the name says it is complete
-        os.replace(temporary, path)
-        temporary = None
-        if header is not None:  # a CSV rows file's header: CSV has no place for it
+    with replaced_whole(path) as fh:
+        header = _write(frames, fh, csv=path.suffix.lower() == ".csv")
+    if header is not None:  # a CSV rows file's header: CSV has no place for it
+        try:
             sidecar(path).write_bytes(header_bytes(header))
-    except OSError as exc:
-        raise storage_error("the result file", path, exc) from None
-    finally:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                temporary.unlink()
+        except OSError as exc:
+            raise storage_error("the result file", sidecar(path), exc) from None
 
 
 def _write(frames: Iterable[pd.DataFrame], fh: IO[bytes], *, csv: bool) -> dict[str, Any] | None:
@@ -451,15 +442,20 @@ def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.astype(dict.fromkeys(text, "string"))
 
 
-def write_text(text: str, path: Path) -> None:
-    """Write a text report (JSON, JUnit XML) as UTF-8, its folder made if needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+def write_text(text: str, path: Path, what: str = "the report") -> None:
+    """Write a text report (JSON, JUnit XML) as UTF-8, its folder made if needed, whole or
+    not at all (``replaced_whole``)."""
+    with replaced_whole(path, what) as fh:
+        fh.write(text.encode("utf-8"))
 
 
 def append_line(line: str, path: Path) -> None:
     """Append one line (a receipt) to ``path``, its folder made if needed: one ``write`` in
-    append mode, so lines of runs that finish together do not interleave."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(line.rstrip("\n") + "\n")
+    append mode, so lines of runs that finish together do not interleave. A write that fails
+    is a StorageError naming the path and the reason."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line.rstrip("\n") + "\n")
+    except OSError as exc:
+        raise storage_error("the receipts file", path, exc) from None

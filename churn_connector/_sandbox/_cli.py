@@ -16,6 +16,7 @@ from types import FrameType
 from typing import Any
 
 from ._core import Sandbox, generate_test_key
+from ._engine import DEFAULT_MAX_BODY_BYTES
 
 EXIT_OK = 0
 EXIT_USAGE = 3  # the package's exit code for usage and configuration errors
@@ -53,7 +54,12 @@ def build_parser(prog: str = "churn-connector sandbox") -> argparse.ArgumentPars
         "--drop-rate", type=_probability, default=0.0, help="P(stored, response lost)"
     )
     parser.add_argument("--seed", type=int, default=None, help="fault seed (default: random)")
-    parser.add_argument("--max-body-bytes", type=int, default=None, help="413 above this size")
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="413 above this size, the body unread (default 32 MiB; 0: no cap)",
+    )
     return parser
 
 
@@ -84,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             retry_after=args.retry_after,
             drop_rate=args.drop_rate,
             seed=args.seed,
-            max_body_bytes=args.max_body_bytes,
+            max_body_bytes=args.max_body_bytes or None,
         )
         sandbox.start()
     except (ValueError, TypeError, OSError) as exc:

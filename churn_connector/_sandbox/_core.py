@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from ._engine import Engine
+from ._engine import DEFAULT_MAX_BODY_BYTES, Engine
 from ._faults import Fault, FaultKnobs, FaultPlan
 from ._server import SandboxHTTPServer
 from ._store import Store, app_id
@@ -81,7 +81,7 @@ class Sandbox:
         drop_rate: float = 0.0,
         seed: int | None = 0,
         clock: Callable[[], datetime] | None = None,
-        max_body_bytes: int | None = None,
+        max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         if max_body_bytes is not None and (type(max_body_bytes) is not int or max_body_bytes < 1):
             raise ValueError("max_body_bytes must be a positive int or None")

@@ -4,8 +4,11 @@
 HTTP/1.1 framing around it. Checks run in this order, and the first failing one answers:
 
 1. route: unknown path 404, known path with another method 405 (``Allow: POST``)
-2. auth: missing or unknown key 401 (``WWW-Authenticate: Bearer``); never faked by faults
+2. auth: missing or unknown key 401 (``WWW-Authenticate: Bearer``); never faked by faults;
+   a body of more than 64 KiB of a request that fails 1 or 2 is never read (the
+   connection is closed)
 3. framing: query string 400, no ``Content-Length`` 411, body above ``max_body_bytes`` 413
+   (32 MiB unless the sandbox is given another cap, or None)
 4. faults: the next scripted one, else a seeded random draw (5xx / 429 answer at once;
    stall sleeps then continues; drop continues, stores, and then sends nothing)
 5. ``Content-Type`` 415, strict JSON 400, contract validation 400 (all problems listed)
@@ -54,7 +57,10 @@ _REASONS: Final = {
     429: "rate_limited",
 }
 
-Framing = Literal["ok", "missing_length", "chunked", "bad_length", "too_large"]
+Framing = Literal["ok", "missing_length", "chunked", "bad_length", "too_large", "unread"]
+# a body larger than this is answered 413 unread (a test server must not be made to buffer
+# gigabytes); far above any request the client builds. ``max_body_bytes=None``: no cap
+DEFAULT_MAX_BODY_BYTES: Final = 32 << 20
 
 
 @dataclass
@@ -198,6 +204,13 @@ class Engine:
         if len(apps) != 1:
             return None, "the request carries two different API keys"
         return apps.pop(), ""
+
+    def reads_body(self, method: str, target: str, headers: email.message.Message) -> bool:
+        """Whether a request's body is read: an authenticated POST to an endpoint's; any
+        other is answered (404, 405, 401) without reading a body of more than 64 KiB, and
+        the connection closed, so no one without a key makes the sandbox read their bytes."""
+        path = target.partition("?")[0]
+        return path in ROUTES and method == "POST" and self.authenticate(headers)[0] is not None
 
     def handle(self, request: Request) -> Response:
         """Answer one request and append it to the request log."""

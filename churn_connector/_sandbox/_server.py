@@ -15,6 +15,7 @@ from typing import Any
 from ._engine import Engine, Framing, Request, Response, default_code, error_response
 
 _log = logging.getLogger("churn_connector.sandbox")
+_DISCARD = 64 << 10  # bytes of a request's body read and dropped when it is refused unread
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -44,7 +45,13 @@ class _Handler(BaseHTTPRequestHandler):
         body: bytes | None = None
         framing: Framing = "ok"
         limit = self.server.engine.max_body_bytes
-        if self.headers.get("Transfer-Encoding") is not None:
+        if not self.server.engine.reads_body(self.command, self.path, self.headers) and not (
+            len(lengths) == 1 and lengths[0].strip().isdigit() and int(lengths[0]) <= _DISCARD
+        ):
+            # answered without its body, never read (a small one is read and dropped, so
+            # the connection stays open, as an API behind a proxy does)
+            framing = "unread"
+        elif self.headers.get("Transfer-Encoding") is not None:
             framing = "chunked"
         elif not lengths:
             body = b""

@@ -11,6 +11,11 @@ queued (cancelled while it waited for room) or queued whole (cancelled while its
 was being written: the row and the queue entry go together); a request cancelled in flight
 (the tracker closed by a cancelled task) leaves its events ``failed`` (outcome unknown, safe
 to re-send; with a spool they stay there), never in limbo.
+
+A tracker left open when its event loop ends (``asyncio.run`` cancels the tasks left and
+waits for them): its senders take the cancel as the loop's end, send what is queued for
+``flush_timeout`` seconds (a request cut in flight goes again: the same ids), then the last
+one settles what is left and logs a WARNING, as a thread tracker does at interpreter exit.
 """
 
 from __future__ import annotations
@@ -189,6 +194,8 @@ class AsyncTracker:
         self._cond = asyncio.Condition()
         self._admit = asyncio.Lock()
         self._workers: list[asyncio.Task[None]] = []
+        self._ended = 0  # senders that ended
+        self._exit_by: float | None = None  # the loop ended with the tracker open: until
         self._closing = False
         self._closed = False
 
@@ -293,6 +300,18 @@ class AsyncTracker:
             self._workers = [asyncio.create_task(self._work()) for _ in range(self.concurrency)]
 
     async def _work(self) -> None:
+        try:
+            while True:
+                try:
+                    await self._serve()
+                    return
+                except asyncio.CancelledError:
+                    if not self._cancelled_while_open():
+                        raise
+        finally:
+            self._worker_ended()
+
+    async def _serve(self) -> None:
         book = self._book
         while True:
             async with self._cond:
@@ -302,12 +321,14 @@ class AsyncTracker:
                             book.loading = True
                             load, chunk = True, list[Entry]()
                             break
-                        if book.waiting:
+                        if book.waiting and not self._past_exit():
                             load, chunk = False, book.take()
                             break
-                        if self._closing and book.idle():
+                        if (self._closing or self._exit_by is not None) and book.idle():
                             return
-                    await self._cond.wait()
+                    if self._past_exit():
+                        return
+                    await self._wait()
             if load:
                 await asyncio.to_thread(book.load)
                 continue
@@ -316,26 +337,84 @@ class AsyncTracker:
             async with self._cond:
                 self._cond.notify_all()
 
+    async def _wait(self) -> None:
+        """Wait for the condition (held); while the loop ends, no later than the exit's end."""
+        if self._exit_by is None:
+            await self._cond.wait()
+            return
+        try:
+            async with asyncio.timeout_at(self._exit_by):
+                await self._cond.wait()
+        except TimeoutError:
+            pass
+
     async def _send(self, chunk: list[Entry]) -> None:
         """One request for ``chunk``, sent and landed as a batch's requests are (``Trip``)."""
-        trip = Book.trip(chunk, self._spend)
-        poster = self._poster
-        try:
-            await deliver_async(trip.landing, poster, trip.request)
-        except asyncio.CancelledError:
-            # in flight when the tracker was closed: outcome unknown, never in limbo
-            trip.stop(trip.cancelled())
-            self._book.land(chunk, trip)
-            raise
-        except TransportError as exc:
-            if self._poster is poster:  # it stopped itself: the next request starts afresh
-                poster.flush()
-                self._poster = AsyncPoster(self.client._connections)
-            trip.stop(exc)
+        while True:
+            trip = Book.trip(chunk, self._spend)
+            poster = self._poster
+            try:
+                async with asyncio.timeout_at(self._exit_by):  # None: no bound
+                    await deliver_async(trip.landing, poster, trip.request)
+                break
+            except (asyncio.CancelledError, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError) and not self._past_exit():
+                    raise
+                if self._cancelled_while_open() and not self._past_exit():
+                    # the event loop ends with this request in flight: its outcome is
+                    # unknown, so it goes again, within the exit's time (the same message
+                    # ids: the API keeps one of each)
+                    continue
+                # in flight when the tracker was closed: outcome unknown, never in limbo
+                trip.stop(trip.cancelled())
+                self._book.land(chunk, trip)
+                if self._exit_by is None:
+                    raise
+                return
+            except TransportError as exc:
+                if self._poster is poster:  # it stopped itself: the next request afresh
+                    poster.flush()
+                    self._poster = AsyncPoster(self.client._connections)
+                trip.stop(exc)
+                break
         if self._spool is not None:  # its rows leave the spool: a disk write, off the loop
             await asyncio.to_thread(self._book.land, chunk, trip)
         else:
             self._book.land(chunk, trip)
+
+    # -- the event loop ending with the tracker open ----------------------------------------
+    def _cancelled_while_open(self) -> bool:
+        """A sender was cancelled while the tracker is open: the event loop is ending
+        (``asyncio.run`` cancels the tasks left, and waits for them) without ``aclose``.
+        As a thread tracker at interpreter exit, it then gets ``flush_timeout`` seconds to
+        deliver what is queued; what is left after is reported (``_worker_ended``)."""
+        if self._closing:
+            return False
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # the cancel is taken as the loop's end, and answered so
+        if self._exit_by is None:
+            self._exit_by = asyncio.get_running_loop().time() + self.flush_timeout
+        return True
+
+    def _past_exit(self) -> bool:
+        exit_by = self._exit_by
+        return exit_by is not None and asyncio.get_running_loop().time() >= exit_by
+
+    def _worker_ended(self) -> None:
+        """The last sender to end after the loop's end settles what is left and says so."""
+        self._ended += 1
+        if self._exit_by is None or self._closing or self._ended < len(self._workers):
+            return
+        self._closing = self._closed = True
+        if not self._book.idle():
+            self._book.abandon("the event loop ended")
+        if self._spool is not None:
+            self._spool.close()
+        self._poster.flush()
+        report = self._book.report()
+        if not report.ok:
+            log.warning("async tracker at the event loop's end: %s", _left_behind(report))
 
     # -- flushing and closing -------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> FlushReport:

@@ -13,7 +13,8 @@ silently:
 - ``flush()`` waits and reports (what happened since the previous report); leaving the
   ``with`` block flushes and raises ``DeliveryError`` listing what was not delivered since;
 - at interpreter exit an open tracker gets ``flush_timeout`` seconds, then a WARNING says how
-  many events remain and where (the spool, or lost); a second Ctrl-C there ends quietly;
+  many events remain and where (the spool, or lost); a signal there ends it, quietly
+  (``exit_signals``);
 - ``spool=``: every event is on disk (``_track.spool``) before ``track`` returns;
 - after ``os.fork()`` the child's tracker starts empty, with its own connections, and never
   sends the parent's events (a spooled tracker refuses to be used in the child: open one
@@ -28,7 +29,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,6 +44,7 @@ from .._core import (
 from .._delivery import HttpPoster, SizeLimit, Spend, deliver
 from .._validate import TrackingPlan
 from .book import Book, Entry, FlushReport
+from .exit_signals import exit_begins, flushing_at_exit, signalled
 from .handles import _SLICE, TrackHandle
 from .scalar import PlanSource, event_of, planned
 from .spool import Spool
@@ -92,6 +94,7 @@ class Tracker:
         self._spool = Spool(spool) if spool is not None else None
         self._setup(Book(max_queue, self._spool, config.batch_size))
         _live.add(self)
+        exit_begins(_any_open)  # a signal as the exit begins is quiet (exit_signals)
         if self._book.backlog:
             log.info(
                 "tracker: %s event(s) left in the spool %s are sent first",
@@ -111,6 +114,7 @@ class Tracker:
         self._closing = False
         self._closed = False
         self._forked_spool = False
+        self._stop_waiting: Callable[[], bool] = _never  # at exit: a signal came
         self._pid = os.getpid()
 
     @property
@@ -290,7 +294,7 @@ class Tracker:
         with self._cond:
             while not self._book.idle():
                 left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                if (left is not None and left <= 0) or self._stop_waiting():
                     break
                 # in slices: an untimed wait is deaf to Ctrl-C once polars is imported
                 self._cond.wait(_SLICE if left is None else min(left, _SLICE))
@@ -343,10 +347,12 @@ class Tracker:
 
     def _at_exit(self) -> None:
         """The interpreter is ending: flush within ``flush_timeout``, then say what is
-        left. A Ctrl-C during the wait ends it at once, without a traceback."""
+        left. A signal during the wait ends it at once, without a traceback; any other,
+        or one before it, is taken quietly (``exit_signals``)."""
+        self._stop_waiting = signalled  # a signal ends the flush's wait at its next slice
         try:
             report = self.close(self.flush_timeout)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Python's own handler, where ours could not be set
             with self._cond:
                 self._closing = True
                 poster = self._poster
@@ -356,6 +362,10 @@ class Tracker:
             report = self._book.report()
         if not report.ok:
             log.warning("tracker at exit: %s", _left_behind(report))
+
+
+def _never() -> bool:
+    return False
 
 
 def _merge(first: FlushReport, then: FlushReport) -> FlushReport:
@@ -397,11 +407,22 @@ def spend_of(config: ClientConfig) -> Spend:
 _live: weakref.WeakSet[Tracker] = weakref.WeakSet()
 
 
+def _open_here() -> list[Tracker]:
+    return [t for t in list(_live) if t._pid == os.getpid() and not t._closed]
+
+
 @atexit.register
 def _flush_at_exit() -> None:
-    for tracker in list(_live):
-        if tracker._pid == os.getpid() and not tracker._closed:
+    trackers = _open_here()
+    if not trackers:
+        return
+    with flushing_at_exit():
+        for tracker in trackers:
             tracker._at_exit()
+
+
+def _any_open() -> bool:
+    return bool(_open_here())
 
 
 def _before_fork() -> None:

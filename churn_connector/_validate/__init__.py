@@ -36,7 +36,7 @@ from .pandera import pa
 from .plan import PlanSource, TrackingPlan, as_plan
 from .plan_check import PlanFindings, plan_failures
 from .plan_infer import MAX_ENUM, infer_plan
-from .report import ValidationReport, write_rows
+from .report import ValidationReport, csv_safe, write_rows
 from .schema import (
     EXPLAIN_KEY,
     OWNERS_KEY,
@@ -77,6 +77,7 @@ __all__ = [
     "check_of_kind",
     "column_counts",
     "counted_rows",
+    "csv_safe",
     "dumps",
     "elementwise",
     "explanations",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .._core import echoed
 from .._notebook import plural
 from .._read import Source
 from .checks import CHECKS, PLAN_PREFIX, info
@@ -33,7 +34,9 @@ EXAMPLES = 5  # failures quoted in a JUnit failure
 
 
 def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # what the input wrote is made harmless first (no line break can start a workflow
+    # command of its own, no terminal escape reaches the log), then GitHub's own escapes
+    return echoed(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _property(text: str) -> str:
@@ -135,8 +138,22 @@ def junit_xml(report: ValidationReport, verdict: GateVerdict) -> str:
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("errors", "0")
+    _harmless(root)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _harmless(root: ET.Element) -> None:
+    """Every name and text of the document as ``echoed`` makes it: characters XML 1.0
+    cannot hold (control characters, lone surrogates) escaped, so the file stays
+    well-formed whatever a column name or a value holds, and each text capped (a failure's
+    examples keep their line breaks, one example a line)."""
+    for element in root.iter():
+        for name, value in element.attrib.items():
+            element.set(name, echoed(value))
+        if element.text:
+            lines = element.text.split("\n")
+            element.text = "\n".join(echoed(line) for line in lines)
 
 
 def _suite_name(report: ValidationReport, source: Source) -> str:

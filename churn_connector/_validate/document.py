@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..__version__ import __version__
-from .._core import Note
+from .._core import ECHO_CAP, Note
 from .._read import Source
 from .checks import CHECKS
 from .gate import GateVerdict, warns
@@ -119,11 +119,18 @@ def failure_items(
                 "column": None if rec.column is pd.NA else str(rec.column),
                 "check": str(rec.check),
                 "severity": "warning" if warns(str(rec.check), warn) else "error",
-                "value": None if rec.value is pd.NA else str(rec.value),
-                "message": str(rec.message),
+                # echoed whole, a 100 MiB cell would make a 100 MiB report: capped
+                "value": None if rec.value is pd.NA else _capped(str(rec.value)),
+                "message": _capped(str(rec.message)),
             }
         )
     return out
+
+
+def _capped(text: str) -> str:
+    if len(text) <= ECHO_CAP:
+        return text
+    return f"{text[:ECHO_CAP]}… ({len(text) - ECHO_CAP:,} more characters)"
 
 
 def report_document(

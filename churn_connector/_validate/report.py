@@ -16,7 +16,9 @@ from .._core import (
     ConfigurationError,
     DataValidationError,
     Note,
+    echoed,
     named,
+    replaced_whole,
     value_text,
 )
 from .._notebook import failures_chart, plural, report_html
@@ -191,13 +193,16 @@ class ValidationReport:
                 else ""
             )
         ]
-        lines.extend(f"note: {note['message']}" for note in self.notes)
+        lines.extend(f"note: {echoed(str(note['message']))}" for note in self.notes)
         if not self.failures.empty:
             counts = self.failures["check"].value_counts()
-            lines.append("failures by check: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+            lines.append(
+                "failures by check: "
+                + ", ".join(f"{echoed(str(k))} {v:,}" for k, v in counts.items())
+            )
             for rec in self.failures.head(5).itertuples(index=False):
                 line = failure_line(rec.position, rec.row, rec.column, str(rec.message))
-                lines.append(f"  {line}")
+                lines.append(f"  {echoed(line)}")  # what the input wrote, made harmless
             if len(self.failures) > 5:
                 lines.append(f"  ... {len(self.failures) - 5:,} more in .failures")
         return "\n".join(lines)
@@ -213,7 +218,7 @@ class ValidationReport:
         in a first column ``row``) when given. Fix them in pandas and validate them again."""
         frame = quarantine_frame(self.invalid, self._invalid_positions, self.failures)
         if path is not None:
-            write_rows(frame, path)
+            write_rows(frame, path, neutral=True)
         return frame
 
     def plot(self, ax: Axes | None = None, *, top: int = 15) -> Axes:
@@ -263,38 +268,122 @@ def quarantine_frame(
         dtype="string",
     )
     out["reasons"] = pd.array(
-        [" | ".join(common_reasons + reasons.get(p, [])) for p in positions.tolist()],
+        [
+            " | ".join(echoed(r) for r in common_reasons + reasons.get(p, []))
+            for p in positions.tolist()
+        ],
         dtype="string",
     )
     return out
 
 
-def write_rows(frame: pd.DataFrame, path: str | os.PathLike[str], *, labels: bool = True) -> Path:
+def write_rows(
+    frame: pd.DataFrame,
+    path: str | os.PathLike[str],
+    *,
+    labels: bool = True,
+    neutral: bool = False,
+) -> Path:
     """Write ``frame`` with its row labels (first column ``row``; none without ``labels``)
-    as CSV or Parquet."""
+    as CSV or Parquet. ``neutral``: a CSV's text cells (and names) that a spreadsheet would
+    run as a formula are neutralised (``csv_safe``); Parquet keeps every value as it is. A
+    lone surrogate, which UTF-8 cannot carry, is written as its escape (``\\udc00``)."""
     target = Path(path)
     suffixes = [s.lower() for s in target.suffixes]
     if ".parquet" not in suffixes and ".csv" not in suffixes:
         raise ConfigurationError(f"{target}: use a .csv or .parquet file name")
-    target.parent.mkdir(parents=True, exist_ok=True)
     label = "row" if "row" not in frame.columns else "row_label"
     labelled = frame.rename_axis(label).reset_index() if labels else frame.reset_index(drop=True)
-    if ".csv" in suffixes:
-        # text cells hold objects and lists as people read them (value_text), not reprs
-        labelled.assign(**_as_text(labelled, containers_only=True)).to_csv(target, index=False)
-        return target
-    try:
-        labelled.to_parquet(target, index=False)
-    except (pyarrow.ArrowException, TypeError, ValueError):
-        # bad rows often mix types in one column (that is why they are bad): Parquet
-        # columns cannot, so those columns are written as text (nulls stay null)
-        labelled.assign(**_as_text(labelled)).to_parquet(target, index=False)
+    # whole or not at all: a temporary name beside it, synced, renamed (a run killed while
+    # it writes never leaves a shorter file that reads as whole, ready to send)
+    with replaced_whole(target) as fh:
+        if ".csv" in suffixes:
+            # text cells hold objects and lists as people read them (value_text), not reprs
+            text = labelled.assign(**_as_text(labelled, containers_only=True))
+            text = _utf8_cells(text)
+            text = csv_safe(text) if neutral else text
+            text.to_csv(
+                fh,
+                index=False,
+                encoding="utf-8",
+                compression=_COMPRESSIONS.get(target.suffix.lower()),
+            )
+        else:
+            try:
+                labelled.to_parquet(fh, index=False)
+            except (pyarrow.ArrowException, TypeError, ValueError):
+                # bad rows often mix types in one column (that is why they are bad): Parquet
+                # columns cannot, so those columns are written as text (nulls stay null); a
+                # lone surrogate as its escape
+                fh.seek(0)
+                fh.truncate()
+                as_text = labelled.assign(**_as_text(labelled, utf8=True))
+                as_text.columns = [_utf8(str(c)) for c in as_text.columns]
+                as_text.to_parquet(fh, index=False)
     return target
 
 
-def _as_text(frame: pd.DataFrame, *, containers_only: bool = False) -> dict[str, pd.Series]:
+# OWASP's CSV-injection rule: a cell a spreadsheet would take for a formula
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` for a CSV file people open in a spreadsheet: every text cell, and every
+    column name, that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+    gets a leading ``'`` (OWASP's rule against CSV injection), so a spreadsheet shows it as
+    text instead of running it. Numbers stay numbers; the Parquet form keeps the originals."""
+    out = frame.copy()
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype == object or isinstance(column.dtype, pd.StringDtype):
+            out[name] = _map_text(column, _neutral)
+    out.columns = [_neutral(c) for c in frame.columns]
+    return out
+
+
+def _map_text(column: pd.Series, change: Any) -> pd.Series:
+    """``change`` applied to each cell, the column's dtype kept (object stays object: pandas'
+    inference would make it Arrow text, which refuses a lone surrogate)."""
+    return pd.Series([change(v) for v in column.tolist()], index=column.index, dtype=column.dtype)
+
+
+def _neutral(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _utf8_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every lone surrogate of its text cells and names as its escape."""
+    out = frame.copy()
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype == object or isinstance(column.dtype, pd.StringDtype):
+            out[name] = _map_text(column, lambda v: _utf8(v) if isinstance(v, str) else v)
+    out.columns = [_utf8(c) if isinstance(c, str) else c for c in frame.columns]
+    return out
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# a quarantine may be written compressed, as pandas does by the name (bad.csv.gz)
+_COMPRESSIONS: dict[str, Any] = {
+    ".gz": "gzip",
+    ".bz2": "bz2",
+    ".xz": "xz",
+    ".zst": "zstd",
+    ".zip": "zip",
+}
+
+
+def _as_text(
+    frame: pd.DataFrame, *, containers_only: bool = False, utf8: bool = False
+) -> dict[str, pd.Series]:
     """The object columns of ``frame`` as ``value_text`` writes their cells (only those
-    holding an object or a list, with ``containers_only``)."""
+    holding an object or a list, with ``containers_only``; a lone surrogate as its escape,
+    with ``utf8``)."""
     out = {}
     for name in frame.columns:
         column = frame[name]
@@ -302,9 +391,10 @@ def _as_text(frame: pd.DataFrame, *, containers_only: bool = False) -> dict[str,
             continue
         if containers_only and not column.map(_container).any():
             continue
-        out[str(name)] = pd.Series(
-            pd.array([value_text(v) for v in column.tolist()], dtype="string"), index=frame.index
-        )
+        texts = [value_text(v) for v in column.tolist()]
+        if utf8:
+            texts = [None if t is None else _utf8(t) for t in texts]
+        out[str(name)] = pd.Series(pd.array(texts, dtype="string"), index=frame.index)
     return out
 
 

@@ -32,6 +32,8 @@ import binascii
 import functools
 import hashlib
 import itertools
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -151,6 +153,8 @@ def native_sha256(head: bytes, arr: pa.BinaryArray) -> bytes | None:
     """What python_sha256 returns, in one native call over the column (polars-hash: Rust,
     with the CPU's SHA instructions where it has them); None without the ``fast`` extra,
     for bytes that are not UTF-8 (it hashes strings) or when the plugin fails."""
+    if _forked_from_polars():
+        return None
     native = _native()
     if native is None:
         return None
@@ -184,7 +188,36 @@ def _native() -> tuple[Any, Any] | None:
         import polars_hash as plh  # noqa: PLC0415 - optional, with polars (the fast extra)
     except ImportError:
         return None
+    global _polars_pid
+    _polars_pid = os.getpid()
     return pl, plh
+
+
+# polars' thread pool does not survive a fork: a child forked (a multiprocessing pool,
+# Celery, gunicorn) from a process that had polars loaded would wait for ever on the
+# parent's threads at its first native call. Such a child hashes with hashlib.
+_polars_pid: int | None = None  # the process that loaded polars here
+
+
+def _forked_from_polars() -> bool:
+    """True in a process forked from one that had polars loaded (``os.fork`` is seen by
+    its hook, any other fork by the pid)."""
+    if _FORKED:
+        return True
+    pid = _polars_pid
+    return pid is not None and pid != os.getpid()
+
+
+_FORKED = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED
+    if "polars" in sys.modules:  # loaded by us or by the program: its pool may be running
+        _FORKED = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 _NATIVE_FROM = 256  # rows: below, the native call's fixed cost is more than the loop's

@@ -78,7 +78,10 @@ def _location(location: str) -> tuple[str, str]:
     if parts.scheme == "file":
         return "file", parts.path
     if len(parts.scheme) > 1 and parts.netloc:  # a URI (a one-letter scheme: a Windows drive)
-        return f"{parts.scheme}://{parts.netloc}", parts.path.lstrip("/") or "/"
+        # never its credentials (user:password@, an access key's secret), nor its query (a
+        # presigned URL's signature): lineage is read by everyone who reads the catalog
+        host = parts.netloc.rpartition("@")[2]
+        return f"{parts.scheme}://{host}", parts.path.lstrip("/") or "/"
     return "file", os.path.abspath(location)
 
 

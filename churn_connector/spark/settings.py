@@ -155,10 +155,10 @@ class SparkSettings:
             raise ConfigurationError(f"option {SECRET_OPTION}: {problem}")
         refuse_ledger_password(self.send_options)
         # the client options as a task will use them (the key and, where the executors'
-        # environment holds it, the URL are only known there); a CA bundle's path is one
-        # on the executors, maybe not on this machine, and without the URL, whether its
-        # host is loopback (verify, plain http) is for the executors to judge
-        unknowable = {"ca_bundle"} | ({"verify"} if self.base_url is None else set())
+        # environment holds it, the URL are only known there); a CA bundle's path (and
+        # truststore) is one on the executors, maybe not on this machine, and without the
+        # URL, whether its host is loopback (verify, plain http) is for the executors to judge
+        unknowable = {"ca_bundle", "ca_store"} | ({"verify"} if self.base_url is None else set())
         options = {k: v for k, v in self.client_options.items() if k not in unknowable}
         if self.base_url is None:
             options["allow_insecure_http"] = True

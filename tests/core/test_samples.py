@@ -55,3 +55,12 @@ def test_the_samples_have_one_missing_value_the_one_the_results_frames_have() ->
                 assert na_value(column) is pd.NA, (name, column.dtype)
         shown = frame.to_string()
         assert "<NA>" in shown and "NaN" not in shown and "None" not in shown
+
+
+@pytest.mark.parametrize("n_events", [0, 1, 2, 3, 4, 5])
+def test_a_few_sample_events_are_a_few_rows_and_one_repeat(n_events: int) -> None:
+    frame = samples.sample_events(n_events=n_events)
+    assert len(frame) == n_events + (1 if n_events else 0)
+    if n_events:
+        assert frame.iloc[-1].equals(frame.iloc[min(5, n_events - 1)])  # exported twice
+    assert cc.validate_events(frame).n_rows == len(frame)

@@ -444,6 +444,20 @@ def test_ca_bundle(path: Path_, https_url: str, ca_file: str) -> None:
         track(path, https_url)
 
 
+@shows("ca_store")
+def test_ca_store(
+    path: Path_, https_url: str, ca_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    # the trust order's last step: the system's store (truststore) lacks the throw-away CA...
+    with pytest.raises(cc.TransportError, match=r"TLS certificate of localhost:\d+ not trusted"):
+        track(path, https_url, ca_store="system")
+    # ...which a variable above the store names
+    monkeypatch.setenv("SSL_CERT_FILE", ca_file)
+    assert track(path, https_url, ca_store="system").status == 200
+
+
 @shows("verify")
 def test_verify(path: Path_, https_url: str) -> None:
     # off only for loopback (a local TLS test server): the untrusted certificate is accepted

@@ -99,23 +99,6 @@ def test_both_paths_trust_a_private_ca_named_in_the_variables_requests_reads(
     assert send(https_url, events, now, **_through(path)).ok
 
 
-@pytest.mark.parametrize("path", ["pool", "session"])
-def test_both_paths_refuse_a_ca_only_openssl_would_read(
-    path: str,
-    https_url: str,
-    ca_file: str,
-    events: pd.DataFrame,
-    now: pd.Timestamp,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # one trust for both paths, requests' (certifi's CAs): OpenSSL's SSL_CERT_FILE is not it
-    for name in _CA_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SSL_CERT_FILE", ca_file)
-    with pytest.raises(cc.TransportError, match="not trusted"):
-        send(https_url, events, now, **_through(path))
-
-
 def test_verify_false_is_refused_for_a_remote_host() -> None:
     with pytest.raises(cc.ConfigurationError, match="verify=False"):
         cc.Client("https://api.example.com", KEY, verify=False)
