@@ -34,7 +34,7 @@ from ._keywords import IdentifyOptions, SendEventsOptions, send_keywords
 from ._ledger import Guard, LedgerArg
 from ._options import EventOptions, IdentityOptions
 from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
-from ._results import SendResult
+from ._results import SendResult, recorded
 from ._run import Run
 from ._sync import Sync, SyncOptions
 from ._track import OneOff, OnFull, PlanSource, Tracker, TrackResult, event_of, planned
@@ -115,6 +115,7 @@ class Client:
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
         new_ids: bool = False,
+        history: str | None = None,
         rename: Mapping[str, str] | None = None,
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
@@ -204,6 +205,7 @@ class Client:
             progress=progress,
             batch_size=batch_size,
             max_concurrency=max_concurrency,
+            history=history,
         )
         syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
                               sync_name=sync_name, full_refresh=full_refresh, since=since,
@@ -233,7 +235,13 @@ class Client:
                 id_columns=tuple(table.id_columns) if table.id_columns else None,
                 by_columns=bool(table.id_columns),
             )
-            return sync.deliver(stream, lambda ledger: run.deliver(requests, ledger, guard=guard))
+            return recorded(
+                send.history,
+                "events",
+                lambda: sync.deliver(
+                    stream, lambda ledger: run.deliver(requests, ledger, guard=guard)
+                ),
+            )
 
     def identify(
         self,
@@ -248,6 +256,7 @@ class Client:
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
+        history: str | None = None,
         rename: Mapping[str, str] | None = None,
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
@@ -327,6 +336,7 @@ class Client:
             ledger=ledger,
             progress=progress,
             max_concurrency=max_concurrency,
+            history=history,
         )
         syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
                               sync_name=sync_name, full_refresh=full_refresh, since=since,
@@ -346,7 +356,11 @@ class Client:
                 # requests ahead of the default 8 rounds would last 0.4 s at 50 ms)
                 ahead=table.slice_rows,
             )
-            return sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger))
+            return recorded(
+                send.history,
+                "identities",
+                lambda: sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger)),
+            )
 
     def track(
         self,

@@ -47,6 +47,7 @@ class SendEventsOptions(TextOptions, total=False):
     slice_rows: int
     ledger: LedgerArg
     new_ids: bool
+    history: str | None
     rename: Mapping[str, str] | None
     dtypes: Mapping[str, str] | None
     encoding: str
@@ -82,6 +83,7 @@ class IdentifyOptions(TextOptions, total=False):
     progress: bool | None
     slice_rows: int
     ledger: LedgerArg
+    history: str | None
     rename: Mapping[str, str] | None
     dtypes: Mapping[str, str] | None
     encoding: str

@@ -41,6 +41,15 @@ from .exceptions import (
     StorageError,
     TransportError,
 )
+from .history import COLUMNS as HISTORY_COLUMNS
+from .history import (
+    RECEIPTS_FILE,
+    HistoryTarget,
+    append_run,
+    history_target,
+    read_runs,
+    receipts_path,
+)
 from .lazy import lazy_names
 from .storage import storage_error, temp_file_error
 from .text_options import (
@@ -95,11 +104,13 @@ __all__ = [
     "EVENTS_PATH",
     "FLAGS",
     "FUTURE_WINDOW",
+    "HISTORY_COLUMNS",
     "IDENTIFY_PATH",
     "KEY_HEADERS",
     "KINDS",
     "MAX_BATCH_SIZE",
     "PAST_WINDOW",
+    "RECEIPTS_FILE",
     "RETRY_FIELDS",
     "STATE_NAMES",
     "TIMEOUT_FIELDS",
@@ -120,6 +131,7 @@ __all__ = [
     "EpochUnit",
     "ExitCode",
     "ExtraColumns",
+    "HistoryTarget",
     "IdColumn",
     "IdFormat",
     "InputError",
@@ -145,6 +157,7 @@ __all__ = [
     "Timeouts",
     "TransportError",
     "alternatives",
+    "append_run",
     "as_secret",
     "budget_name_of",
     "check_budget",
@@ -154,6 +167,7 @@ __all__ = [
     "declare",
     "endpoint_of",
     "from_text",
+    "history_target",
     "is_loopback",
     "keyword_from_text",
     "lazy_names",
@@ -162,6 +176,8 @@ __all__ = [
     "on_command_line",
     "option",
     "options_of",
+    "read_runs",
+    "receipts_path",
     "registered",
     "row_label",
     "rows_text",

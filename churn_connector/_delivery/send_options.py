@@ -7,12 +7,20 @@ options; a bad value is a ``ConfigurationError`` naming the knob, never a silent
 
 from __future__ import annotations
 
-import os  # noqa: F401 - LedgerArg's hint names os and Ledger: get_type_hints reads them here
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-from .._core import MAX_BATCH_SIZE, ConfigurationError, declare, named, options_of, registered
+from .._core import (
+    MAX_BATCH_SIZE,
+    ConfigurationError,
+    declare,
+    history_target,
+    named,
+    options_of,
+    registered,
+)
 from .._ledger import Ledger, LedgerArg, command_line_location  # noqa: F401
 
 __all__ = ["SendOptions"]
@@ -75,8 +83,24 @@ class SendOptions:
         metavar="N",
         shown_default="the client's",
     )
+    history: str | None = declare(
+        None,
+        doc="the run history: the run's receipt appended as one row to a `.jsonl` receipts "
+        "file, a SQLite (`sqlite:///FILE`) or DuckDB (`duckdb:///FILE`) file, a PostgreSQL "
+        "table (`postgresql://USER@HOST/DB`) or a Parquet folder (`parquet:///FOLDER`) "
+        "([the run history](../guides/operating.md#the-run-history))",
+        help="the run history: FILE.jsonl, sqlite:///FILE, duckdb:///FILE, "
+        "postgresql://USER@HOST/DB (no password in it) or parquet:///FOLDER; send appends "
+        "one row per run, validate --max-change compares with its runs",
+        metavar="URI",
+        spark=False,
+    )
 
     def __post_init__(self) -> None:
+        if self.history is not None:
+            if isinstance(self.history, os.PathLike):
+                object.__setattr__(self, "history", os.fspath(self.history))
+            history_target(self.history)  # a bad one is refused before anything is sent
         for name in ("dry_run", "new_ids"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(

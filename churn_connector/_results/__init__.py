@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .._core import receipts_path
+from .history import recorded
 from .result import (
     SendResult,
     append_line,
@@ -18,7 +20,6 @@ from .runs import (
     now_utc,
     read_rows_file,
     receipt_line,
-    receipts_path,
     stopped_receipt,
     stored_header,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "read_rows_file",
     "receipt_line",
     "receipts_path",
+    "recorded",
     "stopped_receipt",
     "stored_header",
     "write_frame",

@@ -475,6 +475,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "duplicates": {"duplicates": "keep_last"},
     "dry_run": {"dry_run": True},
     "ledger": {"ledger": "acknowledged.db"},
+    "history": {"history": "runs.sqlite"},
     "new_ids": {"new_ids": True},
     "progress": {"progress": False},
     "batch_size": {"batch_size": 7},
