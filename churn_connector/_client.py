@@ -38,7 +38,7 @@ from ._results import SendResult, recorded
 from ._run import Run
 from ._sync import Sync, SyncOptions
 from ._track import OneOff, OnFull, PlanSource, Tracker, TrackResult, event_of, planned
-from ._validate import TrackingPlan
+from ._validate import ThresholdArg, TrackingPlan
 from ._wire import WireBatch
 
 if TYPE_CHECKING:
@@ -116,6 +116,8 @@ class Client:
         ledger: LedgerArg = None,
         new_ids: bool = False,
         history: str | None = None,
+        alert_webhook: str | None = None,
+        alert_invalid: ThresholdArg = None,
         rename: Mapping[str, str] | None = None,
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
@@ -206,6 +208,8 @@ class Client:
             batch_size=batch_size,
             max_concurrency=max_concurrency,
             history=history,
+            alert_webhook=alert_webhook,
+            alert_invalid=alert_invalid,
         )
         syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
                               sync_name=sync_name, full_refresh=full_refresh, since=since,
@@ -236,7 +240,7 @@ class Client:
                 by_columns=bool(table.id_columns),
             )
             return recorded(
-                send.history,
+                send,
                 "events",
                 lambda: sync.deliver(
                     stream, lambda ledger: run.deliver(requests, ledger, guard=guard)
@@ -257,6 +261,8 @@ class Client:
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
         history: str | None = None,
+        alert_webhook: str | None = None,
+        alert_invalid: ThresholdArg = None,
         rename: Mapping[str, str] | None = None,
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
@@ -337,6 +343,8 @@ class Client:
             progress=progress,
             max_concurrency=max_concurrency,
             history=history,
+            alert_webhook=alert_webhook,
+            alert_invalid=alert_invalid,
         )
         syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
                               sync_name=sync_name, full_refresh=full_refresh, since=since,
@@ -357,7 +365,7 @@ class Client:
                 ahead=table.slice_rows,
             )
             return recorded(
-                send.history,
+                send,
                 "identities",
                 lambda: sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger)),
             )

@@ -27,7 +27,7 @@ from ._ledger import LedgerArg
 from ._options import EventOptions, IdentityOptions
 from ._read import NameStyle, TextOptions
 from ._sync import SyncOptions
-from ._validate import TrackingPlan
+from ._validate import ThresholdArg, TrackingPlan
 
 __all__ = ["IdentifyOptions", "SendEventsOptions", "send_keywords"]
 
@@ -48,6 +48,8 @@ class SendEventsOptions(TextOptions, total=False):
     ledger: LedgerArg
     new_ids: bool
     history: str | None
+    alert_webhook: str | None
+    alert_invalid: ThresholdArg
     rename: Mapping[str, str] | None
     dtypes: Mapping[str, str] | None
     encoding: str
@@ -84,6 +86,8 @@ class IdentifyOptions(TextOptions, total=False):
     slice_rows: int
     ledger: LedgerArg
     history: str | None
+    alert_webhook: str | None
+    alert_invalid: ThresholdArg
     rename: Mapping[str, str] | None
     dtypes: Mapping[str, str] | None
     encoding: str

@@ -476,6 +476,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "dry_run": {"dry_run": True},
     "ledger": {"ledger": "acknowledged.db"},
     "history": {"history": "runs.sqlite"},
+    "alert_webhook": {"alert_webhook": "https://hooks.example.com/services/T0"},
+    "alert_invalid": {"alert_invalid": "5%"},
     "new_ids": {"new_ids": True},
     "progress": {"progress": False},
     "batch_size": {"batch_size": 7},
