@@ -21,6 +21,7 @@ from dagster import (
 from dagster._serdes import serialize_value
 
 import churn_connector as cc
+from churn_connector._core import read_runs
 from churn_connector._core.declarations import options_of
 from churn_connector.dagster import ChurnResource, churn_check, invalid_limit
 from tests.dagster.conftest import BAD_KEY, GOOD_KEY, KEY_ENV
@@ -226,3 +227,19 @@ def test_each_partition_sends_the_rows_of_its_time_window_from_a_query(
             assert stored - sent == expected
             sent = stored
     assert len(sandbox.events()) == 12
+
+
+def test_the_resources_sends_append_to_a_run_history(
+    sandbox: cc.Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, GOOD_KEY)
+    history = f"duckdb://{tmp_path}/runs.duckdb"
+
+    @asset
+    def events_delivered(churn: ChurnResource) -> MaterializeResult:  # type: ignore[type-arg]
+        return churn.send_events(_events(1), results_dir=tmp_path, history=history)
+
+    with DagsterInstance.ephemeral() as instance:
+        assert _run([events_delivered], sandbox, instance).success
+    [run] = read_runs(history)
+    assert (run["rows"], run["counts"]["sent"], run["exit_code"]) == (10, 9, 1)
