@@ -34,11 +34,11 @@ from ._keywords import IdentifyOptions, SendEventsOptions, send_keywords
 from ._ledger import Guard, LedgerArg
 from ._options import EventOptions, IdentityOptions
 from ._read import DEFAULT_SLICE_ROWS, Format, NameStyle, TextFormat
-from ._results import SendResult
+from ._results import SendResult, recorded
 from ._run import Run
 from ._sync import Sync, SyncOptions
 from ._track import OneOff, OnFull, PlanSource, Tracker, TrackResult, event_of, planned
-from ._validate import TrackingPlan
+from ._validate import ThresholdArg, TrackingPlan
 from ._wire import WireBatch
 
 if TYPE_CHECKING:
@@ -116,6 +116,9 @@ class Client:
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
         new_ids: bool = False,
+        history: str | None = None,
+        alert_webhook: str | None = None,
+        alert_invalid: ThresholdArg = None,
         rename: Mapping[str, str] | None = None,
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
@@ -205,6 +208,9 @@ class Client:
             progress=progress,
             batch_size=batch_size,
             max_concurrency=max_concurrency,
+            history=history,
+            alert_webhook=alert_webhook,
+            alert_invalid=alert_invalid,
         )
         syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
                               sync_name=sync_name, full_refresh=full_refresh, since=since,
@@ -234,7 +240,13 @@ class Client:
                 id_columns=tuple(table.id_columns) if table.id_columns else None,
                 by_columns=bool(table.id_columns),
             )
-            return sync.deliver(stream, lambda ledger: run.deliver(requests, ledger, guard=guard))
+            return recorded(
+                send,
+                "events",
+                lambda: sync.deliver(
+                    stream, lambda ledger: run.deliver(requests, ledger, guard=guard)
+                ),
+            )
 
     def identify(
         self,
@@ -249,6 +261,9 @@ class Client:
         progress: bool | None = None,
         slice_rows: int = DEFAULT_SLICE_ROWS,
         ledger: LedgerArg = None,
+        history: str | None = None,
+        alert_webhook: str | None = None,
+        alert_invalid: ThresholdArg = None,
         rename: Mapping[str, str] | None = None,
         dtypes: Mapping[str, str] | None = None,
         encoding: str = "utf-8",
@@ -328,6 +343,9 @@ class Client:
             ledger=ledger,
             progress=progress,
             max_concurrency=max_concurrency,
+            history=history,
+            alert_webhook=alert_webhook,
+            alert_invalid=alert_invalid,
         )
         syncing = SyncOptions(cursor=cursor, lookback=lookback, incremental=incremental,
                               sync_name=sync_name, full_refresh=full_refresh, since=since,
@@ -347,7 +365,11 @@ class Client:
                 # requests ahead of the default 8 rounds would last 0.4 s at 50 ms)
                 ahead=table.slice_rows,
             )
-            return sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger))
+            return recorded(
+                send,
+                "identities",
+                lambda: sync.deliver(stream, lambda ledger: run.deliver(identify_requests, ledger)),
+            )
 
     def track(
         self,

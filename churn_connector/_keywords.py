@@ -27,7 +27,7 @@ from ._ledger import LedgerArg
 from ._options import EventOptions, IdentityOptions
 from ._read import NameStyle, TextOptions
 from ._sync import SyncOptions
-from ._validate import TrackingPlan
+from ._validate import ThresholdArg, TrackingPlan
 
 __all__ = ["IdentifyOptions", "SendEventsOptions", "send_keywords"]
 
@@ -47,6 +47,9 @@ class SendEventsOptions(TextOptions, total=False):
     slice_rows: int
     ledger: LedgerArg
     new_ids: bool
+    history: str | None
+    alert_webhook: str | None
+    alert_invalid: ThresholdArg
     rename: Mapping[str, str] | None
     dtypes: Mapping[str, str] | None
     encoding: str
@@ -82,6 +85,9 @@ class IdentifyOptions(TextOptions, total=False):
     progress: bool | None
     slice_rows: int
     ledger: LedgerArg
+    history: str | None
+    alert_webhook: str | None
+    alert_invalid: ThresholdArg
     rename: Mapping[str, str] | None
     dtypes: Mapping[str, str] | None
     encoding: str

@@ -62,6 +62,7 @@ from .ledger import add_ledger_parser
 from .ledger import run as ledger_command
 from .plan import add_plan_parser, run_plan
 from .resend import add_receipts, add_resend, result_receipt, run_resend, stopped_receipt
+from .runs import add_runs_parser, run_runs
 from .track import add_track_parser, run_track
 from .validate import add_validate, run_validate
 
@@ -130,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_ledger_parser(sub, _add_verbosity)
 
     add_plan_parser(sub, _add_verbosity)
+
+    add_runs_parser(sub, _add_verbosity)
 
     sub.add_parser(
         "sandbox", help="run the local sandbox API (see churn-connector sandbox -h)", add_help=False
@@ -261,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_track(args)
             if args.command == "plan":
                 return run_plan(args)
+            if args.command == "runs":
+                return run_runs(args)
             # the demo starts a sandbox: loaded only when asked for
             demo = importlib.import_module("churn_connector._cli.demo")
             return int(demo.run_demo(args.out))

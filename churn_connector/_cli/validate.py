@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from .._core import ChurnConnectorError, ConfigurationError, ExitCode, options_of
+from .._delivery import SendOptions
 from .._events import validate_events
 from .._identities import validate_identities
 from .._read import Format
@@ -59,6 +60,9 @@ def add_validate(sub: Any, verbosity: Any) -> argparse.ArgumentParser:
         "the gate (exit 1 above --max-invalid, or outside a volume or freshness limit; 0 otherwise)"
     )
     for option in options_of(GateOptions):
+        # --history is the run history's one flag (SendOptions'): the gate reads it
+        if option.declared.help is None:
+            option = next(o for o in options_of(SendOptions) if o.name == option.name)
         add_flag(gate, option)
     out = p.add_argument_group("reports")
     out.add_argument(
@@ -131,7 +135,10 @@ def _formats(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     args.output = _formats(args)
-    gate = GateOptions(**_given(args, options_of(GateOptions)))
+    given = _given(args, options_of(GateOptions))
+    if args.history is not None:  # the run history's flag (SendOptions' declaration)
+        given["history"] = args.history
+    gate = GateOptions(**given)
     _check_paths(args)
     validate = validate_events if args.kind == "events" else validate_identities
     # the rows that passed are kept only for --passed: without it, memory stays flat

@@ -41,6 +41,15 @@ from .exceptions import (
     StorageError,
     TransportError,
 )
+from .history import COLUMNS as HISTORY_COLUMNS
+from .history import (
+    RECEIPTS_FILE,
+    HistoryTarget,
+    append_run,
+    history_target,
+    read_runs,
+    receipts_path,
+)
 from .lazy import lazy_names
 from .storage import replaced_whole, storage_error, temp_file_error
 from .text_options import (
@@ -98,11 +107,13 @@ __all__ = [
     "EVENTS_PATH",
     "FLAGS",
     "FUTURE_WINDOW",
+    "HISTORY_COLUMNS",
     "IDENTIFY_PATH",
     "KEY_HEADERS",
     "KINDS",
     "MAX_BATCH_SIZE",
     "PAST_WINDOW",
+    "RECEIPTS_FILE",
     "RETRY_FIELDS",
     "STATE_NAMES",
     "TIMEOUT_FIELDS",
@@ -123,6 +134,7 @@ __all__ = [
     "EpochUnit",
     "ExitCode",
     "ExtraColumns",
+    "HistoryTarget",
     "IdColumn",
     "IdFormat",
     "InputError",
@@ -148,6 +160,7 @@ __all__ = [
     "Timeouts",
     "TransportError",
     "alternatives",
+    "append_run",
     "as_secret",
     "budget_name_of",
     "check_budget",
@@ -158,6 +171,7 @@ __all__ = [
     "echoed",
     "endpoint_of",
     "from_text",
+    "history_target",
     "is_loopback",
     "keyword_from_text",
     "lazy_names",
@@ -166,6 +180,8 @@ __all__ = [
     "on_command_line",
     "option",
     "options_of",
+    "read_runs",
+    "receipts_path",
     "registered",
     "replaced_whole",
     "row_label",

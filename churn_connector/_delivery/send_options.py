@@ -7,15 +7,51 @@ options; a bad value is a ``ConfigurationError`` naming the knob, never a silent
 
 from __future__ import annotations
 
-import os  # noqa: F401 - LedgerArg's hint names os and Ledger: get_type_hints reads them here
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
+from urllib.parse import urlsplit
 
-from .._core import MAX_BATCH_SIZE, ConfigurationError, declare, named, options_of, registered
+from .._core import (
+    MAX_BATCH_SIZE,
+    ConfigurationError,
+    declare,
+    history_target,
+    is_loopback,
+    named,
+    options_of,
+    registered,
+)
 from .._ledger import Ledger, LedgerArg, command_line_location  # noqa: F401
+from .._validate import Threshold, ThresholdArg
 
 __all__ = ["SendOptions"]
+
+
+def _threshold_text(text: str) -> str:
+    """``--alert-invalid``'s text, checked as the command line reads it."""
+    Threshold.parse(text, "alert_invalid")
+    return text
+
+
+def check_webhook(url: Any) -> None:
+    """Refuse an ``alert_webhook`` that is not an https URL (http only to a loopback host,
+    for local receivers): the message would cross the network in the clear."""
+    if url is None:
+        return
+    if not isinstance(url, str):
+        raise ConfigurationError(f"{named('alert_webhook')} must be a URL, not {url!r}")
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    if scheme == "https" and host:
+        return
+    if scheme == "http" and host and is_loopback(host):
+        return
+    raise ConfigurationError(
+        f"{named('alert_webhook')} must be an https:// URL (http:// only to this machine), "
+        f"not one to {scheme or 'no scheme'}://{host or '?'}"
+    )
 
 
 @registered
@@ -75,8 +111,52 @@ class SendOptions:
         metavar="N",
         shown_default="the client's",
     )
+    history: str | None = declare(
+        None,
+        doc="the run history: the run's receipt appended as one row to a `.jsonl` receipts "
+        "file, a SQLite (`sqlite:///FILE`) or DuckDB (`duckdb:///FILE`) file, a PostgreSQL "
+        "table (`postgresql://USER@HOST/DB`) or a Parquet folder (`parquet:///FOLDER`) "
+        "([the run history](../guides/operating.md#the-run-history))",
+        help="the run history: FILE.jsonl, sqlite:///FILE, duckdb:///FILE, "
+        "postgresql://USER@HOST/DB (no password in it) or parquet:///FOLDER; send appends "
+        "one row per run, validate --max-change compares with its runs",
+        metavar="URI",
+        spark=False,
+    )
+    alert_webhook: str | None = declare(
+        None,
+        doc="post one JSON message (Slack-compatible `text`, and the run's receipt: never "
+        "the key or a row's values) to this https URL when the run ends with undelivered "
+        "rows, or invalid rows above `alert_invalid`; tried 3 times, a failure only logged "
+        "([alerts](../guides/operating.md#alerts))",
+        help="post one JSON message (Slack-compatible text and the run's receipt) to URL when "
+        "the run ends with undelivered rows, or invalid rows above --alert-invalid",
+        metavar="URL",
+        spark=False,
+    )
+    alert_invalid: ThresholdArg = declare(
+        None,
+        doc="the invalid rows an `alert_webhook` tolerates: a number (`10`) or a share "
+        '(`"0.5%"`) of the rows read',
+        help="alert only above N invalid rows, or above N%% of the rows (default: any invalid "
+        "row alerts)",
+        metavar="N[%]",
+        parse=_threshold_text,
+        shown_default="`None`: any invalid row alerts",
+        spark=False,
+    )
 
     def __post_init__(self) -> None:
+        if self.history is not None:
+            if isinstance(self.history, os.PathLike):
+                object.__setattr__(self, "history", os.fspath(self.history))
+            history_target(self.history)  # a bad one is refused before anything is sent
+        check_webhook(self.alert_webhook)
+        if self.alert_invalid is not None:
+            try:
+                Threshold.parse(self.alert_invalid, "alert_invalid")
+            except ValueError as exc:
+                raise ConfigurationError(str(exc)) from None
         for name in ("dry_run", "new_ids"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(

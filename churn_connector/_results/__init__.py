@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .._core import receipts_path
+from .history import recorded
 from .paths import check_receipts_path, check_report_path, refuse_clashes
 from .result import (
     SendResult,
@@ -19,7 +21,6 @@ from .runs import (
     now_utc,
     read_rows_file,
     receipt_line,
-    receipts_path,
     stopped_receipt,
     stored_header,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "read_rows_file",
     "receipt_line",
     "receipts_path",
+    "recorded",
     "refuse_clashes",
     "stopped_receipt",
     "stored_header",

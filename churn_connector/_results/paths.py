@@ -16,8 +16,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .._core import ConfigurationError, storage_error
-from .runs import receipts_path
+from .._core import ConfigurationError, receipts_path, storage_error
 
 __all__ = ["check_receipts_path", "check_report_path", "refuse_clashes"]
 

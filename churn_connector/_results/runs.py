@@ -28,13 +28,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..__version__ import __version__
-from .._core import ConfigurationError, ExitCode, InputError, Interrupted, RunStopped
+from .._core import (
+    ConfigurationError,
+    ExitCode,
+    InputError,
+    Interrupted,
+    RunStopped,
+)
 
 HEADER = "churn_connector"  # the frame's attrs key, and the Parquet metadata key
 ROWS_FORMAT = "churn-connector rows"
 ROWS_VERSION = 1
 RECEIPT_VERSION = 1
-RECEIPTS_FILE = "receipts.jsonl"
 SIDECAR = ".run.json"
 
 
@@ -162,15 +167,6 @@ def receipt(
         "exit_code": int(exit_code),
         "package_version": __version__,
     }
-
-
-def receipts_path(path: str | Path) -> Path:
-    """``--receipts``: a file, or a folder (an existing one, or a name without a suffix),
-    which then holds ``receipts.jsonl``."""
-    target = Path(path)
-    if target.is_dir() or (not target.exists() and not target.suffix):
-        return target / RECEIPTS_FILE
-    return target
 
 
 def stopped_receipt(

@@ -26,6 +26,7 @@ from .failure_log import FailureLog, failures_frame, run_schema
 from .gate import (
     GateOptions,
     GateVerdict,
+    Threshold,
     ThresholdArg,
     check_of_kind,
     counted_rows,
@@ -69,6 +70,7 @@ __all__ = [
     "PlanFindings",
     "PlanSource",
     "SchemaBuilder",
+    "Threshold",
     "ThresholdArg",
     "TrackingPlan",
     "ValidationReport",

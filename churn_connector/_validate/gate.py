@@ -172,11 +172,11 @@ class GateOptions:
     )
     history: str | None = declare(
         None,
-        doc="the receipts `max_change` compares with: a `receipts.jsonl` (as `--receipts` "
-        "writes it) or its folder",
-        help="the receipts (FILE, or DIR/receipts.jsonl, as send --receipts writes them) "
-        "that --max-change compares with",
-        metavar="FILE",
+        doc="the earlier runs `max_change` compares with: a `receipts.jsonl` (as `--receipts` "
+        "writes it) or its folder, or a send's run history (`history`: SQLite, DuckDB, "
+        "PostgreSQL, a Parquet folder)",
+        flag="--history",  # one flag, one meaning: the run history send --history appends to
+        shown_flag="`--history URI`",
         spark=False,
     )
     history_runs: int = declare(

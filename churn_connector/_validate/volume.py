@@ -4,8 +4,9 @@ by row and wrong as a whole.
 * ``expect_rows`` (``"1000..50000"``, ``"1000.."``, ``"..50000"``): the rows read are within
   the range (both ends included);
 * ``max_change`` (``"50%"``): the rows read differ from the median of the rows of the last
-  ``history_runs`` runs of the same kind in the receipts (``history``: a ``receipts.jsonl``
-  that ``--receipts`` writes, or its folder) by at most that share of the median. Runs that
+  ``history_runs`` runs of the same kind in the run history (``history``: a
+  ``receipts.jsonl`` that ``--receipts`` writes, or its folder, or a send's ``--history``
+  URI) by at most that share of the median. Runs that
   stopped part way (exit code 3 and above, ``complete`` false) are no measure and are left
   out; with no run to compare with, the gate says so and passes;
 * ``max_lag`` (``"6h"``, ``"30m"``, ``"2d"``, ``"90s"``), events only: the newest valid
@@ -17,18 +18,16 @@ its JUnit case and its GitHub annotation carry the name.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from .._core import ConfigurationError, named
+from .._core import ConfigurationError, named, read_runs
 
 if TYPE_CHECKING:
     from .gate import GateOptions
@@ -46,7 +45,6 @@ __all__ = [
 
 TABLE_GATES = ("expect_rows", "max_change", "max_lag")
 """The gate's table-level judgements, by name."""
-RECEIPTS_FILE = "receipts.jsonl"  # the name _results.runs gives a folder's receipts
 _RANGE = re.compile(r"\s*(\d[\d_,]*)?\s*\.\.\s*(\d[\d_,]*)?\s*")
 _SHARE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")
 _LAG = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*")
@@ -92,32 +90,11 @@ def parse_lag(text: Any) -> float:
 
 
 def history_rows(path: str | os.PathLike[str], kind: str, runs: int) -> list[int]:
-    """The rows read by the last ``runs`` complete runs of ``kind`` in the receipts at
-    ``path`` (a file, or a folder holding ``receipts.jsonl``), oldest first."""
-    target = Path(path)
-    if target.is_dir():
-        target = target / RECEIPTS_FILE
-    try:
-        lines = target.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []  # no run yet: nothing to compare with
-    except OSError as exc:
-        raise ConfigurationError(
-            f"{named('history')}: cannot read the receipts {target} ({exc.strerror or exc})"
-        ) from None
+    """The rows read by the last ``runs`` complete runs of ``kind`` in the run history at
+    ``path`` (receipts, as ``--receipts`` writes them, or a ``--history`` URI: SQLite,
+    DuckDB, PostgreSQL, a Parquet folder), oldest first."""
     found: list[int] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            receipt = json.loads(line)
-            if not isinstance(receipt, dict):
-                raise ValueError(line)
-        except ValueError:
-            raise ConfigurationError(
-                f"{named('history')}: line {number} of {target} is no receipt (one JSON "
-                "object a line, as --receipts writes them): fix or remove that line"
-            ) from None
+    for receipt in read_runs(path):
         stopped = int(receipt.get("exit_code", 0)) >= 3 or receipt.get("complete") is False
         if receipt.get("kind") == kind and not stopped and isinstance(receipt.get("rows"), int):
             found.append(int(receipt["rows"]))

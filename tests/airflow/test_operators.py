@@ -90,3 +90,16 @@ def test_the_results_base_is_the_argument_the_environment_or_airflow_home(
     assert op.results_base == "/home/af/churn_results"
     monkeypatch.setenv("CHURN_RESULTS_BASE", "/shared/churn")
     assert (op.results_base, given.results_base) == ("/shared/churn", "/r")
+
+
+def test_the_run_history_and_alerts_are_send_options() -> None:
+    rendered = {
+        "history": "postgresql://churn@db.internal/ops",
+        "alert_webhook": "https://hooks.example.com/services/T0",
+        "alert_invalid": "0.5%",
+    }
+    with DAG("operate", schedule=None):
+        events = SendEventsOperator(task_id="e", source="x.csv", send_options=rendered)
+        users = IdentifyOperator(task_id="i", source="x.csv", send_options=rendered)
+    assert events._send_options() == rendered
+    assert users._send_options() == rendered

@@ -21,6 +21,7 @@ from dagster import (
 from dagster._serdes import serialize_value
 
 import churn_connector as cc
+from churn_connector._core import read_runs
 from churn_connector._core.declarations import options_of
 from churn_connector.dagster import ChurnResource, churn_check, invalid_limit
 from tests.dagster.conftest import BAD_KEY, GOOD_KEY, KEY_ENV
@@ -233,3 +234,19 @@ def test_a_checks_description_writes_its_threshold_as_given_with_separators() ->
     assert "(ERROR above 1,500 invalid rows, WARN at or below)" in (count.description or "")
     [share] = churn_check("events", max_invalid="0.5%").check_specs
     assert "(ERROR above 0.5% invalid rows, WARN at or below)" in (share.description or "")
+
+
+def test_the_resources_sends_append_to_a_run_history(
+    sandbox: cc.Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, GOOD_KEY)
+    history = f"duckdb://{tmp_path}/runs.duckdb"
+
+    @asset
+    def events_delivered(churn: ChurnResource) -> MaterializeResult:  # type: ignore[type-arg]
+        return churn.send_events(_events(1), results_dir=tmp_path, history=history)
+
+    with DagsterInstance.ephemeral() as instance:
+        assert _run([events_delivered], sandbox, instance).success
+    [run] = read_runs(history)
+    assert (run["rows"], run["counts"]["sent"], run["exit_code"]) == (10, 9, 1)
