@@ -7,15 +7,11 @@ from __future__ import annotations
 from .book import RowBook
 from .columns import IdColumn, Labels, Spill
 from .config import (
-    KEY_HEADERS,
     TIMEOUT_FIELDS,
     ClientConfig,
     ClientOptions,
     RetryPolicy,
-    Secret,
-    SecretHeaders,
     Timeouts,
-    as_secret,
 )
 from .contract import (
     EVENTS_PATH,
@@ -51,6 +47,7 @@ from .history import (
     receipts_path,
 )
 from .lazy import lazy_names
+from .secrets import KEY_HEADERS, Secret, SecretHeaders, as_secret
 from .storage import replaced_whole, storage_error, temp_file_error
 from .text_options import (
     CLIENT_FIELDS,
