@@ -39,6 +39,11 @@ def _data(text: str) -> str:
     return echoed(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _github(text: str) -> str:
+    """GitHub's own escapes of a text already made harmless (``failure_line``'s)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
 def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
@@ -67,7 +72,7 @@ def github_lines(
         text = failure_line(
             None if at_table else rec.position, rec.row, rec.column, str(rec.message)
         )
-        lines.append(f"::{level} {','.join(props)}::{_data(text)}")
+        lines.append(f"::{level} {','.join(props)}::{_github(text)}")
     for gate in verdict.gates:  # volume and freshness: one annotation each that failed
         if gate.status == "fail":
             lines.append(f"::error title=gate.{gate.name}::{_data(gate.message)}")

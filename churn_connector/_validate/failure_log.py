@@ -15,6 +15,7 @@ import pandas as pd
 from .._core import (
     RowBook,
     RowState,
+    echoed,
     row_label,
     shown,
     value_text,
@@ -234,11 +235,16 @@ def failure_record(
 
 
 def failure_line(position: Any, row: Any, column: Any, message: str) -> str:
-    """One failure for a person: ``row 6, phone: ...``; a table-level one is its message."""
+    """One failure for a person: ``row 6, phone: ...``; a table-level one is its message.
+    What the input wrote (label, column, message) is made harmless here (``echoed``), and
+    only then is a right-to-left label isolated: the isolates are ours, balanced."""
+    message = echoed(message)
     if position is None or position is pd.NA:
         return message  # it names its column, and concerns every row
-    where = f"row {isolated_label(row_label(row))}"  # a right-to-left label, in place
-    return f"{where}, {column}: {message}" if isinstance(column, str) else f"{where}: {message}"
+    where = f"row {isolated_label(echoed(str(row_label(row))))}"
+    if isinstance(column, str):
+        return f"{where}, {echoed(column)}: {message}"
+    return f"{where}: {message}"
 
 
 def failures_frame(records: list[dict[str, Any]]) -> pd.DataFrame:

@@ -202,7 +202,7 @@ class ValidationReport:
             )
             for rec in self.failures.head(5).itertuples(index=False):
                 line = failure_line(rec.position, rec.row, rec.column, str(rec.message))
-                lines.append(f"  {echoed(line)}")  # what the input wrote, made harmless
+                lines.append(f"  {line}")  # made harmless by failure_line
             if len(self.failures) > 5:
                 lines.append(f"  ... {len(self.failures) - 5:,} more in .failures")
         return "\n".join(lines)
